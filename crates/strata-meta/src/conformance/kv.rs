@@ -1,0 +1,270 @@
+//! Conformance cases for the `Kv` contract itself: what every engine must do.
+
+use std::time::Duration;
+
+use super::TestStore;
+use crate::kv::{FieldOp, FieldUpdate, KvError, RetryPolicy, Txn, run_txn};
+
+fn slot(v: i64) -> Vec<u8> {
+    v.to_le_bytes().to_vec()
+}
+
+async fn put_all(engine: &dyn crate::kv::KvEngine, pairs: &[(&[u8], &[u8])]) {
+    let mut tx = Txn::begin(engine).await.unwrap();
+    for (k, v) in pairs {
+        tx.put(k.to_vec(), v.to_vec());
+    }
+    tx.commit().await.unwrap();
+}
+
+pub async fn point_ops<S: TestStore>() {
+    let store = S::create();
+    let engine = store.client();
+    put_all(
+        engine.as_ref(),
+        &[(b"a", b"1"), (b"b", b""), (b"\x00\xff", b"bin")],
+    )
+    .await;
+    let mut tx = Txn::begin(engine.as_ref()).await.unwrap();
+    assert_eq!(tx.get(b"a").await.unwrap(), Some(b"1".to_vec()));
+    assert_eq!(
+        tx.get(b"b").await.unwrap(),
+        Some(Vec::new()),
+        "empty values are values"
+    );
+    assert_eq!(tx.get(b"zz").await.unwrap(), None);
+    let many = tx
+        .get_many(&[b"zz".to_vec(), b"\x00\xff".to_vec(), b"a".to_vec()])
+        .await
+        .unwrap();
+    assert_eq!(many, vec![None, Some(b"bin".to_vec()), Some(b"1".to_vec())]);
+    tx.delete(b"a".to_vec());
+    tx.commit().await.unwrap();
+    // Another client of the same store sees the committed state.
+    let other = store.client();
+    let mut tx = Txn::begin(other.as_ref()).await.unwrap();
+    assert_eq!(tx.get(b"a").await.unwrap(), None);
+    assert_eq!(tx.get(b"b").await.unwrap(), Some(Vec::new()));
+}
+
+pub async fn scan_order_and_limits<S: TestStore>() {
+    let store = S::create();
+    let engine = store.client();
+    let keys: Vec<Vec<u8>> = vec![
+        b"k\x00".to_vec(),
+        b"k\x01".to_vec(),
+        b"k\x01\x00".to_vec(),
+        b"k\xff".to_vec(),
+        b"l".to_vec(),
+    ];
+    let pairs: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (&k[..], &b"v"[..])).collect();
+    put_all(engine.as_ref(), &pairs).await;
+    let mut tx = Txn::begin(engine.as_ref()).await.unwrap();
+    let fwd: Vec<_> = tx
+        .scan(b"k", b"l", 100, false)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(fwd, keys[..4].to_vec(), "byte order, end exclusive");
+    let rev: Vec<_> = tx
+        .scan(b"k", b"l", 2, true)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(
+        rev,
+        vec![keys[3].clone(), keys[2].clone()],
+        "reverse with limit"
+    );
+    let limited = tx.scan(b"k\x01", b"l\x00", 2, false).await.unwrap();
+    assert_eq!(limited.len(), 2);
+    assert_eq!(limited[0].0, keys[1]);
+    assert!(tx.scan(b"m", b"n", 10, false).await.unwrap().is_empty());
+    assert!(
+        tx.scan(b"l", b"k", 10, false).await.unwrap().is_empty(),
+        "empty range"
+    );
+    assert!(
+        tx.scan(b"k", b"l", 0, false).await.unwrap().is_empty(),
+        "limit 0"
+    );
+}
+
+pub async fn read_your_writes<S: TestStore>() {
+    let store = S::create();
+    let engine = store.client();
+    put_all(
+        engine.as_ref(),
+        &[(b"p1", b"old"), (b"p2", b"x"), (b"p3", b"y")],
+    )
+    .await;
+    let mut tx = Txn::begin(engine.as_ref()).await.unwrap();
+    tx.put(b"p1".to_vec(), b"new".to_vec());
+    tx.delete(b"p2".to_vec());
+    tx.put(b"p0".to_vec(), b"added".to_vec());
+    assert_eq!(tx.get(b"p1").await.unwrap(), Some(b"new".to_vec()));
+    assert_eq!(tx.get(b"p2").await.unwrap(), None);
+    let seen: Vec<_> = tx.scan(b"p", b"q", 10, false).await.unwrap();
+    assert_eq!(
+        seen,
+        vec![
+            (b"p0".to_vec(), b"added".to_vec()),
+            (b"p1".to_vec(), b"new".to_vec()),
+            (b"p3".to_vec(), b"y".to_vec())
+        ]
+    );
+    // A limit applies after merging: the deleted p2 must not shorten the page.
+    let page = tx.scan(b"p1", b"q", 2, false).await.unwrap();
+    assert_eq!(
+        page.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+        vec![b"p1".to_vec(), b"p3".to_vec()]
+    );
+    let rev = tx.scan(b"p", b"q", 1, true).await.unwrap();
+    assert_eq!(rev[0].0, b"p3".to_vec());
+    tx.commit().await.unwrap();
+}
+
+pub async fn conflicts_are_detected<S: TestStore>() {
+    let store = S::create();
+    let (a, b) = (store.client(), store.client());
+    put_all(a.as_ref(), &[(b"x", b"0")]).await;
+    // Two transactions read x and both write: the second to commit must fail.
+    let mut t1 = Txn::begin(a.as_ref()).await.unwrap();
+    let mut t2 = Txn::begin(b.as_ref()).await.unwrap();
+    assert_eq!(t1.get(b"x").await.unwrap(), Some(b"0".to_vec()));
+    assert_eq!(t2.get(b"x").await.unwrap(), Some(b"0".to_vec()));
+    t1.put(b"x".to_vec(), b"1".to_vec());
+    t2.put(b"x".to_vec(), b"2".to_vec());
+    t1.commit().await.unwrap();
+    assert!(matches!(t2.commit().await, Err(KvError::Conflict)));
+    // A range read conflicts with an insert into the range (no phantoms).
+    let mut t3 = Txn::begin(a.as_ref()).await.unwrap();
+    assert!(t3.scan(b"r", b"s", 10, false).await.unwrap().is_empty());
+    t3.put(b"flag".to_vec(), b"empty".to_vec());
+    put_all(b.as_ref(), &[(b"r1", b"v")]).await;
+    assert!(matches!(t3.commit().await, Err(KvError::Conflict)));
+    // Reading a missing key conflicts with its creation.
+    let mut t4 = Txn::begin(a.as_ref()).await.unwrap();
+    assert_eq!(t4.get(b"new").await.unwrap(), None);
+    t4.put(b"other".to_vec(), b"v".to_vec());
+    put_all(b.as_ref(), &[(b"new", b"v")]).await;
+    assert!(matches!(t4.commit().await, Err(KvError::Conflict)));
+    // Nothing from the failed transactions was applied.
+    let mut check = Txn::begin(a.as_ref()).await.unwrap();
+    assert_eq!(check.get(b"x").await.unwrap(), Some(b"1".to_vec()));
+    assert_eq!(check.get(b"flag").await.unwrap(), None);
+    assert_eq!(check.get(b"other").await.unwrap(), None);
+}
+
+pub async fn field_updates_commute<S: TestStore>() {
+    let store = S::create();
+    let (a, b) = (store.client(), store.client());
+    let mut rec = slot(10);
+    rec.extend_from_slice(&slot(100));
+    put_all(a.as_ref(), &[(b"rec", &rec)]).await;
+    let mut t1 = Txn::begin(a.as_ref()).await.unwrap();
+    let mut t2 = Txn::begin(b.as_ref()).await.unwrap();
+    t1.update_fields(
+        b"rec".to_vec(),
+        &[FieldOp {
+            slot: 0,
+            update: FieldUpdate::Add(5),
+        }],
+    )
+    .unwrap();
+    t2.update_fields(
+        b"rec".to_vec(),
+        &[FieldOp {
+            slot: 0,
+            update: FieldUpdate::Add(-3),
+        }],
+    )
+    .unwrap();
+    t2.update_fields(
+        b"rec".to_vec(),
+        &[FieldOp {
+            slot: 1,
+            update: FieldUpdate::Max(50),
+        }],
+    )
+    .unwrap();
+    t1.update_fields(
+        b"missing".to_vec(),
+        &[FieldOp {
+            slot: 0,
+            update: FieldUpdate::Set(1),
+        }],
+    )
+    .unwrap();
+    t1.commit().await.unwrap();
+    t2.commit().await.expect("field updates never conflict");
+    let mut check = Txn::begin(a.as_ref()).await.unwrap();
+    let got = check.get(b"rec").await.unwrap().unwrap();
+    assert_eq!(&got[0..8], &slot(12)[..]);
+    assert_eq!(&got[8..16], &slot(100)[..]);
+    assert_eq!(
+        check.get(b"missing").await.unwrap(),
+        None,
+        "updates to a missing key vanish"
+    );
+    // Inside a transaction, reading an updated key shows the update.
+    let mut t3 = Txn::begin(a.as_ref()).await.unwrap();
+    t3.update_fields(
+        b"rec".to_vec(),
+        &[FieldOp {
+            slot: 1,
+            update: FieldUpdate::Set(7),
+        }],
+    )
+    .unwrap();
+    assert_eq!(&t3.get(b"rec").await.unwrap().unwrap()[8..16], &slot(7)[..]);
+    t3.commit().await.unwrap();
+}
+
+pub async fn retry_loop_gives_up<S: TestStore>() {
+    let store = S::create();
+    let (a, b) = (store.client(), store.client());
+    put_all(a.as_ref(), &[(b"hot", b"0")]).await;
+    let policy = RetryPolicy {
+        max_attempts: 3,
+        base_delay: Duration::from_micros(10),
+        max_delay: Duration::from_millis(1),
+        unavailable_timeout: Duration::from_millis(10),
+    };
+    let interferer = b.clone();
+    let mut attempts = 0u32;
+    let result: Result<(), KvError> = run_txn(a.as_ref(), &policy, |tx| {
+        attempts += 1;
+        let interferer = interferer.clone();
+        Box::pin(async move {
+            let v = tx.get(b"hot").await?.unwrap_or_default();
+            // Someone else changes the key before every commit.
+            put_all(
+                interferer.as_ref(),
+                &[(b"hot", &[v.as_slice(), b"!"].concat())],
+            )
+            .await;
+            tx.put(b"hot".to_vec(), b"mine".to_vec());
+            Ok(())
+        })
+    })
+    .await;
+    assert_eq!(attempts, 3);
+    match result {
+        Err(KvError::RetriesExhausted { attempts, .. }) => assert_eq!(attempts, 3),
+        other => panic!("expected RetriesExhausted, got {other:?}"),
+    }
+    // A transaction that does not conflict succeeds through the same loop.
+    let ok: Result<u32, KvError> = run_txn(a.as_ref(), &policy, |tx| {
+        Box::pin(async move {
+            tx.put(b"calm".to_vec(), b"1".to_vec());
+            Ok(7)
+        })
+    })
+    .await;
+    assert_eq!(ok.unwrap(), 7);
+}

@@ -1,0 +1,183 @@
+//! The metadata conformance suite, written once and run against every engine.
+//!
+//! An engine crate implements [`TestStore`] for a fresh, empty store of its kind and calls
+//! [`meta_conformance_tests!`](crate::meta_conformance_tests) in an integration test; every
+//! case becomes its own `#[tokio::test]`. Cases cover the `Kv` contract (ordering, limits,
+//! conflicts, field updates), every metadata operation with its errno cases, and several
+//! clients racing on one store.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+pub mod clients;
+pub mod data;
+pub mod kv;
+pub mod namespace;
+pub mod posix;
+
+use std::sync::Arc;
+
+use strata_types::{Errno, FileType, Ino};
+
+use crate::format::{Format, META_VERSION};
+use crate::kv::KvEngine;
+use crate::meta::{Ctx, Entry, Meta, MetaOptions};
+
+/// A store for one test: created empty, opened by as many clients as the test wants.
+pub trait TestStore: Send + Sync + Sized + 'static {
+    /// A new, empty store.
+    fn create() -> Self;
+    /// A new client handle on this store (its own connections, as another process
+    /// would have).
+    fn client(&self) -> Arc<dyn KvEngine>;
+}
+
+/// The memory engine as a test store (clients share one map).
+#[derive(Debug, Default)]
+pub struct MemoryStore(crate::kv::memory::MemoryEngine);
+
+impl TestStore for MemoryStore {
+    fn create() -> Self {
+        MemoryStore::default()
+    }
+    fn client(&self) -> Arc<dyn KvEngine> {
+        Arc::new(self.0.clone())
+    }
+}
+
+/// A SQLite database file in a temporary directory.
+#[derive(Debug)]
+pub struct SqliteStore {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+}
+
+impl TestStore for SqliteStore {
+    fn create() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("meta.db");
+        SqliteStore { _dir: dir, path }
+    }
+    fn client(&self) -> Arc<dyn KvEngine> {
+        Arc::new(crate::kv::sqlite::SqliteEngine::open(&self.path).expect("open sqlite"))
+    }
+}
+
+/// Settings of a test volume.
+pub fn test_format(trash_days: u32) -> Format {
+    Format {
+        name: "conformance".into(),
+        uuid: "00000000-0000-4000-8000-000000000000".into(),
+        storage: "mem".into(),
+        bucket: "test".into(),
+        access_key: None,
+        secret_key: None,
+        block_size_kib: 4096,
+        compression: "none".into(),
+        trash_days,
+        capacity: 0,
+        inodes: 0,
+        created_at: 1_700_000_000,
+        meta_version: META_VERSION,
+    }
+}
+
+/// Options for test clients: small id batches so batching paths run.
+pub fn test_options() -> MetaOptions {
+    MetaOptions {
+        inode_batch: 16,
+        slice_batch: 16,
+        compact_threshold: 8,
+        ..MetaOptions::default()
+    }
+}
+
+/// A formatted volume (no trash) and its first client.
+pub async fn volume<S: TestStore>(store: &S) -> Meta {
+    volume_with(store, test_format(0)).await
+}
+
+/// A volume formatted with `format`, and its first client.
+pub async fn volume_with<S: TestStore>(store: &S, format: Format) -> Meta {
+    let meta = Meta::new(store.client(), test_options());
+    meta.format(&format, false).await.expect("format");
+    meta.load().await.expect("load");
+    meta
+}
+
+/// Another client of an already formatted store.
+pub async fn client<S: TestStore>(store: &S) -> Meta {
+    let meta = Meta::new(store.client(), test_options());
+    meta.load().await.expect("load");
+    meta
+}
+
+/// The errno of a failed result; panics (failing the test) on success.
+pub fn errno_of<T: std::fmt::Debug>(r: crate::Result<T>) -> Errno {
+    match r {
+        Ok(v) => panic!("expected an error, got Ok({v:?})"),
+        Err(e) => e.errno(),
+    }
+}
+
+/// Create a regular file as root.
+pub async fn touch(meta: &Meta, parent: Ino, name: &str) -> Entry {
+    meta.mknod(
+        &Ctx::root(),
+        parent,
+        name.as_bytes(),
+        FileType::Regular,
+        0o644,
+        0,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("create {name}: {e}"))
+}
+
+/// Create a directory as root.
+pub async fn mkdir(meta: &Meta, parent: Ino, name: &str) -> Entry {
+    meta.mkdir(&Ctx::root(), parent, name.as_bytes(), 0o755)
+        .await
+        .unwrap_or_else(|e| panic!("mkdir {name}: {e}"))
+}
+
+/// Names in a directory, in order.
+pub async fn names(meta: &Meta, dir: Ino) -> Vec<String> {
+    let entries = meta
+        .readdir(dir, None, usize::MAX, false)
+        .await
+        .expect("readdir");
+    entries
+        .into_iter()
+        .map(|e| String::from_utf8_lossy(&e.name).into_owned())
+        .collect()
+}
+
+/// Expand to one `#[tokio::test]` per conformance case for the store type given.
+#[macro_export]
+macro_rules! meta_conformance_tests {
+    ($store:ty) => {
+        $crate::meta_conformance_tests!(@cases $store;
+            kv::point_ops, kv::scan_order_and_limits, kv::read_your_writes, kv::conflicts_are_detected,
+            kv::field_updates_commute, kv::retry_loop_gives_up,
+            namespace::format_rules, namespace::create_and_lookup, namespace::name_limits,
+            namespace::symlinks, namespace::unlink_rules, namespace::rmdir_rules,
+            namespace::rename_rules, namespace::rename_exchange_and_noreplace,
+            namespace::hard_links, namespace::readdir_pages, namespace::trash_keeps_deleted_files,
+            namespace::dir_usage_is_kept, namespace::corrupt_values_name_their_key,
+            posix::setattr_rules, posix::access_rules, posix::sticky_directories,
+            posix::xattr_rules, posix::statfs_and_limits,
+            data::write_and_read_chunks, data::slice_cap_is_enforced, data::truncate_clips_and_frees,
+            data::fallocate_modes, data::copy_file_range_shares_slices, data::compaction_support,
+            data::deletion_queues,
+            clients::sustained_files, clients::stale_sessions_are_cleaned, clients::flocks_conflict,
+            clients::posix_locks_conflict, clients::concurrent_creates, clients::concurrent_renames
+        );
+    };
+    (@cases $store:ty; $($module:ident :: $case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                $crate::conformance::$module::$case::<$store>().await;
+            }
+        )*
+    };
+}

@@ -1,0 +1,165 @@
+//! The volume format record (`Cformat`, JSON): what `strata format` writes and every
+//! client reads first.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{MetaError, Result};
+
+/// Version of the metadata layout described in docs/FORMAT.md.
+pub const META_VERSION: u32 = 1;
+
+/// A volume's settings.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Format {
+    pub name: String,
+    pub uuid: String,
+    /// Object store kind: `file`, `s3`, `mem`.
+    pub storage: String,
+    pub bucket: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_key: Option<String>,
+    /// Block size in KiB.
+    pub block_size_kib: u32,
+    /// `none`, `lz4` or `zstd`.
+    pub compression: String,
+    /// Days deleted files stay in `.trash`; 0 disables the trash.
+    pub trash_days: u32,
+    /// Capacity limit in bytes; 0 = unlimited.
+    pub capacity: u64,
+    /// Inode limit; 0 = unlimited.
+    pub inodes: u64,
+    /// Creation time, Unix seconds.
+    pub created_at: i64,
+    pub meta_version: u32,
+}
+
+impl Format {
+    /// Check the settings a user chose.
+    pub fn validate(&self) -> Result<()> {
+        let n = self.name.as_bytes();
+        let ok_char = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-';
+        let valid_name = (3..=63).contains(&n.len())
+            && n.iter().all(ok_char)
+            && n.first() != Some(&b'-')
+            && n.last() != Some(&b'-');
+        if !valid_name {
+            return Err(MetaError::Invalid(format!(
+                "volume name {:?}: use 3-63 characters of a-z, 0-9 and '-', not starting or ending with '-'",
+                self.name
+            )));
+        }
+        if !(64..=16384).contains(&self.block_size_kib) || !self.block_size_kib.is_power_of_two() {
+            return Err(MetaError::Invalid(format!(
+                "block size {} KiB: use a power of two from 64 to 16384",
+                self.block_size_kib
+            )));
+        }
+        if !["none", "lz4", "zstd"].contains(&self.compression.as_str()) {
+            return Err(MetaError::Invalid(format!(
+                "compression {:?}: use none, lz4 or zstd",
+                self.compression
+            )));
+        }
+        Ok(())
+    }
+
+    /// Differences in settings that cannot change after formatting.
+    pub fn immutable_differences(&self, other: &Format) -> Vec<String> {
+        let mut diffs = Vec::new();
+        let mut cmp = |what: &str, a: &dyn std::fmt::Display, b: &dyn std::fmt::Display| {
+            if a.to_string() != b.to_string() {
+                diffs.push(format!("{what} is {a}, not {b}"));
+            }
+        };
+        cmp("name", &self.name, &other.name);
+        cmp("storage", &self.storage, &other.storage);
+        cmp("bucket", &self.bucket, &other.bucket);
+        cmp(
+            "block size (KiB)",
+            &self.block_size_kib,
+            &other.block_size_kib,
+        );
+        cmp("compression", &self.compression, &other.compression);
+        diffs
+    }
+
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        serde_json::to_vec(self).map_err(|e| MetaError::Invalid(format!("format record: {e}")))
+    }
+
+    pub fn decode(key: &[u8], v: &[u8]) -> Result<Format> {
+        serde_json::from_slice(v)
+            .map_err(|e| MetaError::corrupt(key, format!("format record: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn sample() -> Format {
+        Format {
+            name: "vol-1".into(),
+            uuid: "u".into(),
+            storage: "file".into(),
+            bucket: "/tmp/b".into(),
+            access_key: None,
+            secret_key: None,
+            block_size_kib: 4096,
+            compression: "none".into(),
+            trash_days: 1,
+            capacity: 0,
+            inodes: 0,
+            created_at: 0,
+            meta_version: META_VERSION,
+        }
+    }
+
+    #[test]
+    fn names_and_settings_are_validated() {
+        assert!(sample().validate().is_ok());
+        for bad in ["ab", "-abc", "abc-", "Abc", "a_b_c"] {
+            let f = Format {
+                name: bad.into(),
+                ..sample()
+            };
+            assert!(f.validate().is_err(), "{bad}");
+        }
+        assert!(
+            Format {
+                block_size_kib: 100,
+                ..sample()
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            Format {
+                compression: "gzip".into(),
+                ..sample()
+            }
+            .validate()
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn round_trip_and_differences() {
+        let f = sample();
+        assert_eq!(Format::decode(b"k", &f.encode().unwrap()).unwrap(), f);
+        let g = Format {
+            bucket: "/other".into(),
+            trash_days: 5,
+            ..sample()
+        };
+        assert_eq!(f.immutable_differences(&g).len(), 1);
+        assert!(
+            Format::decode(b"Cformat", b"{")
+                .unwrap_err()
+                .to_string()
+                .contains("Cformat")
+        );
+    }
+}

@@ -1,0 +1,247 @@
+//! The `Kv` transaction layer: what a metadata engine must provide, and the generic
+//! optimistic transaction written once above all engines.
+//!
+//! An engine ([`KvEngine`]) only has to offer two things: a read view ([`KvSnapshot`]:
+//! point get, batch get, ordered range scan with a limit, forward or reverse) and an
+//! atomic, validated commit ([`CommitRequest`]: "if every read I made still returns what
+//! it returned, apply these writes"). Read-your-writes, write buffering, field updates that
+//! never conflict ([`FieldOp`]) and the bounded, jittered retry loop live in [`txn`], once.
+
+pub mod memory;
+pub mod sqlite;
+pub mod txn;
+
+use std::fmt;
+
+use async_trait::async_trait;
+
+pub use txn::{RetryPolicy, Txn, TxnError, TxnFuture, run_txn};
+
+/// A key in the engine's ordered key space.
+pub type Key = Vec<u8>;
+/// A value stored under a key.
+pub type Value = Vec<u8>;
+
+/// Errors an engine or the transaction layer reports.
+#[derive(Debug, thiserror::Error)]
+pub enum KvError {
+    /// Another transaction changed something this one read; the caller retries.
+    #[error("transaction conflict")]
+    Conflict,
+    /// The retry loop gave up.
+    #[error("metadata transaction gave up after {attempts} attempts ({last})")]
+    RetriesExhausted { attempts: u32, last: String },
+    /// The engine cannot be reached right now (may succeed later).
+    #[error("metadata engine unavailable: {0}")]
+    Unavailable(String),
+    /// Any other engine failure.
+    #[error("metadata engine error: {0}")]
+    Engine(String),
+    /// A stored value does not have the shape the transaction layer expects.
+    #[error("corrupt value under key {key}: {reason}")]
+    Corrupt { key: String, reason: String },
+}
+
+impl KvError {
+    /// Errors worth another attempt of the whole transaction.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, KvError::Conflict | KvError::Unavailable(_))
+    }
+}
+
+/// Render a key for messages: printable bytes as text, the rest as hex escapes.
+pub fn display_key(key: &[u8]) -> String {
+    let mut out = String::with_capacity(key.len() * 2);
+    for &b in key {
+        if b.is_ascii_graphic() && b != b'\\' {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    out
+}
+
+/// The smallest key greater than every key starting with `prefix`.
+pub fn prefix_end(prefix: &[u8]) -> Key {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xFF {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // Every byte was 0xFF: no finite upper bound shorter than this; use a long one.
+    vec![0xFF; prefix.len() + 1]
+}
+
+/// One update of a field record: a value made of little-endian `i64` slots.
+///
+/// Field updates commute with each other, so engines that apply them at commit time
+/// ([`KvEngine::native_field_ops`]) let concurrent transactions update the same record
+/// (a directory's mtime, its usage counters) without conflicting. Applying field updates
+/// to a missing key does nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldOp {
+    pub slot: usize,
+    pub update: FieldUpdate,
+}
+
+/// How a [`FieldOp`] changes its slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldUpdate {
+    Add(i64),
+    Max(i64),
+    Set(i64),
+}
+
+/// Apply field updates to a record. `None` stays `None` (updates to a missing key vanish).
+pub fn apply_field_ops(
+    key: &[u8],
+    value: Option<&[u8]>,
+    ops: &[FieldOp],
+) -> Result<Option<Value>, KvError> {
+    let Some(value) = value else { return Ok(None) };
+    let mut out = value.to_vec();
+    for op in ops {
+        let start = op.slot * 8;
+        let Some(bytes) = out.get_mut(start..start + 8) else {
+            return Err(KvError::Corrupt {
+                key: display_key(key),
+                reason: format!(
+                    "field record of {} bytes has no slot {}",
+                    value.len(),
+                    op.slot
+                ),
+            });
+        };
+        let mut raw = [0u8; 8];
+        raw.copy_from_slice(bytes);
+        let current = i64::from_le_bytes(raw);
+        let next = match op.update {
+            FieldUpdate::Add(delta) => current.wrapping_add(delta),
+            FieldUpdate::Max(candidate) => current.max(candidate),
+            FieldUpdate::Set(v) => v,
+        };
+        bytes.copy_from_slice(&next.to_le_bytes());
+    }
+    Ok(Some(out))
+}
+
+/// A read the transaction made, to be re-checked at commit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadCheck {
+    /// `get(key)` returned `value`.
+    Point { key: Key, value: Option<Value> },
+    /// `scan(start, end, limit, reverse)` returned `entries`.
+    Range {
+        start: Key,
+        end: Key,
+        limit: usize,
+        reverse: bool,
+        entries: Vec<(Key, Value)>,
+    },
+}
+
+/// A buffered write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Write {
+    Put(Value),
+    Delete,
+    /// Field updates applied to the value current at commit time.
+    Fields(Vec<FieldOp>),
+}
+
+/// What a transaction asks an engine to commit atomically.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CommitRequest {
+    /// Reads to re-check; if any returns something else now, the commit is a `Conflict`.
+    pub reads: Vec<ReadCheck>,
+    /// Writes in key order, applied only if every read still holds.
+    pub writes: Vec<(Key, Write)>,
+}
+
+/// A read view of an engine.
+#[async_trait]
+pub trait KvSnapshot: Send {
+    async fn get(&mut self, key: &[u8]) -> Result<Option<Value>, KvError>;
+    /// Values of several keys, in the order asked.
+    async fn get_many(&mut self, keys: &[Key]) -> Result<Vec<Option<Value>>, KvError>;
+    /// Entries with `start <= key < end`, ascending (or descending with `reverse`), at
+    /// most `limit` of them.
+    async fn scan(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<(Key, Value)>, KvError>;
+}
+
+/// A transactional, ordered key-value engine under the metadata layer.
+#[async_trait]
+pub trait KvEngine: Send + Sync + fmt::Debug {
+    /// Short engine name for messages ("memory", "sqlite", ...).
+    fn name(&self) -> &'static str;
+    /// Open a read view.
+    async fn snapshot(&self) -> Result<Box<dyn KvSnapshot>, KvError>;
+    /// Validate `req.reads` and apply `req.writes` atomically and durably, or return
+    /// `KvError::Conflict` and change nothing.
+    async fn commit(&self, req: CommitRequest) -> Result<(), KvError>;
+    /// True when all reads of one snapshot see one consistent state, so read-only
+    /// transactions need no validation at the end.
+    fn snapshot_isolation(&self) -> bool;
+    /// True when the engine applies [`Write::Fields`] itself at commit time; otherwise the
+    /// transaction layer turns them into a read plus a put before committing.
+    fn native_field_ops(&self) -> bool;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_end_increments_last_byte() {
+        assert_eq!(prefix_end(b"A\x01"), b"A\x02".to_vec());
+        assert_eq!(prefix_end(b"A\xff"), b"B".to_vec());
+        assert_eq!(prefix_end(b"\xff\xff"), vec![0xFF, 0xFF, 0xFF]);
+    }
+
+    #[test]
+    fn field_ops_apply_and_skip_missing() {
+        let mut v = Vec::new();
+        v.extend_from_slice(&5i64.to_le_bytes());
+        v.extend_from_slice(&7i64.to_le_bytes());
+        let ops = [
+            FieldOp {
+                slot: 0,
+                update: FieldUpdate::Add(3),
+            },
+            FieldOp {
+                slot: 1,
+                update: FieldUpdate::Max(6),
+            },
+            FieldOp {
+                slot: 1,
+                update: FieldUpdate::Max(9),
+            },
+        ];
+        let out = apply_field_ops(b"k", Some(&v), &ops).unwrap().unwrap();
+        assert_eq!(&out[0..8], &8i64.to_le_bytes());
+        assert_eq!(&out[8..16], &9i64.to_le_bytes());
+        assert_eq!(apply_field_ops(b"k", None, &ops).unwrap(), None);
+        let bad = [FieldOp {
+            slot: 2,
+            update: FieldUpdate::Set(1),
+        }];
+        assert!(matches!(
+            apply_field_ops(b"k", Some(&v), &bad),
+            Err(KvError::Corrupt { .. })
+        ));
+    }
+
+    #[test]
+    fn keys_display_readably() {
+        assert_eq!(display_key(b"A\x00\x01x"), "A\\x00\\x01x");
+    }
+}

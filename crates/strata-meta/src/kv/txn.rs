@@ -1,0 +1,393 @@
+//! The optimistic transaction, written once above every engine: buffered writes with
+//! read-your-writes, a read set re-checked at commit, field updates, and the bounded,
+//! jittered retry loop ([`run_txn`]).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+
+use super::{
+    CommitRequest, FieldOp, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write,
+    apply_field_ops,
+};
+
+/// One optimistic transaction over a [`KvEngine`].
+pub struct Txn<'a> {
+    engine: &'a dyn KvEngine,
+    snapshot: Box<dyn KvSnapshot>,
+    reads: Vec<ReadCheck>,
+    writes: BTreeMap<Key, Write>,
+}
+
+impl std::fmt::Debug for Txn<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Txn")
+            .field("engine", &self.engine.name())
+            .field("reads", &self.reads.len())
+            .field("writes", &self.writes.len())
+            .finish()
+    }
+}
+
+impl<'a> Txn<'a> {
+    /// Start a transaction on `engine`.
+    pub async fn begin(engine: &'a dyn KvEngine) -> Result<Txn<'a>, KvError> {
+        let snapshot = engine.snapshot().await?;
+        Ok(Txn {
+            engine,
+            snapshot,
+            reads: Vec::new(),
+            writes: BTreeMap::new(),
+        })
+    }
+
+    /// The value under `key`, seeing this transaction's own writes.
+    pub async fn get(&mut self, key: &[u8]) -> Result<Option<Value>, KvError> {
+        match self.writes.get(key) {
+            Some(Write::Put(v)) => return Ok(Some(v.clone())),
+            Some(Write::Delete) => return Ok(None),
+            Some(Write::Fields(_)) | None => {}
+        }
+        let base = self.read_engine(key).await?;
+        self.materialize_fields(key, base)
+    }
+
+    /// Values of several keys in one engine round trip, in the order asked.
+    pub async fn get_many(&mut self, keys: &[Key]) -> Result<Vec<Option<Value>>, KvError> {
+        let missing: Vec<Key> = keys
+            .iter()
+            .filter(|k| !self.is_buffered_value(k))
+            .cloned()
+            .collect();
+        let fetched = if missing.is_empty() {
+            Vec::new()
+        } else {
+            self.snapshot.get_many(&missing).await?
+        };
+        for (key, value) in missing.iter().zip(fetched) {
+            self.record_point(key, value);
+        }
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            out.push(self.get(key).await?);
+        }
+        Ok(out)
+    }
+
+    /// Entries with `start <= key < end` in key order (descending with `reverse`), at most
+    /// `limit`, merged with this transaction's own writes.
+    pub async fn scan(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<(Key, Value)>, KvError> {
+        let buffered: Vec<(Key, Write)> = self
+            .writes
+            .range::<[u8], _>((
+                std::ops::Bound::Included(start),
+                std::ops::Bound::Excluded(end),
+            ))
+            .map(|(k, w)| (k.clone(), w.clone()))
+            .collect();
+        // Buffered deletes may hide engine entries: ask for enough to still fill `limit`.
+        let engine_limit = limit.saturating_add(buffered.len());
+        let entries = self
+            .snapshot
+            .scan(start, end, engine_limit, reverse)
+            .await?;
+        self.reads.push(ReadCheck::Range {
+            start: start.to_vec(),
+            end: end.to_vec(),
+            limit: engine_limit,
+            reverse,
+            entries: entries.clone(),
+        });
+        let complete = entries.len() < engine_limit;
+        let mut merged: BTreeMap<Key, Value> = entries.into_iter().collect();
+        let boundary = if reverse {
+            merged.keys().next()
+        } else {
+            merged.keys().next_back()
+        }
+        .cloned();
+        for (key, write) in buffered {
+            // Beyond what the engine returned we cannot merge correctly unless it returned all.
+            let inside = complete
+                || boundary
+                    .as_ref()
+                    .is_some_and(|b| if reverse { key >= *b } else { key <= *b });
+            if !inside {
+                continue;
+            }
+            let next = match write {
+                Write::Put(v) => Some(v),
+                Write::Delete => None,
+                Write::Fields(ops) => {
+                    apply_field_ops(&key, merged.get(&key).map(|v| &v[..]), &ops)?
+                }
+            };
+            match next {
+                Some(v) => merged.insert(key, v),
+                None => merged.remove(&key),
+            };
+        }
+        let iter: Box<dyn Iterator<Item = (Key, Value)>> = if reverse {
+            Box::new(merged.into_iter().rev())
+        } else {
+            Box::new(merged.into_iter())
+        };
+        Ok(iter.take(limit).collect())
+    }
+
+    /// Buffer a write of `value` under `key`.
+    pub fn put(&mut self, key: Key, value: Value) {
+        self.writes.insert(key, Write::Put(value));
+    }
+
+    /// Buffer a deletion of `key`.
+    pub fn delete(&mut self, key: Key) {
+        self.writes.insert(key, Write::Delete);
+    }
+
+    /// Buffer field updates of the record under `key` (see [`FieldOp`]); they do not add
+    /// `key` to the read set, so they never make this transaction conflict.
+    pub fn update_fields(&mut self, key: Key, ops: &[FieldOp]) -> Result<(), KvError> {
+        let next = match self.writes.remove(&key) {
+            Some(Write::Put(v)) => match apply_field_ops(&key, Some(&v), ops)? {
+                Some(v) => Write::Put(v),
+                None => Write::Delete,
+            },
+            Some(Write::Delete) => Write::Delete,
+            Some(Write::Fields(mut existing)) => {
+                existing.extend_from_slice(ops);
+                Write::Fields(existing)
+            }
+            None => Write::Fields(ops.to_vec()),
+        };
+        self.writes.insert(key, next);
+        Ok(())
+    }
+
+    /// True when this transaction has buffered writes.
+    pub fn has_writes(&self) -> bool {
+        !self.writes.is_empty()
+    }
+
+    /// Commit: validate the read set and apply the writes, or fail with `Conflict`.
+    pub async fn commit(mut self) -> Result<(), KvError> {
+        if self.writes.is_empty() {
+            return self.finish_read_only().await;
+        }
+        if !self.engine.native_field_ops() {
+            let pending: Vec<Key> = self
+                .writes
+                .iter()
+                .filter(|(_, w)| matches!(w, Write::Fields(_)))
+                .map(|(k, _)| k.clone())
+                .collect();
+            for key in pending {
+                let base = self.read_engine(&key).await?;
+                let value = self.materialize_fields(&key, base)?;
+                self.writes
+                    .insert(key, value.map_or(Write::Delete, Write::Put));
+            }
+        }
+        let req = CommitRequest {
+            reads: self.reads,
+            writes: self.writes.into_iter().collect(),
+        };
+        self.engine.commit(req).await
+    }
+
+    /// End a transaction that wrote nothing: on engines without snapshot isolation its
+    /// reads are re-checked so the caller never acts on a torn view.
+    async fn finish_read_only(self) -> Result<(), KvError> {
+        if self.engine.snapshot_isolation() || self.reads.is_empty() {
+            return Ok(());
+        }
+        let req = CommitRequest {
+            reads: self.reads,
+            writes: Vec::new(),
+        };
+        self.engine.commit(req).await
+    }
+
+    fn is_buffered_value(&self, key: &[u8]) -> bool {
+        matches!(self.writes.get(key), Some(Write::Put(_) | Write::Delete))
+            || self
+                .reads
+                .iter()
+                .any(|r| matches!(r, ReadCheck::Point { key: k, .. } if k == key))
+    }
+
+    /// Read `key` from the engine (once per transaction) and remember it for validation.
+    async fn read_engine(&mut self, key: &[u8]) -> Result<Option<Value>, KvError> {
+        for read in &self.reads {
+            if let ReadCheck::Point { key: k, value } = read
+                && k == key
+            {
+                return Ok(value.clone());
+            }
+        }
+        let value = self.snapshot.get(key).await?;
+        self.record_point(key, value.clone());
+        Ok(value)
+    }
+
+    fn record_point(&mut self, key: &[u8], value: Option<Value>) {
+        self.reads.push(ReadCheck::Point {
+            key: key.to_vec(),
+            value,
+        });
+    }
+
+    /// Once a field-updated key has been read, its result depends on the read: turn the
+    /// pending updates into a plain put of the computed value.
+    fn materialize_fields(
+        &mut self,
+        key: &[u8],
+        base: Option<Value>,
+    ) -> Result<Option<Value>, KvError> {
+        let Some(Write::Fields(ops)) = self.writes.get(key) else {
+            return Ok(base);
+        };
+        let value = apply_field_ops(key, base.as_deref(), ops)?;
+        let write = match &value {
+            Some(v) => Write::Put(v.clone()),
+            None => Write::Delete,
+        };
+        self.writes.insert(key.to_vec(), write);
+        Ok(value)
+    }
+}
+
+/// How hard [`run_txn`] tries before giving up.
+#[derive(Clone, Debug)]
+pub struct RetryPolicy {
+    /// Attempts after which a conflicting transaction fails.
+    pub max_attempts: u32,
+    /// First backoff delay; doubles per attempt, with ±50 % jitter.
+    pub base_delay: Duration,
+    /// Largest backoff delay.
+    pub max_delay: Duration,
+    /// How long an unreachable engine is retried before the operation fails.
+    pub unavailable_timeout: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 64,
+            base_delay: Duration::from_micros(200),
+            max_delay: Duration::from_millis(50),
+            unavailable_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl RetryPolicy {
+    fn delay(&self, attempt: u32) -> Duration {
+        let exp = self.base_delay.saturating_mul(1u32 << attempt.min(16));
+        let capped = exp.min(self.max_delay);
+        let jitter = rand::rng().random_range(0.5..1.5);
+        capped.mul_f64(jitter)
+    }
+}
+
+/// Errors that [`run_txn`] can tell apart: a retryable engine error, or anything else.
+pub trait TxnError: From<KvError> {
+    /// The engine error inside, if this error is one.
+    fn as_kv(&self) -> Option<&KvError>;
+}
+
+impl TxnError for KvError {
+    fn as_kv(&self) -> Option<&KvError> {
+        Some(self)
+    }
+}
+
+/// A boxed future borrowing the transaction.
+pub type TxnFuture<'t, T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send + 't>>;
+
+/// Run `body` in a transaction and commit it, retrying on conflicts (bounded attempts,
+/// jittered exponential backoff) and on an unavailable engine (bounded time).
+///
+/// When `body` fails with a non-retryable error on an engine without snapshot
+/// isolation, its reads are re-checked first, so an error caused by a torn view is retried
+/// rather than returned.
+pub async fn run_txn<'a, T, E, F>(
+    engine: &'a dyn KvEngine,
+    policy: &RetryPolicy,
+    mut body: F,
+) -> Result<T, E>
+where
+    E: TxnError,
+    F: for<'t> FnMut(&'t mut Txn<'a>) -> TxnFuture<'t, T, E>,
+{
+    let started = Instant::now();
+    let mut attempt = 0u32;
+    loop {
+        let outcome = attempt_once(engine, &mut body).await;
+        let err = match outcome {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        let retryable = match err.as_kv() {
+            Some(KvError::Conflict) => attempt + 1 < policy.max_attempts,
+            Some(KvError::Unavailable(_)) => started.elapsed() < policy.unavailable_timeout,
+            _ => false,
+        };
+        if !retryable {
+            return match err.as_kv() {
+                Some(KvError::Conflict) => Err(E::from(KvError::RetriesExhausted {
+                    attempts: attempt + 1,
+                    last: "conflicts with concurrent transactions".into(),
+                })),
+                _ => Err(err),
+            };
+        }
+        if attempt > 0 && attempt.is_multiple_of(16) {
+            tracing::debug!(
+                attempt,
+                "metadata transaction still retrying: {}",
+                err_text(&err)
+            );
+        }
+        tokio::time::sleep(policy.delay(attempt)).await;
+        attempt += 1;
+    }
+}
+
+fn err_text<E: TxnError>(err: &E) -> String {
+    err.as_kv().map(|e| e.to_string()).unwrap_or_default()
+}
+
+async fn attempt_once<'a, T, E, F>(engine: &'a dyn KvEngine, body: &mut F) -> Result<T, E>
+where
+    E: TxnError,
+    F: for<'t> FnMut(&'t mut Txn<'a>) -> TxnFuture<'t, T, E>,
+{
+    let mut txn = Txn::begin(engine).await?;
+    match body(&mut txn).await {
+        Ok(v) => {
+            txn.commit().await?;
+            Ok(v)
+        }
+        Err(e) if e.as_kv().is_some_and(KvError::is_retryable) => Err(e),
+        Err(e) => {
+            if !engine.snapshot_isolation() && !txn.reads.is_empty() {
+                let req = CommitRequest {
+                    reads: txn.reads,
+                    writes: Vec::new(),
+                };
+                engine.commit(req).await?;
+            }
+            Err(e)
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! Strata's metadata layer: the [`kv`] transaction trait and its engines (memory, SQLite),
+//! and [`Meta`], the file-system metadata logic written once above them — namespace,
+//! attributes, chunk slice lists, sessions, locks, trash, deletion queues.
+//!
+//! Persistent formats are specified in `docs/FORMAT.md`; behaviour in `docs/SEMANTICS.md`.
+
+pub mod codec;
+pub mod error;
+pub mod format;
+pub mod keys;
+pub mod kv;
+mod meta;
+
+#[cfg(feature = "conformance")]
+pub mod conformance;
+
+pub use error::{MetaError, Result};
+pub use format::{Format, META_VERSION};
+pub use meta::{
+    CompactCandidate, Ctx, DirEntry, Entry, FallocateMode, LockKind, MAX_SLICES_PER_CHUNK,
+    MAY_EXEC, MAY_READ, MAY_WRITE, Meta, MetaOptions, PosixLock, RenameFlags, SessionInfo, SetAttr,
+    SliceDeletion, StatFs, TRASH_NAME, TimeSet, WriteOutcome, XattrFlags, hour_name, now_ns,
+    trash_entry_name,
+};

@@ -1,0 +1,214 @@
+//! Attributes: getattr, setattr (mode, owner, size, times) with Linux's permission rules
+//! and setuid/setgid clearing, access(2) and statfs.
+
+use strata_types::{Attr, Errno, FileType, Ino, Nanos};
+
+use super::access::{MAY_WRITE, check_access, check_owner};
+use super::{Ctx, Meta, must_get_inode, now_ns, put_inode};
+use crate::codec::{self, Inode, usage_slot};
+use crate::error::{Result, posix};
+use crate::keys;
+
+/// A time to set: the current time (UTIME_NOW) or a given one. `None` in [`SetAttr`]
+/// leaves the time alone (UTIME_OMIT).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeSet {
+    Now,
+    At(Nanos),
+}
+
+/// What setattr changes; `None` fields are left alone.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    pub mode: Option<u16>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<TimeSet>,
+    pub mtime: Option<TimeSet>,
+    /// The size change comes through a descriptor open for writing (ftruncate), which
+    /// already carries write permission.
+    pub size_from_open_file: bool,
+}
+
+/// File-system usage, as statfs(2) reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatFs {
+    pub total_space: u64,
+    pub avail_space: u64,
+    pub used_inodes: u64,
+    pub avail_inodes: u64,
+}
+
+/// What an unlimited volume reports as its size (1 PiB), as JuiceFS does.
+const UNLIMITED_SPACE: u64 = 1 << 50;
+/// Free inodes an unlimited volume reports.
+const UNLIMITED_FREE_INODES: u64 = 10 << 20;
+
+impl Meta {
+    /// Attributes of `ino`.
+    pub async fn getattr(&self, ino: Ino) -> Result<Attr> {
+        self.txn(|tx| Box::pin(async move { Ok(must_get_inode(tx, ino).await?.attr()) }))
+            .await
+    }
+
+    /// access(2): EACCES unless `ctx` may access `ino` with `mask` (R=4, W=2, X=1).
+    pub async fn access(&self, ctx: &Ctx, ino: Ino, mask: u32) -> Result<()> {
+        self.txn(|tx| {
+            Box::pin(async move {
+                let inode = must_get_inode(tx, ino).await?;
+                check_access(ctx, &inode, mask)
+            })
+        })
+        .await
+    }
+
+    /// Change attributes of `ino`; returns the new attributes.
+    pub async fn setattr(&self, ctx: &Ctx, ino: Ino, set: &SetAttr) -> Result<Attr> {
+        let (attr, space_delta) = self
+            .txn(|tx| {
+                Box::pin(async move {
+                    let mut inode = must_get_inode(tx, ino).await?;
+                    let now = now_ns();
+                    check_setattr(ctx, &inode, set)?;
+                    apply_owner_and_mode(ctx, &mut inode, set);
+                    let mut space_delta = 0;
+                    if let Some(size) = set.size {
+                        space_delta = self.resize(tx, &mut inode, size, now).await?;
+                        if !ctx.is_root() {
+                            clear_privilege_bits(&mut inode);
+                        }
+                    }
+                    let pick = |t: TimeSet| match t {
+                        TimeSet::Now => now,
+                        TimeSet::At(ns) => ns,
+                    };
+                    if let Some(t) = set.atime {
+                        inode.fields.atime = pick(t);
+                    }
+                    if let Some(t) = set.mtime {
+                        inode.fields.mtime = pick(t);
+                    }
+                    inode.fields.ctime = now;
+                    put_inode(tx, &inode);
+                    Ok((inode.attr(), space_delta))
+                })
+            })
+            .await?;
+        self.add_usage(space_delta, 0);
+        Ok(attr)
+    }
+
+    /// Usage of a directory's direct children: (bytes, inodes).
+    pub async fn dir_usage(&self, ino: Ino) -> Result<(i64, i64)> {
+        self.txn(|tx| {
+            Box::pin(async move {
+                let key = keys::dir_usage(ino);
+                match tx.get(&key).await? {
+                    Some(v) => {
+                        let s = codec::decode_slots(&key, &v, usage_slot::COUNT)?;
+                        Ok((s[usage_slot::BYTES], s[usage_slot::INODES]))
+                    }
+                    None => posix(Errno::ENOENT),
+                }
+            })
+        })
+        .await
+    }
+
+    /// Space and inode totals of the volume as this client sees them.
+    pub async fn statfs(&self) -> Result<StatFs> {
+        let format = self.current_format()?;
+        let usage = self.usage();
+        let used = u64::try_from(usage.space).unwrap_or(0);
+        let inodes = u64::try_from(usage.inodes).unwrap_or(0);
+        let total_space = if format.capacity > 0 {
+            format.capacity
+        } else {
+            UNLIMITED_SPACE.max(used)
+        };
+        let avail_inodes = if format.inodes > 0 {
+            format.inodes.saturating_sub(inodes)
+        } else {
+            UNLIMITED_FREE_INODES
+        };
+        Ok(StatFs {
+            total_space,
+            avail_space: total_space.saturating_sub(used),
+            used_inodes: inodes,
+            avail_inodes,
+        })
+    }
+}
+
+/// Permission rules of setattr (Linux `setattr_prepare`).
+fn check_setattr(ctx: &Ctx, inode: &Inode, set: &SetAttr) -> Result<()> {
+    let owner = ctx.is_root() || ctx.uid == inode.core.uid;
+    if let Some(uid) = set.uid
+        && uid != inode.core.uid
+        && !ctx.is_root()
+    {
+        return posix(Errno::EPERM);
+    }
+    if let Some(gid) = set.gid
+        && gid != inode.core.gid
+        && !(ctx.is_root() || (ctx.uid == inode.core.uid && ctx.in_group(gid)))
+    {
+        return posix(Errno::EPERM);
+    }
+    if set.mode.is_some() {
+        check_owner(ctx, inode)?;
+    }
+    let explicit_time =
+        matches!(set.atime, Some(TimeSet::At(_))) || matches!(set.mtime, Some(TimeSet::At(_)));
+    let now_time =
+        matches!(set.atime, Some(TimeSet::Now)) || matches!(set.mtime, Some(TimeSet::Now));
+    if explicit_time && !owner {
+        return posix(Errno::EPERM);
+    }
+    if now_time && !owner {
+        check_access(ctx, inode, MAY_WRITE)?;
+    }
+    if set.size.is_some() {
+        match inode.core.kind {
+            FileType::Directory => return posix(Errno::EISDIR),
+            FileType::Regular => {}
+            _ => return posix(Errno::EINVAL),
+        }
+        if !set.size_from_open_file {
+            check_access(ctx, inode, MAY_WRITE)?;
+        }
+    }
+    Ok(())
+}
+
+fn apply_owner_and_mode(ctx: &Ctx, inode: &mut Inode, set: &SetAttr) {
+    let chown = set.uid.is_some_and(|u| u != inode.core.uid)
+        || set.gid.is_some_and(|g| g != inode.core.gid);
+    if let Some(uid) = set.uid {
+        inode.core.uid = uid;
+    }
+    if let Some(gid) = set.gid {
+        inode.core.gid = gid;
+    }
+    if chown && inode.core.kind != FileType::Directory {
+        clear_privilege_bits(inode);
+    }
+    if let Some(mode) = set.mode {
+        let mut mode = mode & 0o7777;
+        if !ctx.is_root() && !ctx.in_group(inode.core.gid) {
+            mode &= !0o2000;
+        }
+        inode.core.mode = mode;
+    }
+}
+
+/// Drop setuid, and setgid when group-executable (a group-less setgid marks mandatory
+/// locking and stays), as Linux does on chown, truncate and write by non-root.
+pub(crate) fn clear_privilege_bits(inode: &mut Inode) {
+    let mut mode = inode.core.mode & !0o4000;
+    if mode & 0o2010 == 0o2010 {
+        mode &= !0o2000;
+    }
+    inode.core.mode = mode;
+}

@@ -1,0 +1,555 @@
+//! The metadata client: [`Meta`] holds one engine and implements every file-system
+//! operation over it. This module owns the client's state (format, session, id batches,
+//! open files, pending counters) and the helpers the operation modules share; the
+//! operations themselves live in the sibling modules, grouped by what they touch.
+
+mod access;
+mod attr;
+mod data;
+mod delete;
+mod locks;
+mod namespace;
+mod session;
+mod xattr;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use strata_types::{Errno, FileType, Ino, MAX_NAME_LEN, Nanos, align_4k};
+
+pub use access::{MAY_EXEC, MAY_READ, MAY_WRITE};
+pub use attr::{SetAttr, StatFs, TimeSet};
+pub use data::{CompactCandidate, FallocateMode, WriteOutcome};
+pub use delete::{SliceDeletion, hour_name, trash_entry_name};
+pub use locks::{LockKind, PosixLock};
+pub use namespace::{DirEntry, Entry, RenameFlags};
+pub use session::SessionInfo;
+pub use xattr::XattrFlags;
+
+use crate::codec::{self, Inode, InodeCore, InodeFields, slot, usage_slot};
+use crate::error::{MetaError, Result, posix};
+use crate::format::Format;
+use crate::keys;
+use crate::kv::{FieldOp, FieldUpdate, KvEngine, RetryPolicy, Txn, TxnFuture, run_txn};
+
+/// Who is asking: the caller's credentials, for permission checks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ctx {
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups.
+    pub groups: Vec<u32>,
+    pub pid: u32,
+}
+
+impl Ctx {
+    /// The superuser.
+    pub fn root() -> Ctx {
+        Ctx {
+            uid: 0,
+            gid: 0,
+            groups: Vec::new(),
+            pid: 0,
+        }
+    }
+
+    pub fn user(uid: u32, gid: u32) -> Ctx {
+        Ctx {
+            uid,
+            gid,
+            groups: Vec::new(),
+            pid: 0,
+        }
+    }
+
+    pub fn is_root(&self) -> bool {
+        self.uid == 0
+    }
+
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.gid == gid || self.groups.contains(&gid)
+    }
+}
+
+/// Tunables of a metadata client.
+#[derive(Clone, Debug)]
+pub struct MetaOptions {
+    pub retry: RetryPolicy,
+    /// Inode numbers taken from the engine at a time.
+    pub inode_batch: u64,
+    /// Slice ids taken from the engine at a time.
+    pub slice_batch: u64,
+    /// A session not heard from for this long may be cleaned by any client.
+    pub session_timeout: std::time::Duration,
+    /// Slice count at which a chunk is reported for compaction.
+    pub compact_threshold: usize,
+}
+
+impl Default for MetaOptions {
+    fn default() -> Self {
+        MetaOptions {
+            retry: RetryPolicy::default(),
+            inode_batch: 256,
+            slice_batch: 1024,
+            session_timeout: std::time::Duration::from_secs(300),
+            compact_threshold: 100,
+        }
+    }
+}
+
+/// The most slice records one chunk may hold (24 B each: ~94 KiB, under the ~100 KB value
+/// limit of FoundationDB-class engines and far under etcd's 1.5 MiB).
+pub const MAX_SLICES_PER_CHUNK: usize = 4000;
+/// Counter names.
+pub(crate) const NEXT_INODE: &str = "nextInode";
+pub(crate) const NEXT_SLICE: &str = "nextSlice";
+pub(crate) const NEXT_SESSION: &str = "nextSession";
+pub(crate) const USED_SPACE: &str = "usedSpace";
+pub(crate) const TOTAL_INODES: &str = "totalInodes";
+/// Name of the trash directory at the root.
+pub const TRASH_NAME: &[u8] = b".trash";
+
+/// A range of ids handed to this client: `[next, end)`.
+#[derive(Debug, Default)]
+struct IdBatch {
+    next: u64,
+    end: u64,
+}
+
+/// Space and inode deltas not yet added to the volume counters.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct UsageDelta {
+    pub space: i64,
+    pub inodes: i64,
+}
+
+/// A metadata client of one volume.
+pub struct Meta {
+    engine: Arc<dyn KvEngine>,
+    opts: MetaOptions,
+    format: RwLock<Option<Arc<Format>>>,
+    sid: AtomicU64,
+    inode_ids: tokio::sync::Mutex<IdBatch>,
+    slice_ids: tokio::sync::Mutex<IdBatch>,
+    open_files: Mutex<HashMap<Ino, u32>>,
+    pending: Mutex<UsageDelta>,
+    /// Volume counters as last read (space, inodes), for limits and statfs.
+    stored: Mutex<UsageDelta>,
+    trash_hour: tokio::sync::Mutex<Option<(String, Ino)>>,
+}
+
+impl std::fmt::Debug for Meta {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Meta")
+            .field("engine", &self.engine)
+            .field("sid", &self.sid.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// Current time in ns since the epoch.
+pub fn now_ns() -> Nanos {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Check a name for a new or looked-up entry.
+pub(crate) fn check_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+        return posix(Errno::EINVAL);
+    }
+    if name.len() > MAX_NAME_LEN {
+        return posix(Errno::ENAMETOOLONG);
+    }
+    Ok(())
+}
+
+/// Space charged for an inode of this type and length.
+pub(crate) fn space_of(kind: FileType, length: u64) -> i64 {
+    let bytes = if kind == FileType::Directory {
+        4096
+    } else {
+        align_4k(length)
+    };
+    i64::try_from(bytes).unwrap_or(i64::MAX)
+}
+
+impl Meta {
+    /// A client of the volume in `engine`. Call [`Meta::load`] (or [`Meta::format`]) next.
+    pub fn new(engine: Arc<dyn KvEngine>, opts: MetaOptions) -> Meta {
+        Meta {
+            engine,
+            opts,
+            format: RwLock::new(None),
+            sid: AtomicU64::new(0),
+            inode_ids: tokio::sync::Mutex::default(),
+            slice_ids: tokio::sync::Mutex::default(),
+            open_files: Mutex::default(),
+            pending: Mutex::default(),
+            stored: Mutex::default(),
+            trash_hour: tokio::sync::Mutex::default(),
+        }
+    }
+
+    /// The engine under this client.
+    pub fn engine(&self) -> &Arc<dyn KvEngine> {
+        &self.engine
+    }
+
+    /// The options this client runs with.
+    pub fn options(&self) -> &MetaOptions {
+        &self.opts
+    }
+
+    /// Run `body` as one transaction with the client's retry policy.
+    pub(crate) async fn txn<'s, T, F>(&'s self, body: F) -> Result<T>
+    where
+        F: for<'t> FnMut(&'t mut Txn<'s>) -> TxnFuture<'t, T, MetaError>,
+    {
+        run_txn(self.engine.as_ref(), &self.opts.retry, body).await
+    }
+
+    /// Format the volume: write the format record, root and trash directories and counters.
+    /// Formatting again with the same immutable settings updates the mutable ones
+    /// (trash days, capacity, inodes); different immutable settings are refused unless
+    /// `force`.
+    pub async fn format(&self, format: &Format, force: bool) -> Result<Format> {
+        format.validate()?;
+        let stored = self
+            .txn(|tx| {
+                Box::pin(async move {
+                    let key = keys::setting("format");
+                    if let Some(old) = tx.get(&key).await? {
+                        let old = Format::decode(&key, &old)?;
+                        let diffs = old.immutable_differences(format);
+                        if !diffs.is_empty() && !force {
+                            return Err(MetaError::FormatMismatch(diffs.join("; ")));
+                        }
+                        let updated = Format {
+                            uuid: old.uuid.clone(),
+                            created_at: old.created_at,
+                            ..format.clone()
+                        };
+                        tx.put(key, updated.encode()?);
+                        return Ok(updated);
+                    }
+                    tx.put(key, format.encode()?);
+                    init_volume(tx, format.created_at.saturating_mul(1_000_000_000))?;
+                    Ok(format.clone())
+                })
+            })
+            .await?;
+        self.set_format(stored.clone());
+        Ok(stored)
+    }
+
+    /// Read the format record; fails with [`MetaError::NotFormatted`] on an empty engine.
+    pub async fn load(&self) -> Result<Arc<Format>> {
+        let format = self
+            .txn(|tx| {
+                Box::pin(async move {
+                    let key = keys::setting("format");
+                    match tx.get(&key).await? {
+                        Some(v) => Format::decode(&key, &v),
+                        None => Err(MetaError::NotFormatted),
+                    }
+                })
+            })
+            .await?;
+        if format.meta_version > crate::format::META_VERSION {
+            return Err(MetaError::Invalid(format!(
+                "volume uses metadata version {}, this client understands up to {}",
+                format.meta_version,
+                crate::format::META_VERSION
+            )));
+        }
+        self.refresh_usage().await?;
+        Ok(self.set_format(format))
+    }
+
+    fn set_format(&self, format: Format) -> Arc<Format> {
+        let format = Arc::new(format);
+        if let Ok(mut f) = self.format.write() {
+            *f = Some(format.clone());
+        }
+        format
+    }
+
+    /// The loaded format record.
+    pub fn current_format(&self) -> Result<Arc<Format>> {
+        self.format
+            .read()
+            .ok()
+            .and_then(|f| f.clone())
+            .ok_or(MetaError::NotFormatted)
+    }
+
+    /// Allocate one inode number from this client's batch.
+    pub(crate) async fn next_inode(&self) -> Result<Ino> {
+        let batch = self.opts.inode_batch;
+        self.next_id(&self.inode_ids, NEXT_INODE, batch)
+            .await
+            .map(Ino)
+    }
+
+    /// Allocate a new slice id (never 0).
+    pub async fn new_slice_id(&self) -> Result<u64> {
+        let batch = self.opts.slice_batch;
+        self.next_id(&self.slice_ids, NEXT_SLICE, batch).await
+    }
+
+    async fn next_id(
+        &self,
+        ids: &tokio::sync::Mutex<IdBatch>,
+        name: &'static str,
+        batch: u64,
+    ) -> Result<u64> {
+        let mut ids = ids.lock().await;
+        if ids.next >= ids.end {
+            let start = self.alloc_counter(name, batch).await?;
+            *ids = IdBatch {
+                next: start,
+                end: start + batch,
+            };
+        }
+        let id = ids.next;
+        ids.next += 1;
+        Ok(id)
+    }
+
+    /// Take `count` values from counter `name`; returns the first.
+    pub(crate) async fn alloc_counter(&self, name: &'static str, count: u64) -> Result<u64> {
+        let count =
+            i64::try_from(count).map_err(|_| MetaError::Invalid("batch too large".into()))?;
+        self.txn(|tx| {
+            Box::pin(async move {
+                let key = keys::counter(name);
+                let current = codec::decode_counter(&key, tx.get(&key).await?.as_deref())?;
+                let start = current.max(1);
+                tx.put(key, codec::encode_slots(&[start + count]));
+                Ok(u64::try_from(start).unwrap_or(1))
+            })
+        })
+        .await
+    }
+
+    /// Record space and inode changes for the volume counters (flushed by
+    /// [`Meta::flush_usage`]).
+    pub(crate) fn add_usage(&self, space: i64, inodes: i64) {
+        if let Ok(mut p) = self.pending.lock() {
+            p.space += space;
+            p.inodes += inodes;
+        }
+    }
+
+    /// Add pending usage deltas to the volume counters (conflict-free field updates) and
+    /// re-read them. Called periodically and at session close.
+    pub async fn flush_usage(&self) -> Result<()> {
+        let delta = match self.pending.lock() {
+            Ok(mut p) => std::mem::take(&mut *p),
+            Err(_) => UsageDelta::default(),
+        };
+        if delta.space != 0 || delta.inodes != 0 {
+            let outcome = self
+                .txn(|tx| {
+                    Box::pin(async move {
+                        add_counter(tx, USED_SPACE, delta.space)?;
+                        add_counter(tx, TOTAL_INODES, delta.inodes)?;
+                        Ok(())
+                    })
+                })
+                .await;
+            if let Err(e) = outcome {
+                self.add_usage(delta.space, delta.inodes);
+                return Err(e);
+            }
+        }
+        self.refresh_usage().await
+    }
+
+    async fn refresh_usage(&self) -> Result<()> {
+        let stored = self
+            .txn(|tx| {
+                Box::pin(async move {
+                    let keys = vec![keys::counter(USED_SPACE), keys::counter(TOTAL_INODES)];
+                    let vals = tx.get_many(&keys).await?;
+                    Ok(UsageDelta {
+                        space: codec::decode_counter(&keys[0], vals[0].as_deref())?,
+                        inodes: codec::decode_counter(&keys[1], vals[1].as_deref())?,
+                    })
+                })
+            })
+            .await?;
+        if let Ok(mut s) = self.stored.lock() {
+            *s = stored;
+        }
+        Ok(())
+    }
+
+    /// Volume usage as this client knows it: stored counters plus its own pending deltas.
+    pub(crate) fn usage(&self) -> UsageDelta {
+        let stored = self.stored.lock().map(|s| *s).unwrap_or_default();
+        let pending = self.pending.lock().map(|p| *p).unwrap_or_default();
+        UsageDelta {
+            space: stored.space + pending.space,
+            inodes: stored.inodes + pending.inodes,
+        }
+    }
+
+    /// ENOSPC if adding `space` bytes and `inodes` inodes would pass the volume's limits.
+    pub(crate) fn check_limits(&self, space: i64, inodes: i64) -> Result<()> {
+        let Ok(format) = self.current_format() else {
+            return Ok(());
+        };
+        let usage = self.usage();
+        let over = |limit: u64, used: i64, add: i64| {
+            limit > 0
+                && add > 0
+                && used.saturating_add(add) > i64::try_from(limit).unwrap_or(i64::MAX)
+        };
+        if over(format.capacity, usage.space, space) || over(format.inodes, usage.inodes, inodes) {
+            return posix(Errno::ENOSPC);
+        }
+        Ok(())
+    }
+}
+
+/// Write the root directory, the trash directory and the initial counters.
+fn init_volume(tx: &mut Txn<'_>, now: Nanos) -> Result<()> {
+    for (ino, mode, parent) in [
+        (Ino::ROOT, 0o777, Ino::ROOT),
+        (Ino::TRASH, 0o555, Ino::ROOT),
+    ] {
+        let inode = Inode {
+            ino,
+            core: InodeCore {
+                kind: FileType::Directory,
+                mode,
+                uid: 0,
+                gid: 0,
+                rdev: 0,
+                parent,
+            },
+            fields: InodeFields {
+                atime: now,
+                mtime: now,
+                ctime: now,
+                nlink: 2,
+                length: 4096,
+            },
+        };
+        put_inode(tx, &inode);
+        tx.put(
+            keys::dir_usage(ino),
+            codec::encode_slots(&[0; usage_slot::COUNT]),
+        );
+    }
+    tx.put(keys::counter(NEXT_INODE), codec::encode_slots(&[2]));
+    tx.put(keys::counter(NEXT_SLICE), codec::encode_slots(&[1]));
+    tx.put(keys::counter(NEXT_SESSION), codec::encode_slots(&[1]));
+    tx.put(keys::counter(USED_SPACE), codec::encode_slots(&[0]));
+    tx.put(keys::counter(TOTAL_INODES), codec::encode_slots(&[0]));
+    Ok(())
+}
+
+fn add_counter(tx: &mut Txn<'_>, name: &str, delta: i64) -> Result<()> {
+    if delta != 0 {
+        let op = FieldOp {
+            slot: 0,
+            update: FieldUpdate::Add(delta),
+        };
+        tx.update_fields(keys::counter(name), &[op])?;
+    }
+    Ok(())
+}
+
+/// Load an inode (core and fields) in one round trip.
+pub(crate) async fn get_inode(tx: &mut Txn<'_>, ino: Ino) -> Result<Option<Inode>> {
+    let ks = vec![keys::inode_core(ino), keys::inode_fields(ino)];
+    let vals = tx.get_many(&ks).await?;
+    match (&vals[0], &vals[1]) {
+        (Some(core), Some(fields)) => Ok(Some(Inode {
+            ino,
+            core: InodeCore::decode(&ks[0], core)?,
+            fields: InodeFields::decode(&ks[1], fields)?,
+        })),
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(MetaError::corrupt(&ks[1], "inode has no field record")),
+        (None, Some(_)) => Err(MetaError::corrupt(&ks[0], "inode has no core record")),
+    }
+}
+
+/// Load an inode that must exist (ENOENT otherwise).
+pub(crate) async fn must_get_inode(tx: &mut Txn<'_>, ino: Ino) -> Result<Inode> {
+    get_inode(tx, ino)
+        .await?
+        .ok_or(MetaError::Posix(Errno::ENOENT))
+}
+
+/// Load a directory (ENOENT if missing, ENOTDIR if not a directory).
+pub(crate) async fn get_dir(tx: &mut Txn<'_>, ino: Ino) -> Result<Inode> {
+    let dir = must_get_inode(tx, ino).await?;
+    if dir.core.kind != FileType::Directory {
+        return posix(Errno::ENOTDIR);
+    }
+    Ok(dir)
+}
+
+pub(crate) fn put_inode(tx: &mut Txn<'_>, inode: &Inode) {
+    tx.put(keys::inode_core(inode.ino), inode.core.encode());
+    tx.put(keys::inode_fields(inode.ino), inode.fields.encode());
+}
+
+/// Update a directory after one of its entries changed: mtime and ctime to `now`, link
+/// count by `nlink_delta`, usage by the given deltas. Field updates, so concurrent
+/// changes in one directory never conflict here.
+pub(crate) fn touch_dir(
+    tx: &mut Txn<'_>,
+    dir: Ino,
+    now: Nanos,
+    nlink_delta: i64,
+    space_delta: i64,
+    inode_delta: i64,
+) -> Result<()> {
+    let mut ops = vec![
+        FieldOp {
+            slot: slot::MTIME,
+            update: FieldUpdate::Set(now),
+        },
+        FieldOp {
+            slot: slot::CTIME,
+            update: FieldUpdate::Set(now),
+        },
+    ];
+    if nlink_delta != 0 {
+        ops.push(FieldOp {
+            slot: slot::NLINK,
+            update: FieldUpdate::Add(nlink_delta),
+        });
+    }
+    tx.update_fields(keys::inode_fields(dir), &ops)?;
+    add_dir_usage(tx, dir, space_delta, inode_delta)
+}
+
+/// Change a directory's usage record.
+pub(crate) fn add_dir_usage(tx: &mut Txn<'_>, dir: Ino, space: i64, inodes: i64) -> Result<()> {
+    if space == 0 && inodes == 0 {
+        return Ok(());
+    }
+    let ops = [
+        FieldOp {
+            slot: usage_slot::BYTES,
+            update: FieldUpdate::Add(space),
+        },
+        FieldOp {
+            slot: usage_slot::INODES,
+            update: FieldUpdate::Add(inodes),
+        },
+    ];
+    tx.update_fields(keys::dir_usage(dir), &ops)?;
+    Ok(())
+}

@@ -1,0 +1,659 @@
+//! Namespace operations: lookup, mknod/mkdir/symlink, link, unlink, rmdir, rename,
+//! readdir and readlink, with Linux's rules and errno choices.
+
+use strata_types::{Attr, Errno, FileType, Ino, MAX_SYMLINK_LEN};
+
+use super::access::{MAY_EXEC, MAY_WRITE, check_access, check_sticky};
+use super::delete::Unlinked;
+use super::{
+    Ctx, Meta, TRASH_NAME, check_name, get_dir, get_inode, must_get_inode, now_ns, put_inode,
+    space_of, touch_dir,
+};
+use crate::codec::{self, Inode, InodeCore, InodeFields, usage_slot};
+use crate::error::{MetaError, Result, posix};
+use crate::keys;
+use crate::kv::{Txn, prefix_end};
+
+/// An inode and its attributes, as lookup and create return them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub ino: Ino,
+    pub attr: Attr,
+}
+
+/// One directory entry from [`Meta::readdir`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: Vec<u8>,
+    pub ino: Ino,
+    pub kind: FileType,
+    /// Attributes, when asked for (readdirplus).
+    pub attr: Option<Attr>,
+}
+
+/// Flags of `renameat2(2)`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RenameFlags {
+    pub noreplace: bool,
+    pub exchange: bool,
+}
+
+impl RenameFlags {
+    pub const NOREPLACE: u32 = 1;
+    pub const EXCHANGE: u32 = 2;
+
+    /// Parse the raw flag bits; EINVAL for unknown bits or NOREPLACE|EXCHANGE together.
+    pub fn from_bits(bits: u32) -> Result<RenameFlags> {
+        if bits & !(Self::NOREPLACE | Self::EXCHANGE) != 0 {
+            return posix(Errno::EINVAL);
+        }
+        let flags = RenameFlags {
+            noreplace: bits & Self::NOREPLACE != 0,
+            exchange: bits & Self::EXCHANGE != 0,
+        };
+        if flags.noreplace && flags.exchange {
+            return posix(Errno::EINVAL);
+        }
+        Ok(flags)
+    }
+}
+
+/// True for the trash root and its hourly directories.
+pub(crate) fn in_trash(dir: &Inode) -> bool {
+    dir.ino == Ino::TRASH || dir.core.parent == Ino::TRASH
+}
+
+/// Look up `name` in `dir`: its inode number and type.
+pub(crate) async fn get_entry(
+    tx: &mut Txn<'_>,
+    dir: Ino,
+    name: &[u8],
+) -> Result<Option<(FileType, Ino)>> {
+    let key = keys::dentry(dir, name);
+    match tx.get(&key).await? {
+        Some(v) => codec::decode_dentry(&key, &v).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// True when a directory has no entries.
+pub(crate) async fn dir_is_empty(tx: &mut Txn<'_>, dir: Ino) -> Result<bool> {
+    let prefix = keys::dentry_prefix(dir);
+    Ok(tx
+        .scan(&prefix, &prefix_end(&prefix), 1, false)
+        .await?
+        .is_empty())
+}
+
+/// What a new inode starts as.
+struct NewNode<'a> {
+    kind: FileType,
+    mode: u16,
+    rdev: u32,
+    target: Option<&'a [u8]>,
+}
+
+impl Meta {
+    /// Look up `name` in directory `parent` (needs search permission on `parent`).
+    pub async fn lookup(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<Entry> {
+        if name.len() > strata_types::MAX_NAME_LEN {
+            return posix(Errno::ENAMETOOLONG);
+        }
+        self.txn(|tx| {
+            Box::pin(async move {
+                let dir = get_dir(tx, parent).await?;
+                check_access(ctx, &dir, MAY_EXEC)?;
+                let ino = match name {
+                    b"." => parent,
+                    b".." => dir.core.parent,
+                    _ if parent == Ino::ROOT && name == TRASH_NAME => Ino::TRASH,
+                    _ => match get_entry(tx, parent, name).await? {
+                        Some((_, ino)) => ino,
+                        None => return posix(Errno::ENOENT),
+                    },
+                };
+                let inode = get_inode(tx, ino).await?.ok_or_else(|| {
+                    MetaError::corrupt(
+                        &keys::dentry(parent, name),
+                        format!("entry points at missing inode {ino}"),
+                    )
+                })?;
+                Ok(Entry {
+                    ino,
+                    attr: inode.attr(),
+                })
+            })
+        })
+        .await
+    }
+
+    /// Create a regular file, fifo, socket or device node.
+    pub async fn mknod(
+        &self,
+        ctx: &Ctx,
+        parent: Ino,
+        name: &[u8],
+        kind: FileType,
+        mode: u16,
+        rdev: u32,
+    ) -> Result<Entry> {
+        if matches!(kind, FileType::Directory | FileType::Symlink) {
+            return posix(Errno::EINVAL);
+        }
+        self.create_node(
+            ctx,
+            parent,
+            name,
+            NewNode {
+                kind,
+                mode,
+                rdev,
+                target: None,
+            },
+        )
+        .await
+    }
+
+    /// Create a directory.
+    pub async fn mkdir(&self, ctx: &Ctx, parent: Ino, name: &[u8], mode: u16) -> Result<Entry> {
+        let node = NewNode {
+            kind: FileType::Directory,
+            mode,
+            rdev: 0,
+            target: None,
+        };
+        self.create_node(ctx, parent, name, node).await
+    }
+
+    /// Create a symbolic link to `target`.
+    pub async fn symlink(
+        &self,
+        ctx: &Ctx,
+        parent: Ino,
+        name: &[u8],
+        target: &[u8],
+    ) -> Result<Entry> {
+        if target.is_empty() {
+            return posix(Errno::ENOENT);
+        }
+        if target.len() > MAX_SYMLINK_LEN {
+            return posix(Errno::ENAMETOOLONG);
+        }
+        let node = NewNode {
+            kind: FileType::Symlink,
+            mode: 0o777,
+            rdev: 0,
+            target: Some(target),
+        };
+        self.create_node(ctx, parent, name, node).await
+    }
+
+    async fn create_node(
+        &self,
+        ctx: &Ctx,
+        parent: Ino,
+        name: &[u8],
+        node: NewNode<'_>,
+    ) -> Result<Entry> {
+        check_name(name)?;
+        if name == b"." || name == b".." {
+            return posix(Errno::EEXIST);
+        }
+        let ino = self.next_inode().await?;
+        let length = node.target.map_or(0, |t| t.len() as u64);
+        let length = if node.kind == FileType::Directory {
+            4096
+        } else {
+            length
+        };
+        let space = space_of(node.kind, length);
+        self.check_limits(space, 1)?;
+        let node = &node;
+        let entry = self
+            .txn(|tx| {
+                Box::pin(async move {
+                    let dir = get_dir(tx, parent).await?;
+                    if in_trash(&dir) || (parent == Ino::ROOT && name == TRASH_NAME) {
+                        return posix(Errno::EPERM);
+                    }
+                    check_access(ctx, &dir, MAY_WRITE | MAY_EXEC)?;
+                    if get_entry(tx, parent, name).await?.is_some() {
+                        return posix(Errno::EEXIST);
+                    }
+                    let now = now_ns();
+                    let inode = new_inode(ctx, &dir, ino, node, length, now);
+                    put_inode(tx, &inode);
+                    tx.put(
+                        keys::dentry(parent, name),
+                        codec::encode_dentry(node.kind, ino),
+                    );
+                    if let Some(target) = node.target {
+                        tx.put(keys::symlink(ino), target.to_vec());
+                    }
+                    let is_dir = node.kind == FileType::Directory;
+                    if is_dir {
+                        tx.put(
+                            keys::dir_usage(ino),
+                            codec::encode_slots(&[0; usage_slot::COUNT]),
+                        );
+                    }
+                    touch_dir(tx, parent, now, i64::from(is_dir), space, 1)?;
+                    Ok(Entry {
+                        ino,
+                        attr: inode.attr(),
+                    })
+                })
+            })
+            .await?;
+        self.add_usage(space, 1);
+        Ok(entry)
+    }
+
+    /// Read a symlink's target.
+    pub async fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        self.txn(|tx| {
+            Box::pin(async move {
+                let inode = must_get_inode(tx, ino).await?;
+                if inode.core.kind != FileType::Symlink {
+                    return posix(Errno::EINVAL);
+                }
+                let key = keys::symlink(ino);
+                tx.get(&key)
+                    .await?
+                    .ok_or_else(|| MetaError::corrupt(&key, "symlink has no target"))
+            })
+        })
+        .await
+    }
+
+    /// Add a hard link `newparent/newname` to `ino`.
+    pub async fn link(&self, ctx: &Ctx, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
+        check_name(newname)?;
+        if newname == b"." || newname == b".." {
+            return posix(Errno::EEXIST);
+        }
+        self.txn(|tx| {
+            Box::pin(async move {
+                let dir = get_dir(tx, newparent).await?;
+                if in_trash(&dir) {
+                    return posix(Errno::EPERM);
+                }
+                check_access(ctx, &dir, MAY_WRITE | MAY_EXEC)?;
+                let mut inode = must_get_inode(tx, ino).await?;
+                if inode.core.kind == FileType::Directory {
+                    return posix(Errno::EPERM);
+                }
+                if inode.fields.nlink == 0 {
+                    return posix(Errno::ENOENT);
+                }
+                if inode.fields.nlink >= 65_000 {
+                    return posix(Errno::EMLINK);
+                }
+                if get_entry(tx, newparent, newname).await?.is_some() {
+                    return posix(Errno::EEXIST);
+                }
+                let now = now_ns();
+                if inode.core.parent != Ino(0) {
+                    add_link_parent(tx, ino, inode.core.parent, 1).await?;
+                    inode.core.parent = Ino(0);
+                }
+                add_link_parent(tx, ino, newparent, 1).await?;
+                inode.fields.nlink += 1;
+                inode.fields.ctime = now;
+                put_inode(tx, &inode);
+                tx.put(
+                    keys::dentry(newparent, newname),
+                    codec::encode_dentry(inode.core.kind, ino),
+                );
+                // The new name is charged to its directory; the volume's usage is
+                // unchanged (the data is shared).
+                let space = space_of(inode.core.kind, inode.fields.length);
+                touch_dir(tx, newparent, now, 0, space, 1)?;
+                Ok(inode.attr())
+            })
+        })
+        .await
+    }
+
+    /// Remove the non-directory entry `parent/name`.
+    pub async fn unlink(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<()> {
+        check_name(name)?;
+        let trash = self.trash_dir().await?;
+        let unlinked = self
+            .txn(|tx| {
+                Box::pin(async move {
+                    let dir = get_dir(tx, parent).await?;
+                    check_access(ctx, &dir, MAY_WRITE | MAY_EXEC)?;
+                    let Some((kind, ino)) = get_entry(tx, parent, name).await? else {
+                        return posix(Errno::ENOENT);
+                    };
+                    if kind == FileType::Directory {
+                        return posix(Errno::EISDIR);
+                    }
+                    let mut child = must_get_inode(tx, ino).await?;
+                    check_sticky(ctx, &dir, &child)?;
+                    let now = now_ns();
+                    tx.delete(keys::dentry(parent, name));
+                    let space = space_of(child.core.kind, child.fields.length);
+                    touch_dir(tx, parent, now, 0, -space, -1)?;
+                    self.drop_name(tx, &dir, name, &mut child, trash, now).await
+                })
+            })
+            .await?;
+        self.after_unlink(unlinked);
+        Ok(())
+    }
+
+    /// Remove the empty directory `parent/name`.
+    pub async fn rmdir(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<()> {
+        match name {
+            b"." => return posix(Errno::EINVAL),
+            b".." => return posix(Errno::ENOTEMPTY),
+            _ => check_name(name)?,
+        }
+        let trash = self.trash_dir().await?;
+        let unlinked = self
+            .txn(|tx| {
+                Box::pin(async move {
+                    let dir = get_dir(tx, parent).await?;
+                    check_access(ctx, &dir, MAY_WRITE | MAY_EXEC)?;
+                    let Some((kind, ino)) = get_entry(tx, parent, name).await? else {
+                        return posix(Errno::ENOENT);
+                    };
+                    if kind != FileType::Directory {
+                        return posix(Errno::ENOTDIR);
+                    }
+                    if ino == Ino::TRASH {
+                        return posix(Errno::EPERM);
+                    }
+                    let mut child = must_get_inode(tx, ino).await?;
+                    check_sticky(ctx, &dir, &child)?;
+                    if !dir_is_empty(tx, ino).await? {
+                        return posix(Errno::ENOTEMPTY);
+                    }
+                    let now = now_ns();
+                    tx.delete(keys::dentry(parent, name));
+                    touch_dir(tx, parent, now, -1, -4096, -1)?;
+                    self.drop_name(tx, &dir, name, &mut child, trash, now).await
+                })
+            })
+            .await?;
+        self.after_unlink(unlinked);
+        Ok(())
+    }
+
+    /// Rename `parent/name` to `newparent/newname` (`renameat2` semantics).
+    pub async fn rename(
+        &self,
+        ctx: &Ctx,
+        parent: Ino,
+        name: &[u8],
+        newparent: Ino,
+        newname: &[u8],
+        flags: RenameFlags,
+    ) -> Result<()> {
+        for n in [name, newname] {
+            check_name(n)?;
+            if n == b"." || n == b".." {
+                return posix(Errno::EBUSY);
+            }
+        }
+        let trash = self.trash_dir().await?;
+        let unlinked = self
+            .txn(|tx| {
+                Box::pin(async move {
+                    self.rename_in(tx, ctx, (parent, name), (newparent, newname), flags, trash)
+                        .await
+                })
+            })
+            .await?;
+        self.after_unlink(unlinked);
+        Ok(())
+    }
+
+    async fn rename_in(
+        &self,
+        tx: &mut Txn<'_>,
+        ctx: &Ctx,
+        (parent, name): (Ino, &[u8]),
+        (newparent, newname): (Ino, &[u8]),
+        flags: RenameFlags,
+        trash: Option<Ino>,
+    ) -> Result<Unlinked> {
+        let src_dir = get_dir(tx, parent).await?;
+        let dst_dir = if newparent == parent {
+            src_dir.clone()
+        } else {
+            get_dir(tx, newparent).await?
+        };
+        check_access(ctx, &src_dir, MAY_WRITE | MAY_EXEC)?;
+        check_access(ctx, &dst_dir, MAY_WRITE | MAY_EXEC)?;
+        if in_trash(&dst_dir) && !in_trash(&src_dir) {
+            return posix(Errno::EPERM);
+        }
+        let Some((src_kind, src_ino)) = get_entry(tx, parent, name).await? else {
+            return posix(Errno::ENOENT);
+        };
+        if src_ino == Ino::TRASH {
+            return posix(Errno::EPERM);
+        }
+        let mut src = must_get_inode(tx, src_ino).await?;
+        check_sticky(ctx, &src_dir, &src)?;
+        let dst_entry = get_entry(tx, newparent, newname).await?;
+        if parent == newparent && name == newname {
+            return if flags.noreplace {
+                posix(Errno::EEXIST)
+            } else {
+                Ok(Unlinked::Nothing)
+            };
+        }
+        if src_kind == FileType::Directory && newparent != parent {
+            ensure_not_ancestor(tx, src_ino, newparent).await?;
+        }
+        if let Some((FileType::Directory, dst_ino)) = dst_entry
+            && parent != newparent
+            && flags.exchange
+        {
+            ensure_not_ancestor(tx, dst_ino, parent).await?;
+        }
+        let now = now_ns();
+        let src_space = space_of(src.core.kind, src.fields.length);
+        let src_is_dir = i64::from(src_kind == FileType::Directory);
+        let mut unlinked = Unlinked::Nothing;
+        match dst_entry {
+            None if flags.exchange => return posix(Errno::ENOENT),
+            None => {}
+            Some(_) if flags.noreplace => return posix(Errno::EEXIST),
+            Some((_, dst_ino)) if dst_ino == src_ino => return Ok(Unlinked::Nothing),
+            Some((dst_kind, dst_ino)) => {
+                let mut dst = must_get_inode(tx, dst_ino).await?;
+                check_sticky(ctx, &dst_dir, &dst)?;
+                let dst_space = space_of(dst.core.kind, dst.fields.length);
+                let dst_is_dir = i64::from(dst_kind == FileType::Directory);
+                if flags.exchange {
+                    tx.put(
+                        keys::dentry(parent, name),
+                        codec::encode_dentry(dst_kind, dst_ino),
+                    );
+                    move_inode(tx, &mut dst, newparent, parent, now).await?;
+                    touch_dir(tx, parent, now, dst_is_dir, dst_space, 1)?;
+                    touch_dir(tx, newparent, now, -dst_is_dir, -dst_space, -1)?;
+                } else {
+                    match (
+                        src_kind == FileType::Directory,
+                        dst_kind == FileType::Directory,
+                    ) {
+                        (true, false) => return posix(Errno::ENOTDIR),
+                        (false, true) => return posix(Errno::EISDIR),
+                        (true, true) if !dir_is_empty(tx, dst_ino).await? => {
+                            return posix(Errno::ENOTEMPTY);
+                        }
+                        _ => {}
+                    }
+                    touch_dir(tx, newparent, now, -dst_is_dir, -dst_space, -1)?;
+                    unlinked = self
+                        .drop_name(tx, &dst_dir, newname, &mut dst, trash, now)
+                        .await?;
+                }
+            }
+        }
+        if !flags.exchange {
+            tx.delete(keys::dentry(parent, name));
+        }
+        tx.put(
+            keys::dentry(newparent, newname),
+            codec::encode_dentry(src_kind, src_ino),
+        );
+        move_inode(tx, &mut src, parent, newparent, now).await?;
+        touch_dir(tx, parent, now, -src_is_dir, -src_space, -1)?;
+        touch_dir(tx, newparent, now, src_is_dir, src_space, 1)?;
+        Ok(unlinked)
+    }
+
+    /// Up to `limit` entries of directory `ino` whose names sort after `after`, in name
+    /// order, with attributes when `plus`. Call again with the last name for the next page.
+    pub async fn readdir(
+        &self,
+        ino: Ino,
+        after: Option<&[u8]>,
+        limit: usize,
+        plus: bool,
+    ) -> Result<Vec<DirEntry>> {
+        self.txn(|tx| {
+            Box::pin(async move {
+                get_dir(tx, ino).await?;
+                let prefix = keys::dentry_prefix(ino);
+                let start = match after {
+                    Some(name) => [&prefix[..], name, &[0u8][..]].concat(),
+                    None => prefix.clone(),
+                };
+                let rows = tx.scan(&start, &prefix_end(&prefix), limit, false).await?;
+                let mut entries = Vec::with_capacity(rows.len());
+                for (key, value) in rows {
+                    let (kind, child) = codec::decode_dentry(&key, &value)?;
+                    let name = key[prefix.len()..].to_vec();
+                    entries.push(DirEntry {
+                        name,
+                        ino: child,
+                        kind,
+                        attr: None,
+                    });
+                }
+                if plus {
+                    fill_attrs(tx, &mut entries).await?;
+                }
+                Ok(entries)
+            })
+        })
+        .await
+    }
+}
+
+/// Fill in the attributes of readdir entries in one round trip.
+async fn fill_attrs(tx: &mut Txn<'_>, entries: &mut [DirEntry]) -> Result<()> {
+    let ks: Vec<_> = entries
+        .iter()
+        .flat_map(|e| [keys::inode_core(e.ino), keys::inode_fields(e.ino)])
+        .collect();
+    let vals = tx.get_many(&ks).await?;
+    for (i, entry) in entries.iter_mut().enumerate() {
+        let (core, fields) = (&vals[2 * i], &vals[2 * i + 1]);
+        if let (Some(core), Some(fields)) = (core, fields) {
+            let inode = Inode {
+                ino: entry.ino,
+                core: InodeCore::decode(&ks[2 * i], core)?,
+                fields: InodeFields::decode(&ks[2 * i + 1], fields)?,
+            };
+            entry.attr = Some(inode.attr());
+        }
+    }
+    Ok(())
+}
+
+fn new_inode(ctx: &Ctx, dir: &Inode, ino: Ino, node: &NewNode<'_>, length: u64, now: i64) -> Inode {
+    let mut mode = node.mode & 0o7777;
+    let dir_setgid = dir.core.mode & 0o2000 != 0;
+    let gid = if dir_setgid { dir.core.gid } else { ctx.gid };
+    if node.kind == FileType::Directory && dir_setgid {
+        mode |= 0o2000;
+    } else if mode & 0o2000 != 0 && !ctx.is_root() && !ctx.in_group(gid) {
+        mode &= !0o2000;
+    }
+    let nlink = if node.kind == FileType::Directory {
+        2
+    } else {
+        1
+    };
+    Inode {
+        ino,
+        core: InodeCore {
+            kind: node.kind,
+            mode,
+            uid: ctx.uid,
+            gid,
+            rdev: node.rdev,
+            parent: dir.ino,
+        },
+        fields: InodeFields {
+            atime: now,
+            mtime: now,
+            ctime: now,
+            nlink,
+            length,
+        },
+    }
+}
+
+/// EINVAL if `dir` is `target` or one of its ancestors (a directory moved into itself).
+async fn ensure_not_ancestor(tx: &mut Txn<'_>, dir: Ino, target: Ino) -> Result<()> {
+    let mut cursor = target;
+    for _ in 0..4096 {
+        if cursor == dir {
+            return posix(Errno::EINVAL);
+        }
+        if cursor == Ino::ROOT || cursor == Ino::TRASH || cursor == Ino(0) {
+            return Ok(());
+        }
+        cursor = must_get_inode(tx, cursor).await?.core.parent;
+    }
+    Err(MetaError::corrupt(
+        &keys::inode_core(target),
+        "directory ancestry does not reach the root",
+    ))
+}
+
+/// Point a moved inode at its new parent; ctime changes.
+async fn move_inode(
+    tx: &mut Txn<'_>,
+    inode: &mut Inode,
+    from: Ino,
+    to: Ino,
+    now: i64,
+) -> Result<()> {
+    if inode.core.parent == Ino(0) {
+        add_link_parent(tx, inode.ino, from, -1).await?;
+        add_link_parent(tx, inode.ino, to, 1).await?;
+    } else {
+        inode.core.parent = to;
+    }
+    inode.fields.ctime = now;
+    put_inode(tx, inode);
+    Ok(())
+}
+
+/// Change how many links `parent` holds to the multiply-linked `ino`.
+pub(crate) async fn add_link_parent(
+    tx: &mut Txn<'_>,
+    ino: Ino,
+    parent: Ino,
+    delta: i64,
+) -> Result<()> {
+    let key = keys::link_parent(ino, parent);
+    let count = codec::decode_counter(&key, tx.get(&key).await?.as_deref())? + delta;
+    if count > 0 {
+        tx.put(key, codec::encode_slots(&[count]));
+    } else {
+        tx.delete(key);
+    }
+    Ok(())
+}

@@ -1,0 +1,273 @@
+//! Sessions and open files: every client registers a session and heartbeats; open files
+//! are counted per client, and an unlinked file that is still open is "sustained" by the
+//! session until its last close. A session that stops heartbeating is cleaned by any live
+//! client: its locks are released and its sustained files deleted.
+
+use serde::{Deserialize, Serialize};
+use strata_types::{Attr, Errno, FileType, Ino, Nanos};
+
+use super::access::{MAY_READ, MAY_WRITE, check_access};
+use super::delete::{Unlinked, delete_sustained};
+use super::locks::release_session_locks;
+use super::{Ctx, Meta, NEXT_SESSION, get_inode, must_get_inode, now_ns};
+use crate::codec;
+use crate::error::{MetaError, Result, posix};
+use crate::keys;
+use crate::kv::{Txn, prefix_end};
+
+/// What a session says about itself (stored as JSON under `SI sid`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionInfo {
+    #[serde(default)]
+    pub sid: u64,
+    pub host: String,
+    pub pid: u32,
+    pub mount_point: String,
+    pub version: String,
+    /// Start time, ns.
+    pub started_at: Nanos,
+    /// Expiry time as last heartbeated, ns (filled in when listing).
+    #[serde(default)]
+    pub expires_at: Nanos,
+}
+
+/// Open-flag bits that matter for access checks.
+const O_ACCMODE: u32 = 3;
+const O_WRONLY: u32 = 1;
+const O_RDWR: u32 = 2;
+const O_TRUNC: u32 = 0o1000;
+
+impl Meta {
+    /// This client's session id (0 before [`Meta::new_session`]).
+    pub fn session_id(&self) -> u64 {
+        self.sid.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn expiry(&self) -> Nanos {
+        let timeout = i64::try_from(self.opts.session_timeout.as_nanos()).unwrap_or(i64::MAX);
+        now_ns().saturating_add(timeout)
+    }
+
+    /// Register this client's session.
+    pub async fn new_session(&self, info: SessionInfo) -> Result<u64> {
+        let sid = self.alloc_counter(NEXT_SESSION, 1).await?;
+        let info = SessionInfo { sid, ..info };
+        let json = serde_json::to_vec(&info).map_err(|e| MetaError::Invalid(e.to_string()))?;
+        let json = &json;
+        let expiry = self.expiry();
+        self.txn(|tx| {
+            Box::pin(async move {
+                tx.put(keys::session_expiry(sid), codec::encode_slots(&[expiry]));
+                tx.put(keys::session_info(sid), json.clone());
+                Ok(())
+            })
+        })
+        .await?;
+        self.sid.store(sid, std::sync::atomic::Ordering::Relaxed);
+        Ok(sid)
+    }
+
+    /// Extend this session's life; also flushes pending usage counters.
+    pub async fn heartbeat(&self) -> Result<()> {
+        let sid = self.session_id();
+        if sid == 0 {
+            return Err(MetaError::Invalid("no session to heartbeat".into()));
+        }
+        let expiry = self.expiry();
+        self.txn(|tx| {
+            Box::pin(async move {
+                let key = keys::session_expiry(sid);
+                if tx.get(&key).await?.is_none() {
+                    // Another client judged us dead and cleaned our session.
+                    return Err(MetaError::Invalid(format!(
+                        "session {sid} was cleaned as stale"
+                    )));
+                }
+                tx.put(key, codec::encode_slots(&[expiry]));
+                Ok(())
+            })
+        })
+        .await?;
+        self.flush_usage().await
+    }
+
+    /// End this client's session: flush counters, release its locks, delete files it kept
+    /// alive, remove its records.
+    pub async fn close_session(&self) -> Result<()> {
+        self.flush_usage().await?;
+        let sid = self.session_id();
+        if sid != 0 {
+            self.clean_session(sid).await?;
+            self.sid.store(0, std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Every registered session with its expiry.
+    pub async fn list_sessions(&self) -> Result<Vec<SessionInfo>> {
+        self.txn(|tx| {
+            Box::pin(async move {
+                let prefix = keys::session_expiry_prefix();
+                let rows = tx
+                    .scan(&prefix, &prefix_end(&prefix), usize::MAX, false)
+                    .await?;
+                let mut out = Vec::with_capacity(rows.len());
+                for (key, value) in rows {
+                    let sid = keys::be_u64(&key, 2)
+                        .ok_or_else(|| MetaError::corrupt(&key, "short key"))?;
+                    let expires_at = codec::decode_slots(&key, &value, 1)?[0];
+                    let info_key = keys::session_info(sid);
+                    let info = match tx.get(&info_key).await? {
+                        Some(v) => serde_json::from_slice(&v)
+                            .map_err(|e| MetaError::corrupt(&info_key, e.to_string()))?,
+                        None => SessionInfo::default(),
+                    };
+                    out.push(SessionInfo {
+                        sid,
+                        expires_at,
+                        ..info
+                    });
+                }
+                Ok(out)
+            })
+        })
+        .await
+    }
+
+    /// Clean every session whose expiry is before `now` (ns). Returns how many.
+    pub async fn clean_stale_sessions(&self, now: Nanos) -> Result<usize> {
+        let stale: Vec<u64> = self
+            .list_sessions()
+            .await?
+            .into_iter()
+            .filter(|s| s.expires_at < now && s.sid != self.session_id())
+            .map(|s| s.sid)
+            .collect();
+        for sid in &stale {
+            tracing::info!(sid, "cleaning stale session");
+            self.clean_session(*sid).await?;
+        }
+        Ok(stale.len())
+    }
+
+    async fn clean_session(&self, sid: u64) -> Result<()> {
+        release_session_locks(self, sid).await?;
+        loop {
+            let batch = self.sustained_inodes(sid, 64).await?;
+            if batch.is_empty() {
+                break;
+            }
+            for ino in batch {
+                let unlinked = self
+                    .txn(|tx| {
+                        Box::pin(async move {
+                            tx.delete(keys::sustained(sid, ino));
+                            match get_inode(tx, ino).await? {
+                                Some(inode) if inode.fields.nlink == 0 => {
+                                    delete_sustained(tx, sid, &inode).await
+                                }
+                                _ => Ok(Unlinked::Nothing),
+                            }
+                        })
+                    })
+                    .await?;
+                self.after_unlink(unlinked);
+            }
+        }
+        self.txn(|tx| {
+            Box::pin(async move {
+                tx.delete(keys::session_expiry(sid));
+                tx.delete(keys::session_info(sid));
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn sustained_inodes(&self, sid: u64, limit: usize) -> Result<Vec<Ino>> {
+        self.txn(|tx| {
+            Box::pin(async move {
+                let prefix = keys::sustained_prefix(sid);
+                let rows = tx.scan(&prefix, &prefix_end(&prefix), limit, false).await?;
+                rows.iter()
+                    .map(|(k, _)| {
+                        keys::be_u64(k, 10)
+                            .map(Ino)
+                            .ok_or_else(|| MetaError::corrupt(k, "short key"))
+                    })
+                    .collect()
+            })
+        })
+        .await
+    }
+
+    /// Open `ino` with `open(2)` flags: checks access and counts the open.
+    pub async fn open(&self, ctx: &Ctx, ino: Ino, flags: u32) -> Result<Attr> {
+        let mask = match flags & O_ACCMODE {
+            O_WRONLY => MAY_WRITE,
+            O_RDWR => MAY_READ | MAY_WRITE,
+            _ => MAY_READ,
+        } | if flags & O_TRUNC != 0 { MAY_WRITE } else { 0 };
+        let attr = self
+            .txn(|tx| {
+                Box::pin(async move {
+                    let inode = must_get_inode(tx, ino).await?;
+                    if inode.core.kind == FileType::Directory && mask & MAY_WRITE != 0 {
+                        return posix(Errno::EISDIR);
+                    }
+                    check_access(ctx, &inode, mask)?;
+                    Ok(inode.attr())
+                })
+            })
+            .await?;
+        self.mark_open(ino);
+        Ok(attr)
+    }
+
+    /// Count an open of `ino` by this client (create+open, or an open checked elsewhere).
+    pub fn mark_open(&self, ino: Ino) {
+        if let Ok(mut open) = self.open_files.lock() {
+            *open.entry(ino).or_insert(0) += 1;
+        }
+    }
+
+    /// Release one open of `ino`; the last close of an unlinked file deletes it.
+    pub async fn close(&self, ino: Ino) -> Result<()> {
+        let last = match self.open_files.lock() {
+            Ok(mut open) => match open.get_mut(&ino) {
+                Some(n) if *n > 1 => {
+                    *n -= 1;
+                    false
+                }
+                Some(_) => {
+                    open.remove(&ino);
+                    true
+                }
+                None => false,
+            },
+            Err(_) => false,
+        };
+        if last {
+            self.delete_if_unlinked(ino).await
+        } else {
+            Ok(())
+        }
+    }
+
+    /// True when this client has `ino` open.
+    pub fn is_open(&self, ino: Ino) -> bool {
+        self.open_files
+            .lock()
+            .map(|o| o.contains_key(&ino))
+            .unwrap_or(false)
+    }
+}
+
+/// Note in the session's index that it holds locks on `ino` (or no longer does).
+pub(crate) fn index_session_lock(tx: &mut Txn<'_>, sid: u64, ino: Ino, holds: bool) {
+    if holds {
+        tx.put(keys::session_lock(sid, ino), Vec::new());
+    } else {
+        tx.delete(keys::session_lock(sid, ino));
+    }
+}

@@ -1,0 +1,1 @@
+//! Dev-only helpers shared by Strata tests.
