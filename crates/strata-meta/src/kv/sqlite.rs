@@ -31,6 +31,10 @@ const MAX_BATCH: usize = 512;
 const MAX_IDLE_READERS: usize = 16;
 /// How long to wait for another process's write lock before reporting the engine busy.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// WAL size past which the writer forces a log restart.
+const WAL_RESTART_BYTES: u64 = 64 << 20;
+/// Batches between two checks of the WAL size.
+const WAL_CHECK_EVERY: u64 = 256;
 
 type Pool = Arc<Mutex<Vec<Connection>>>;
 
@@ -96,13 +100,17 @@ impl SqliteEngine {
             .execute_batch(
                 "PRAGMA journal_mode=WAL;
                  PRAGMA synchronous=FULL;
+                 PRAGMA journal_size_limit=67108864;
                  CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID;",
             )
             .map_err(sql_err)?;
         let (tx, rx) = mpsc::channel();
+        let mut wal = path.clone().into_os_string();
+        wal.push("-wal");
+        let wal = PathBuf::from(wal);
         std::thread::Builder::new()
             .name("strata-sqlite-commit".into())
-            .spawn(move || writer_loop(writer_conn, rx))
+            .spawn(move || writer_loop(writer_conn, wal, rx))
             .map_err(|e| KvError::Engine(format!("cannot start sqlite writer thread: {e}")))?;
         Ok(SqliteEngine {
             path,
@@ -116,6 +124,14 @@ impl SqliteEngine {
         &self.path
     }
 
+    /// Copy everything in the WAL into the database file and truncate the WAL (waits for
+    /// readers). Used before measuring or copying the file.
+    pub fn checkpoint(&self) -> Result<(), KvError> {
+        let conn = open_connection(&self.path, false)?;
+        conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+            .map_err(sql_err)
+    }
+
     fn reader(&self) -> Result<Connection, KvError> {
         let pooled = self.readers.lock().ok().and_then(|mut p| p.pop());
         match pooled {
@@ -125,7 +141,8 @@ impl SqliteEngine {
     }
 }
 
-fn writer_loop(conn: Connection, rx: mpsc::Receiver<CommitJob>) {
+fn writer_loop(conn: Connection, wal: PathBuf, rx: mpsc::Receiver<CommitJob>) {
+    let mut batches = 0u64;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -139,6 +156,22 @@ fn writer_loop(conn: Connection, rx: mpsc::Receiver<CommitJob>) {
             // A caller that went away no longer needs the answer.
             let _ = job.reply.send(result);
         }
+        batches += 1;
+        if batches.is_multiple_of(WAL_CHECK_EVERY) {
+            restart_wal_if_large(&conn, &wal);
+        }
+    }
+}
+
+/// Under steady concurrent load some reader is always inside the WAL, so SQLite's passive
+/// auto-checkpoint can never restart it and the file grows without bound. When it passes
+/// [`WAL_RESTART_BYTES`], wait briefly for readers and restart it.
+fn restart_wal_if_large(conn: &Connection, wal: &Path) {
+    let large = std::fs::metadata(wal)
+        .map(|m| m.len() > WAL_RESTART_BYTES)
+        .unwrap_or(false);
+    if large && let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(RESTART)") {
+        tracing::warn!("sqlite WAL checkpoint failed: {e}");
     }
 }
 

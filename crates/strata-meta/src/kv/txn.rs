@@ -197,11 +197,21 @@ impl<'a> Txn<'a> {
                     .insert(key, value.map_or(Write::Delete, Write::Put));
             }
         }
-        let req = CommitRequest {
-            reads: self.reads,
-            writes: self.writes.into_iter().collect(),
-        };
-        self.engine.commit(req).await
+        // Release the read view before waiting on the commit: a view held open across
+        // commits keeps engines like SQLite from recycling their log.
+        let Txn {
+            engine,
+            snapshot,
+            reads,
+            writes,
+        } = self;
+        drop(snapshot);
+        engine
+            .commit(CommitRequest {
+                reads,
+                writes: writes.into_iter().collect(),
+            })
+            .await
     }
 
     /// End a transaction that wrote nothing: on engines without snapshot isolation its
@@ -210,11 +220,19 @@ impl<'a> Txn<'a> {
         if self.engine.snapshot_isolation() || self.reads.is_empty() {
             return Ok(());
         }
-        let req = CommitRequest {
-            reads: self.reads,
-            writes: Vec::new(),
-        };
-        self.engine.commit(req).await
+        let Txn {
+            engine,
+            snapshot,
+            reads,
+            ..
+        } = self;
+        drop(snapshot);
+        engine
+            .commit(CommitRequest {
+                reads,
+                writes: Vec::new(),
+            })
+            .await
     }
 
     fn is_buffered_value(&self, key: &[u8]) -> bool {
@@ -381,11 +399,16 @@ where
         Err(e) if e.as_kv().is_some_and(KvError::is_retryable) => Err(e),
         Err(e) => {
             if !engine.snapshot_isolation() && !txn.reads.is_empty() {
-                let req = CommitRequest {
-                    reads: txn.reads,
-                    writes: Vec::new(),
-                };
-                engine.commit(req).await?;
+                let Txn {
+                    snapshot, reads, ..
+                } = txn;
+                drop(snapshot);
+                engine
+                    .commit(CommitRequest {
+                        reads,
+                        writes: Vec::new(),
+                    })
+                    .await?;
             }
             Err(e)
         }

@@ -57,7 +57,7 @@ impl Meta {
         self.txn(|tx| {
             Box::pin(async move {
                 let inode = must_get_inode(tx, ino).await?;
-                check_access(ctx, &inode, mask)
+                check_access(ctx, &inode.core, mask)
             })
         })
         .await
@@ -157,7 +157,7 @@ fn check_setattr(ctx: &Ctx, inode: &Inode, set: &SetAttr) -> Result<()> {
         return posix(Errno::EPERM);
     }
     if set.mode.is_some() {
-        check_owner(ctx, inode)?;
+        check_owner(ctx, &inode.core)?;
     }
     let explicit_time =
         matches!(set.atime, Some(TimeSet::At(_))) || matches!(set.mtime, Some(TimeSet::At(_)));
@@ -167,7 +167,7 @@ fn check_setattr(ctx: &Ctx, inode: &Inode, set: &SetAttr) -> Result<()> {
         return posix(Errno::EPERM);
     }
     if now_time && !owner {
-        check_access(ctx, inode, MAY_WRITE)?;
+        check_access(ctx, &inode.core, MAY_WRITE)?;
     }
     if set.size.is_some() {
         match inode.core.kind {
@@ -176,7 +176,7 @@ fn check_setattr(ctx: &Ctx, inode: &Inode, set: &SetAttr) -> Result<()> {
             _ => return posix(Errno::EINVAL),
         }
         if !set.size_from_open_file {
-            check_access(ctx, inode, MAY_WRITE)?;
+            check_access(ctx, &inode.core, MAY_WRITE)?;
         }
     }
     Ok(())

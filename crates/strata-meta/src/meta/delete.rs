@@ -4,7 +4,7 @@
 use strata_types::{FileType, Ino, Nanos, Slice};
 
 use super::namespace::{add_link_parent, get_entry, in_trash};
-use super::{Meta, get_dir, get_inode, now_ns, put_inode, space_of, touch_dir};
+use super::{Dir, Meta, get_dir, get_inode, now_ns, put_inode, space_of, touch_dir};
 use crate::codec::{self, Inode, usage_slot};
 use crate::error::{MetaError, Result};
 use crate::keys;
@@ -95,7 +95,7 @@ impl Meta {
     pub(crate) async fn drop_name(
         &self,
         tx: &mut Txn<'_>,
-        dir: &Inode,
+        dir: &Dir,
         name: &[u8],
         child: &mut Inode,
         trash: Option<Ino>,
@@ -143,7 +143,7 @@ impl Meta {
     async fn move_to_trash(
         &self,
         tx: &mut Txn<'_>,
-        dir: &Inode,
+        dir: &Dir,
         name: &[u8],
         child: &mut Inode,
         hour: Ino,

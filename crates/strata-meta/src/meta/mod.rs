@@ -490,13 +490,25 @@ pub(crate) async fn must_get_inode(tx: &mut Txn<'_>, ino: Ino) -> Result<Inode> 
         .ok_or(MetaError::Posix(Errno::ENOENT))
 }
 
+/// A directory an operation works in: only its core record is read, so concurrent
+/// changes of its times, link count and usage (field updates) never conflict with us.
+#[derive(Clone, Debug)]
+pub(crate) struct Dir {
+    pub ino: Ino,
+    pub core: InodeCore,
+}
+
 /// Load a directory (ENOENT if missing, ENOTDIR if not a directory).
-pub(crate) async fn get_dir(tx: &mut Txn<'_>, ino: Ino) -> Result<Inode> {
-    let dir = must_get_inode(tx, ino).await?;
-    if dir.core.kind != FileType::Directory {
+pub(crate) async fn get_dir(tx: &mut Txn<'_>, ino: Ino) -> Result<Dir> {
+    let key = keys::inode_core(ino);
+    let core = match tx.get(&key).await? {
+        Some(v) => InodeCore::decode(&key, &v)?,
+        None => return posix(Errno::ENOENT),
+    };
+    if core.kind != FileType::Directory {
         return posix(Errno::ENOTDIR);
     }
-    Ok(dir)
+    Ok(Dir { ino, core })
 }
 
 pub(crate) fn put_inode(tx: &mut Txn<'_>, inode: &Inode) {

@@ -6,7 +6,7 @@ use strata_types::{Attr, Errno, FileType, Ino, MAX_SYMLINK_LEN};
 use super::access::{MAY_EXEC, MAY_WRITE, check_access, check_sticky};
 use super::delete::Unlinked;
 use super::{
-    Ctx, Meta, TRASH_NAME, check_name, get_dir, get_inode, must_get_inode, now_ns, put_inode,
+    Ctx, Dir, Meta, TRASH_NAME, check_name, get_dir, get_inode, must_get_inode, now_ns, put_inode,
     space_of, touch_dir,
 };
 use crate::codec::{self, Inode, InodeCore, InodeFields, usage_slot};
@@ -59,7 +59,7 @@ impl RenameFlags {
 }
 
 /// True for the trash root and its hourly directories.
-pub(crate) fn in_trash(dir: &Inode) -> bool {
+pub(crate) fn in_trash(dir: &Dir) -> bool {
     dir.ino == Ino::TRASH || dir.core.parent == Ino::TRASH
 }
 
@@ -102,7 +102,7 @@ impl Meta {
         self.txn(|tx| {
             Box::pin(async move {
                 let dir = get_dir(tx, parent).await?;
-                check_access(ctx, &dir, MAY_EXEC)?;
+                check_access(ctx, &dir.core, MAY_EXEC)?;
                 let ino = match name {
                     b"." => parent,
                     b".." => dir.core.parent,
@@ -216,7 +216,7 @@ impl Meta {
                     if in_trash(&dir) || (parent == Ino::ROOT && name == TRASH_NAME) {
                         return posix(Errno::EPERM);
                     }
-                    check_access(ctx, &dir, MAY_WRITE | MAY_EXEC)?;
+                    check_access(ctx, &dir.core, MAY_WRITE | MAY_EXEC)?;
                     if get_entry(tx, parent, name).await?.is_some() {
                         return posix(Errno::EEXIST);
                     }
@@ -278,7 +278,7 @@ impl Meta {
                 if in_trash(&dir) {
                     return posix(Errno::EPERM);
                 }
-                check_access(ctx, &dir, MAY_WRITE | MAY_EXEC)?;
+                check_access(ctx, &dir.core, MAY_WRITE | MAY_EXEC)?;
                 let mut inode = must_get_inode(tx, ino).await?;
                 if inode.core.kind == FileType::Directory {
                     return posix(Errno::EPERM);
@@ -323,7 +323,7 @@ impl Meta {
             .txn(|tx| {
                 Box::pin(async move {
                     let dir = get_dir(tx, parent).await?;
-                    check_access(ctx, &dir, MAY_WRITE | MAY_EXEC)?;
+                    check_access(ctx, &dir.core, MAY_WRITE | MAY_EXEC)?;
                     let Some((kind, ino)) = get_entry(tx, parent, name).await? else {
                         return posix(Errno::ENOENT);
                     };
@@ -331,7 +331,7 @@ impl Meta {
                         return posix(Errno::EISDIR);
                     }
                     let mut child = must_get_inode(tx, ino).await?;
-                    check_sticky(ctx, &dir, &child)?;
+                    check_sticky(ctx, &dir.core, &child.core)?;
                     let now = now_ns();
                     tx.delete(keys::dentry(parent, name));
                     let space = space_of(child.core.kind, child.fields.length);
@@ -356,7 +356,7 @@ impl Meta {
             .txn(|tx| {
                 Box::pin(async move {
                     let dir = get_dir(tx, parent).await?;
-                    check_access(ctx, &dir, MAY_WRITE | MAY_EXEC)?;
+                    check_access(ctx, &dir.core, MAY_WRITE | MAY_EXEC)?;
                     let Some((kind, ino)) = get_entry(tx, parent, name).await? else {
                         return posix(Errno::ENOENT);
                     };
@@ -367,7 +367,7 @@ impl Meta {
                         return posix(Errno::EPERM);
                     }
                     let mut child = must_get_inode(tx, ino).await?;
-                    check_sticky(ctx, &dir, &child)?;
+                    check_sticky(ctx, &dir.core, &child.core)?;
                     if !dir_is_empty(tx, ino).await? {
                         return posix(Errno::ENOTEMPTY);
                     }
@@ -426,8 +426,8 @@ impl Meta {
         } else {
             get_dir(tx, newparent).await?
         };
-        check_access(ctx, &src_dir, MAY_WRITE | MAY_EXEC)?;
-        check_access(ctx, &dst_dir, MAY_WRITE | MAY_EXEC)?;
+        check_access(ctx, &src_dir.core, MAY_WRITE | MAY_EXEC)?;
+        check_access(ctx, &dst_dir.core, MAY_WRITE | MAY_EXEC)?;
         if in_trash(&dst_dir) && !in_trash(&src_dir) {
             return posix(Errno::EPERM);
         }
@@ -438,7 +438,7 @@ impl Meta {
             return posix(Errno::EPERM);
         }
         let mut src = must_get_inode(tx, src_ino).await?;
-        check_sticky(ctx, &src_dir, &src)?;
+        check_sticky(ctx, &src_dir.core, &src.core)?;
         let dst_entry = get_entry(tx, newparent, newname).await?;
         if parent == newparent && name == newname {
             return if flags.noreplace {
@@ -467,7 +467,7 @@ impl Meta {
             Some((_, dst_ino)) if dst_ino == src_ino => return Ok(Unlinked::Nothing),
             Some((dst_kind, dst_ino)) => {
                 let mut dst = must_get_inode(tx, dst_ino).await?;
-                check_sticky(ctx, &dst_dir, &dst)?;
+                check_sticky(ctx, &dst_dir.core, &dst.core)?;
                 let dst_space = space_of(dst.core.kind, dst.fields.length);
                 let dst_is_dir = i64::from(dst_kind == FileType::Directory);
                 if flags.exchange {
@@ -570,7 +570,7 @@ async fn fill_attrs(tx: &mut Txn<'_>, entries: &mut [DirEntry]) -> Result<()> {
     Ok(())
 }
 
-fn new_inode(ctx: &Ctx, dir: &Inode, ino: Ino, node: &NewNode<'_>, length: u64, now: i64) -> Inode {
+fn new_inode(ctx: &Ctx, dir: &Dir, ino: Ino, node: &NewNode<'_>, length: u64, now: i64) -> Inode {
     let mut mode = node.mode & 0o7777;
     let dir_setgid = dir.core.mode & 0o2000 != 0;
     let gid = if dir_setgid { dir.core.gid } else { ctx.gid };

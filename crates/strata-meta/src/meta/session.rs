@@ -215,7 +215,7 @@ impl Meta {
                     if inode.core.kind == FileType::Directory && mask & MAY_WRITE != 0 {
                         return posix(Errno::EISDIR);
                     }
-                    check_access(ctx, &inode, mask)?;
+                    check_access(ctx, &inode.core, mask)?;
                     Ok(inode.attr())
                 })
             })

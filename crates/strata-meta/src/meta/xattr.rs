@@ -73,7 +73,7 @@ fn check_xattr_access(ctx: &Ctx, inode: &Inode, ns: Namespace, mask: u32) -> Res
                     Errno::ENODATA
                 });
             }
-            check_access(ctx, inode, mask)
+            check_access(ctx, &inode.core, mask)
         }
         _ => Ok(()),
     }
