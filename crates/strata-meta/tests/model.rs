@@ -2,6 +2,7 @@
 //! engine) and against a plain in-memory model of a POSIX tree. After every step both must
 //! agree on the errno and on the whole tree: names, types, link counts, hard-link identity
 //! and per-directory usage. Failures found here become named regression tests below.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed step fails the test
 
 use std::collections::BTreeMap;
 

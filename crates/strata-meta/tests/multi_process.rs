@@ -1,5 +1,6 @@
 //! Several processes on one SQLite database: two `strata-mdtest` processes create files in
 //! one shared directory at the same time; afterwards every file is there exactly once.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed step fails the test
 
 use std::collections::BTreeSet;
 use std::process::Command;
