@@ -1,1 +1,4 @@
-//! Dev-only helpers shared by Strata tests.
+//! Dev-only helpers shared by Strata's tests. Owns the layering rules of
+//! `shared/design/ARCHITECTURE.md` as data, and the check that `cargo metadata` obeys them.
+
+pub mod layering;
