@@ -302,6 +302,22 @@ mod tests {
         assert!(decode_slices(b"k", &bad).is_err());
     }
 
+    proptest::proptest! {
+        /// Whatever bytes an engine returns, decoding succeeds or fails with an error naming
+        /// the key; it never panics.
+        #[test]
+        fn decoders_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            let key = b"KEY-UNDER-TEST";
+            let names_key = |e: MetaError| e.to_string().contains("KEY-UNDER-TEST");
+            proptest::prop_assert!(InodeCore::decode(key, &bytes).err().is_none_or(names_key));
+            proptest::prop_assert!(InodeFields::decode(key, &bytes).err().is_none_or(names_key));
+            proptest::prop_assert!(decode_slices(key, &bytes).err().is_none_or(names_key));
+            proptest::prop_assert!(decode_dentry(key, &bytes).err().is_none_or(names_key));
+            proptest::prop_assert!(decode_counter(key, Some(&bytes)).err().is_none_or(names_key));
+            proptest::prop_assert!(crate::format::Format::decode(key, &bytes).err().is_none_or(names_key));
+        }
+    }
+
     #[test]
     fn dentries_round_trip() {
         let v = encode_dentry(FileType::Directory, Ino(77));
