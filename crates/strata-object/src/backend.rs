@@ -1,0 +1,230 @@
+//! Backends on the `object_store` crate: a local directory (`--storage file`, files fsynced
+//! before a put returns), any S3-compatible service (`--storage s3`), and memory (tests).
+
+use std::ops::Range;
+use std::path::Path as FsPath;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::aws::AmazonS3Builder;
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{GetOptions, GetRange, ObjectStoreExt, PutPayload};
+
+use crate::{ObjectError, ObjectInfo, ObjectStore, Result};
+
+/// Settings of an S3-compatible store.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct S3Config {
+    /// Endpoint URL (`http://127.0.0.1:9000`); empty for AWS itself.
+    pub endpoint: String,
+    pub region: String,
+    pub bucket: String,
+    /// Credentials; when empty, taken from `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`.
+    pub access_key: String,
+    pub secret_key: String,
+    /// Address the bucket as `endpoint/bucket` (path style) instead of `bucket.endpoint`.
+    pub path_style: bool,
+}
+
+/// An [`ObjectStore`] backed by an `object_store` implementation.
+#[derive(Debug)]
+pub struct Backend {
+    inner: Arc<dyn object_store::ObjectStore>,
+    describe: String,
+    /// The listing comes back in key order (S3, memory) rather than in walk order (files).
+    ordered_list: bool,
+}
+
+impl Backend {
+    /// A local directory as a store; the directory must exist.
+    pub fn local(dir: &FsPath) -> Result<Backend> {
+        if !dir.is_dir() {
+            return Err(ObjectError::NoBucket(format!(
+                "directory {} does not exist",
+                dir.display()
+            )));
+        }
+        let fs = LocalFileSystem::new_with_prefix(dir)
+            .map_err(|e| ObjectError::NoBucket(format!("{}: {e}", dir.display())))?
+            .with_fsync(true);
+        Ok(Backend {
+            inner: Arc::new(fs),
+            describe: format!("file://{}", dir.display()),
+            ordered_list: false,
+        })
+    }
+
+    /// An in-memory store (tests).
+    pub fn memory() -> Backend {
+        Backend {
+            inner: Arc::new(InMemory::new()),
+            describe: "mem://".into(),
+            ordered_list: true,
+        }
+    }
+
+    /// An S3-compatible store. Nothing is contacted until the first request; call
+    /// [`Backend::check`] to verify the bucket and credentials.
+    pub fn s3(cfg: &S3Config) -> Result<Backend> {
+        let mut b = AmazonS3Builder::from_env().with_bucket_name(&cfg.bucket);
+        if !cfg.region.is_empty() {
+            b = b.with_region(&cfg.region);
+        } else if !cfg.endpoint.is_empty() {
+            b = b.with_region("us-east-1");
+        }
+        if !cfg.endpoint.is_empty() {
+            b = b
+                .with_endpoint(&cfg.endpoint)
+                .with_allow_http(cfg.endpoint.starts_with("http://"));
+        }
+        if !cfg.access_key.is_empty() {
+            b = b
+                .with_access_key_id(&cfg.access_key)
+                .with_secret_access_key(&cfg.secret_key);
+        }
+        let store = b
+            .with_virtual_hosted_style_request(!cfg.path_style)
+            .build()
+            .map_err(|e| ObjectError::Other(format!("s3 configuration: {e}")))?;
+        let place = if cfg.endpoint.is_empty() {
+            "aws".to_string()
+        } else {
+            cfg.endpoint.clone()
+        };
+        Ok(Backend {
+            inner: Arc::new(store),
+            describe: format!("s3://{}@{place}", cfg.bucket),
+            ordered_list: true,
+        })
+    }
+
+    /// Verify the store answers, the bucket exists and the credentials are accepted.
+    pub async fn check(&self) -> Result<()> {
+        self.list("", None, 1).await.map(drop)
+    }
+}
+
+fn path(key: &str) -> Result<Path> {
+    crate::check_key(key)?;
+    Path::parse(key).map_err(|_| ObjectError::InvalidKey(key.into()))
+}
+
+/// Turn an `object_store` error into ours, recognising authentication and missing buckets.
+fn map_err(key: &str, e: object_store::Error) -> ObjectError {
+    use object_store::Error as E;
+    let text = e.to_string();
+    let has = |words: &[&str]| words.iter().any(|w| text.contains(w));
+    match e {
+        E::NotFound { .. } if has(&["NoSuchBucket"]) => ObjectError::NoBucket(text),
+        E::NotFound { .. } => ObjectError::NotFound(key.into()),
+        E::PermissionDenied { .. } | E::Unauthenticated { .. } => ObjectError::Auth(text),
+        _ if has(&["NoSuchBucket", "bucket does not exist"]) => ObjectError::NoBucket(text),
+        _ if has(&[
+            "SignatureDoesNotMatch",
+            "InvalidAccessKeyId",
+            "AccessDenied",
+            "403 Forbidden",
+        ]) =>
+        {
+            ObjectError::Auth(text)
+        }
+        E::InvalidPath { .. } => ObjectError::InvalidKey(key.into()),
+        _ => ObjectError::Other(text),
+    }
+}
+
+fn info(meta: object_store::ObjectMeta) -> ObjectInfo {
+    ObjectInfo {
+        key: meta.location.to_string(),
+        size: meta.size,
+        modified: meta.last_modified.timestamp(),
+    }
+}
+
+#[async_trait]
+impl ObjectStore for Backend {
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+
+    async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
+        let location = path(key)?;
+        if let Some(r) = &range
+            && r.start >= r.end
+        {
+            return Ok(Bytes::new());
+        }
+        let options = GetOptions {
+            range: range.map(GetRange::Bounded),
+            ..GetOptions::default()
+        };
+        let result = self
+            .inner
+            .get_opts(&location, options)
+            .await
+            .map_err(|e| map_err(key, e))?;
+        result.bytes().await.map_err(|e| map_err(key, e))
+    }
+
+    async fn put(&self, key: &str, data: Bytes) -> Result<()> {
+        let location = path(key)?;
+        self.inner
+            .put(&location, PutPayload::from(data))
+            .await
+            .map_err(|e| map_err(key, e))?;
+        Ok(())
+    }
+
+    async fn delete(&self, key: &str) -> Result<()> {
+        let location = path(key)?;
+        match self.inner.delete(&location).await {
+            Ok(()) => Ok(()),
+            Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(map_err(key, e)),
+        }
+    }
+
+    async fn head(&self, key: &str) -> Result<ObjectInfo> {
+        let location = path(key)?;
+        self.inner
+            .head(&location)
+            .await
+            .map(info)
+            .map_err(|e| map_err(key, e))
+    }
+
+    async fn list(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ObjectInfo>> {
+        let trimmed = prefix.trim_end_matches('/');
+        let prefix_path = if trimmed.is_empty() {
+            None
+        } else {
+            Some(path(trimmed)?)
+        };
+        let stream = match start_after {
+            Some(after) => self
+                .inner
+                .list_with_offset(prefix_path.as_ref(), &path(after)?),
+            None => self.inner.list(prefix_path.as_ref()),
+        };
+        let mut out: Vec<ObjectInfo> = if self.ordered_list {
+            stream.take(limit).map_ok(info).try_collect().await
+        } else {
+            stream.map_ok(info).try_collect().await
+        }
+        .map_err(|e| map_err(prefix, e))?;
+        if !self.ordered_list {
+            out.sort_by(|a, b| a.key.cmp(&b.key));
+            out.truncate(limit);
+        }
+        Ok(out)
+    }
+}

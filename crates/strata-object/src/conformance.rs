@@ -1,0 +1,408 @@
+//! The `ObjectStore` conformance suite, written once and run against every backend
+//! (memory, local directory, s3s-fs, SeaweedFS) through
+//! [`object_conformance_tests!`](crate::object_conformance_tests). Every case works under
+//! its own random key prefix, so stores may be shared between cases.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use std::collections::BTreeSet;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use crate::backend::{Backend, S3Config};
+use crate::prefix::Prefixed;
+use crate::{ObjectError, ObjectStore};
+
+/// A store under test, and whatever keeps it alive (temp dirs, server processes).
+pub trait TestBackend: Send + Sync + Sized + 'static {
+    fn start() -> Self;
+    fn store(&self) -> Arc<dyn ObjectStore>;
+}
+
+/// S3-compatible test servers can also be asked with wrong credentials or a missing bucket.
+pub trait S3TestBackend: TestBackend {
+    fn config(&self) -> S3Config;
+}
+
+#[derive(Debug)]
+pub struct MemoryBackend(Arc<dyn ObjectStore>);
+
+impl TestBackend for MemoryBackend {
+    fn start() -> Self {
+        MemoryBackend(Arc::new(Backend::memory()))
+    }
+    fn store(&self) -> Arc<dyn ObjectStore> {
+        self.0.clone()
+    }
+}
+
+#[derive(Debug)]
+pub struct LocalBackend {
+    _dir: tempfile::TempDir,
+    store: Arc<dyn ObjectStore>,
+}
+
+impl TestBackend for LocalBackend {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Backend::local(dir.path()).unwrap());
+        LocalBackend { _dir: dir, store }
+    }
+    fn store(&self) -> Arc<dyn ObjectStore> {
+        self.store.clone()
+    }
+}
+
+pub const TEST_ACCESS_KEY: &str = "strata";
+pub const TEST_SECRET_KEY: &str = "strata-secret";
+pub const TEST_BUCKET: &str = "strata-test";
+
+/// The `s3s-fs` binary: `$S3S_FS_BIN`, else `~/.cache/strata/tools/bin/s3s-fs`, else PATH.
+pub fn s3s_fs_binary() -> PathBuf {
+    if let Ok(p) = std::env::var("S3S_FS_BIN") {
+        return PathBuf::from(p);
+    }
+    let cached =
+        std::env::var("HOME").map(|h| PathBuf::from(h).join(".cache/strata/tools/bin/s3s-fs"));
+    match cached {
+        Ok(p) if p.exists() => p,
+        _ => PathBuf::from("s3s-fs"),
+    }
+}
+
+/// An s3s-fs server started for one test, on a free loopback port, killed on drop.
+#[derive(Debug)]
+pub struct S3sFs {
+    _root: tempfile::TempDir,
+    child: Child,
+    endpoint: String,
+    store: Arc<dyn ObjectStore>,
+}
+
+impl Drop for S3sFs {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for_port(port: u16, child: &mut Child) {
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("s3s-fs exited at start: {status}");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "s3s-fs did not listen on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+impl TestBackend for S3sFs {
+    fn start() -> Self {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join(TEST_BUCKET)).unwrap();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let bin = s3s_fs_binary();
+        let mut child = Command::new(&bin)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args([
+                "--access-key",
+                TEST_ACCESS_KEY,
+                "--secret-key",
+                TEST_SECRET_KEY,
+            ])
+            .arg(root.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start {} ({e}): run ./scripts/test.sh, which installs it",
+                    bin.display()
+                )
+            });
+        wait_for_port(port, &mut child);
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let cfg = s3_config(&endpoint, TEST_SECRET_KEY, TEST_BUCKET);
+        let store = Arc::new(Backend::s3(&cfg).unwrap());
+        S3sFs {
+            _root: root,
+            child,
+            endpoint,
+            store,
+        }
+    }
+    fn store(&self) -> Arc<dyn ObjectStore> {
+        self.store.clone()
+    }
+}
+
+impl S3TestBackend for S3sFs {
+    fn config(&self) -> S3Config {
+        s3_config(&self.endpoint, TEST_SECRET_KEY, TEST_BUCKET)
+    }
+}
+
+fn s3_config(endpoint: &str, secret: &str, bucket: &str) -> S3Config {
+    S3Config {
+        endpoint: endpoint.into(),
+        region: "us-east-1".into(),
+        bucket: bucket.into(),
+        access_key: TEST_ACCESS_KEY.into(),
+        secret_key: secret.into(),
+        path_style: true,
+    }
+}
+
+/// A SeaweedFS S3 endpoint started by `scripts/test.sh` (`$STRATA_TEST_SEAWEEDFS`, e.g.
+/// `http://127.0.0.1:8333`), with bucket `strata-test` and the test credentials.
+#[derive(Debug)]
+pub struct SeaweedFs {
+    endpoint: String,
+    store: Arc<dyn ObjectStore>,
+}
+
+impl TestBackend for SeaweedFs {
+    fn start() -> Self {
+        let endpoint = std::env::var("STRATA_TEST_SEAWEEDFS").unwrap_or_else(|_| {
+            panic!(
+                "STRATA_TEST_SEAWEEDFS is not set: run ./scripts/test.sh, which starts SeaweedFS"
+            )
+        });
+        let store =
+            Arc::new(Backend::s3(&s3_config(&endpoint, TEST_SECRET_KEY, TEST_BUCKET)).unwrap());
+        SeaweedFs { endpoint, store }
+    }
+    fn store(&self) -> Arc<dyn ObjectStore> {
+        self.store.clone()
+    }
+}
+
+impl S3TestBackend for SeaweedFs {
+    fn config(&self) -> S3Config {
+        s3_config(&self.endpoint, TEST_SECRET_KEY, TEST_BUCKET)
+    }
+}
+
+/// The backend's store under a fresh random prefix.
+fn scoped<B: TestBackend>(backend: &B) -> Arc<dyn ObjectStore> {
+    let prefix = format!("t{:016x}", rand::random::<u64>());
+    Arc::new(Prefixed::new(backend.store(), &prefix))
+}
+
+fn pattern(len: usize, seed: u8) -> Bytes {
+    Bytes::from(
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect::<Vec<_>>(),
+    )
+}
+
+pub async fn put_get_round_trip<B: TestBackend>() {
+    let b = B::start();
+    let s = scoped(&b);
+    for (key, data) in [
+        ("a", Bytes::from_static(b"hello")),
+        ("empty", Bytes::new()),
+        ("dir/sub/obj", pattern(1000, 1)),
+        ("big/5mib", pattern(5 << 20, 2)),
+    ] {
+        s.put(key, data.clone()).await.unwrap();
+        assert_eq!(s.get(key, None).await.unwrap(), data, "{key}");
+        assert_eq!(s.head(key).await.unwrap().size, data.len() as u64, "{key}");
+    }
+    // Overwrite replaces.
+    s.put("a", Bytes::from_static(b"again")).await.unwrap();
+    assert_eq!(
+        s.get("a", None).await.unwrap(),
+        Bytes::from_static(b"again")
+    );
+}
+
+pub async fn range_reads<B: TestBackend>() {
+    let b = B::start();
+    let s = scoped(&b);
+    let data = pattern(100_000, 3);
+    s.put("r", data.clone()).await.unwrap();
+    assert_eq!(s.get("r", Some(0..10)).await.unwrap(), data.slice(0..10));
+    assert_eq!(
+        s.get("r", Some(4096..8192)).await.unwrap(),
+        data.slice(4096..8192)
+    );
+    assert_eq!(
+        s.get("r", Some(99_990..200_000)).await.unwrap(),
+        data.slice(99_990..),
+        "end clipped"
+    );
+    assert_eq!(
+        s.get("r", Some(5..5)).await.unwrap(),
+        Bytes::new(),
+        "empty range"
+    );
+}
+
+pub async fn missing_objects<B: TestBackend>() {
+    let b = B::start();
+    let s = scoped(&b);
+    assert!(matches!(
+        s.get("nope", None).await,
+        Err(ObjectError::NotFound(_))
+    ));
+    assert!(matches!(
+        s.get("nope", Some(0..4)).await,
+        Err(ObjectError::NotFound(_))
+    ));
+    assert!(matches!(
+        s.head("nope").await,
+        Err(ObjectError::NotFound(_))
+    ));
+    s.delete("nope")
+        .await
+        .expect("deleting a missing object succeeds");
+    s.put("x", Bytes::from_static(b"1")).await.unwrap();
+    s.delete("x").await.unwrap();
+    assert!(matches!(
+        s.get("x", None).await,
+        Err(ObjectError::NotFound(_))
+    ));
+    for bad in ["", "a//b", "../up", "a/./b"] {
+        assert!(
+            matches!(
+                s.put(bad, Bytes::new()).await,
+                Err(ObjectError::InvalidKey(_))
+            ),
+            "{bad:?}"
+        );
+    }
+}
+
+pub async fn listing_is_ordered_and_paged<B: TestBackend>() {
+    let b = B::start();
+    let s = scoped(&b);
+    let mut keys = BTreeSet::new();
+    for i in 0..57u32 {
+        let key = format!("chunks/{}/{}/{i}_0_4", i % 3, i % 5);
+        s.put(&key, Bytes::from_static(b"data")).await.unwrap();
+        keys.insert(key);
+    }
+    s.put("chunksX/not-under-prefix", Bytes::from_static(b"x"))
+        .await
+        .unwrap();
+    s.put("other/x", Bytes::from_static(b"x")).await.unwrap();
+    let mut seen = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = s.list("chunks/", after.as_deref(), 10).await.unwrap();
+        assert!(page.len() <= 10);
+        if page.is_empty() {
+            break;
+        }
+        after = page.last().map(|o| o.key.clone());
+        for o in page {
+            assert_eq!(o.size, 4);
+            seen.push(o.key);
+        }
+    }
+    let expected: Vec<String> = keys.into_iter().collect();
+    assert_eq!(
+        seen, expected,
+        "all keys under the prefix, ascending, each once"
+    );
+    let all = s.list("", None, 1000).await.unwrap();
+    assert_eq!(all.len(), 59);
+    assert!(all.windows(2).all(|w| w[0].key < w[1].key));
+    s.delete(&expected[0]).await.unwrap();
+    assert_eq!(s.list("chunks/", None, 1000).await.unwrap().len(), 56);
+}
+
+pub async fn concurrent_requests<B: TestBackend>() {
+    let b = B::start();
+    let s = scoped(&b);
+    let mut tasks = Vec::new();
+    for i in 0..32u8 {
+        let s = s.clone();
+        tasks.push(tokio::spawn(async move {
+            let key = format!("c/{i}");
+            let data = pattern(64 * 1024 + usize::from(i), i);
+            s.put(&key, data.clone()).await.unwrap();
+            assert_eq!(s.get(&key, None).await.unwrap(), data);
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(s.list("c/", None, 100).await.unwrap().len(), 32);
+}
+
+pub async fn wrong_secret_is_an_auth_error<B: S3TestBackend>() {
+    let b = B::start();
+    let cfg = S3Config {
+        secret_key: "not-the-secret".into(),
+        ..b.config()
+    };
+    let store = Backend::s3(&cfg).unwrap();
+    let err = store
+        .check()
+        .await
+        .expect_err("a wrong secret key is refused");
+    assert!(
+        matches!(err, ObjectError::Auth(_)),
+        "clear authentication error, got: {err}"
+    );
+    let err = store
+        .put("x", Bytes::from_static(b"1"))
+        .await
+        .expect_err("put refused");
+    assert!(matches!(err, ObjectError::Auth(_)), "{err}");
+}
+
+pub async fn missing_bucket_is_reported<B: S3TestBackend>() {
+    let b = B::start();
+    let cfg = S3Config {
+        bucket: "no-such-bucket-here".into(),
+        ..b.config()
+    };
+    let err = Backend::s3(&cfg)
+        .unwrap()
+        .check()
+        .await
+        .expect_err("missing bucket");
+    assert!(
+        matches!(err, ObjectError::NoBucket(_)),
+        "clear missing-bucket error, got: {err}"
+    );
+    let good = Backend::s3(&b.config()).unwrap();
+    good.check().await.unwrap();
+}
+
+/// One `#[tokio::test]` per case for the backend type given; `s3` adds the S3-only cases.
+#[macro_export]
+macro_rules! object_conformance_tests {
+    ($backend:ty) => {
+        $crate::object_conformance_tests!(@cases $backend; put_get_round_trip, range_reads, missing_objects,
+            listing_is_ordered_and_paged, concurrent_requests);
+    };
+    ($backend:ty, s3) => {
+        $crate::object_conformance_tests!($backend);
+        $crate::object_conformance_tests!(@cases $backend; wrong_secret_is_an_auth_error, missing_bucket_is_reported);
+    };
+    (@cases $backend:ty; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                $crate::conformance::$case::<$backend>().await;
+            }
+        )*
+    };
+}

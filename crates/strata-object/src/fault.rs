@@ -1,0 +1,155 @@
+//! Fault injection for tests: failing requests (all, after N calls, or every Nth), delays,
+//! short reads and flipped bits, switchable at run time through a shared [`FaultControl`].
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::{ObjectError, ObjectInfo, ObjectStore, Result};
+
+/// What to break. The default breaks nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FaultPlan {
+    /// Puts fail once this many puts have succeeded.
+    pub fail_puts_after: Option<u64>,
+    /// Gets fail once this many gets have succeeded.
+    pub fail_gets_after: Option<u64>,
+    /// Every Nth request (of any kind) fails.
+    pub fail_every: Option<u64>,
+    /// Added to every request.
+    pub delay: Duration,
+    /// Gets return only the first half of the bytes.
+    pub short_reads: bool,
+    /// Gets return the bytes with one bit flipped.
+    pub flip_bits: bool,
+}
+
+/// The switch board of a [`Faulty`] store.
+#[derive(Debug, Default)]
+pub struct FaultControl {
+    plan: Mutex<FaultPlan>,
+    puts: AtomicU64,
+    gets: AtomicU64,
+    calls: AtomicU64,
+}
+
+impl FaultControl {
+    pub fn set(&self, plan: FaultPlan) {
+        if let Ok(mut p) = self.plan.lock() {
+            *p = plan;
+        }
+    }
+
+    pub fn plan(&self) -> FaultPlan {
+        self.plan.lock().map(|p| p.clone()).unwrap_or_default()
+    }
+
+    /// Successful-or-attempted puts and gets seen so far.
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.puts.load(Ordering::Relaxed),
+            self.gets.load(Ordering::Relaxed),
+        )
+    }
+
+    async fn before(&self, kind: &str) -> Result<FaultPlan> {
+        let plan = self.plan();
+        if !plan.delay.is_zero() {
+            tokio::time::sleep(plan.delay).await;
+        }
+        let call = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
+        if plan
+            .fail_every
+            .is_some_and(|n| n > 0 && call.is_multiple_of(n))
+        {
+            return Err(ObjectError::Injected(format!(
+                "{kind} #{call} fails (every Nth)"
+            )));
+        }
+        let (counter, limit) = match kind {
+            "put" => (&self.puts, plan.fail_puts_after),
+            "get" => (&self.gets, plan.fail_gets_after),
+            _ => return Ok(plan),
+        };
+        let done = counter.fetch_add(1, Ordering::Relaxed);
+        if limit.is_some_and(|n| done >= n) {
+            return Err(ObjectError::Injected(format!(
+                "{kind} fails after {done} calls"
+            )));
+        }
+        Ok(plan)
+    }
+}
+
+/// A store that breaks on command.
+#[derive(Debug)]
+pub struct Faulty<S> {
+    inner: S,
+    control: Arc<FaultControl>,
+}
+
+impl<S: ObjectStore> Faulty<S> {
+    pub fn new(inner: S) -> (Faulty<S>, Arc<FaultControl>) {
+        let control = Arc::new(FaultControl::default());
+        (
+            Faulty {
+                inner,
+                control: control.clone(),
+            },
+            control,
+        )
+    }
+}
+
+#[async_trait]
+impl<S: ObjectStore> ObjectStore for Faulty<S> {
+    fn describe(&self) -> String {
+        format!("faulty+{}", self.inner.describe())
+    }
+
+    async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
+        let plan = self.control.before("get").await?;
+        let data = self.inner.get(key, range).await?;
+        let mut data = if plan.short_reads {
+            data.slice(..data.len() / 2)
+        } else {
+            data
+        };
+        if plan.flip_bits && !data.is_empty() {
+            let mut v = data.to_vec();
+            let mid = v.len() / 2;
+            v[mid] ^= 0x01;
+            data = Bytes::from(v);
+        }
+        Ok(data)
+    }
+
+    async fn put(&self, key: &str, data: Bytes) -> Result<()> {
+        self.control.before("put").await?;
+        self.inner.put(key, data).await
+    }
+
+    async fn delete(&self, key: &str) -> Result<()> {
+        self.control.before("delete").await?;
+        self.inner.delete(key).await
+    }
+
+    async fn head(&self, key: &str) -> Result<ObjectInfo> {
+        self.control.before("head").await?;
+        self.inner.head(key).await
+    }
+
+    async fn list(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ObjectInfo>> {
+        self.control.before("list").await?;
+        self.inner.list(prefix, start_after, limit).await
+    }
+}

@@ -1,0 +1,162 @@
+//! Strata's object stores. One [`ObjectStore`] trait; backends built on the `object_store`
+//! crate ([`backend`]: local directory, S3-compatible, memory); and wrappers, each its own
+//! small type implementing the same trait: [`prefix`] (per-volume key prefix),
+//! [`compress`] (none/lz4/zstd), [`checksum`] (per-object integrity), [`limit`]
+//! (concurrency and bandwidth), [`retry`] (timeouts and retries), [`metered`] (request and
+//! byte counters) and [`fault`] (fault injection for tests). [`stack`] assembles them in
+//! the right order from options.
+
+pub mod backend;
+pub mod checksum;
+pub mod compress;
+#[cfg(feature = "conformance")]
+pub mod conformance;
+pub mod fault;
+pub mod limit;
+pub mod metered;
+pub mod prefix;
+pub mod retry;
+pub mod stack;
+
+use std::fmt;
+use std::ops::Range;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+/// Errors of object store operations.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ObjectError {
+    #[error("object {0} not found")]
+    NotFound(String),
+    /// The store refused our credentials.
+    #[error("authentication failed: {0}")]
+    Auth(String),
+    /// The bucket (or local directory) does not exist.
+    #[error("bucket not found: {0}")]
+    NoBucket(String),
+    /// The object's bytes fail their integrity check (corrupt or truncated).
+    #[error("object {key} is corrupt: {reason}")]
+    Corrupt { key: String, reason: String },
+    #[error("object store request timed out after {0:?}")]
+    Timeout(std::time::Duration),
+    #[error("invalid object key {0:?}")]
+    InvalidKey(String),
+    /// Injected by the fault-injection wrapper.
+    #[error("injected fault: {0}")]
+    Injected(String),
+    /// Anything else (network, server error, local I/O).
+    #[error("object store error: {0}")]
+    Other(String),
+}
+
+impl ObjectError {
+    /// Worth trying again: timeouts, transient server or network errors, corrupt reads (a
+    /// fresh read may be intact), injected faults.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            ObjectError::Timeout(_)
+                | ObjectError::Other(_)
+                | ObjectError::Injected(_)
+                | ObjectError::Corrupt { .. }
+        )
+    }
+}
+
+pub type Result<T, E = ObjectError> = std::result::Result<T, E>;
+
+/// What a listing or head reports about an object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectInfo {
+    pub key: String,
+    pub size: u64,
+    /// Last modification, Unix seconds.
+    pub modified: i64,
+}
+
+/// An object store: flat keys (`a/b/c`, no empty, `.` or `..` segments) to immutable bytes.
+#[async_trait]
+pub trait ObjectStore: Send + Sync + fmt::Debug {
+    /// Where this store is, for messages (`file:///data`, `s3://bucket`, ...).
+    fn describe(&self) -> String;
+
+    /// The object's bytes, or bytes `range` of it (clipped at its end).
+    async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes>;
+
+    /// Store `data` under `key`, replacing any previous object; durable when it returns.
+    async fn put(&self, key: &str, data: Bytes) -> Result<()>;
+
+    /// Delete `key`; deleting a missing object succeeds.
+    async fn delete(&self, key: &str) -> Result<()>;
+
+    /// Size and time of `key`.
+    async fn head(&self, key: &str) -> Result<ObjectInfo>;
+
+    /// Up to `limit` objects whose keys start with `prefix` (empty, or ending in `/`) and
+    /// sort after `start_after`, in ascending key order. Call again with the last key for
+    /// the next page.
+    async fn list(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ObjectInfo>>;
+}
+
+/// InvalidKey unless `key` is a valid object key: non-empty `/`-separated segments, none of
+/// them empty, `.` or `..`.
+pub fn check_key(key: &str) -> Result<()> {
+    let bad = key.is_empty()
+        || key
+            .split('/')
+            .any(|seg| seg.is_empty() || seg == "." || seg == "..");
+    if bad {
+        Err(ObjectError::InvalidKey(key.into()))
+    } else {
+        Ok(())
+    }
+}
+
+/// Clip `range` to an object of `len` bytes and return that part of `data`.
+pub fn slice_range(data: Bytes, range: Option<Range<u64>>) -> Bytes {
+    match range {
+        None => data,
+        Some(r) => {
+            let len = data.len() as u64;
+            let start = r.start.min(len) as usize;
+            let end = r.end.min(len).max(r.start.min(len)) as usize;
+            data.slice(start..end)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_checked() {
+        for good in ["a", "chunks/0/0/1_0_4", "x.y/z"] {
+            assert!(check_key(good).is_ok(), "{good}");
+        }
+        for bad in ["", "/a", "a/", "a//b", "../a", "a/./b", "a/.."] {
+            assert!(check_key(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn ranges_are_clipped() {
+        let d = Bytes::from_static(b"0123456789");
+        assert_eq!(
+            slice_range(d.clone(), Some(2..5)),
+            Bytes::from_static(b"234")
+        );
+        assert_eq!(
+            slice_range(d.clone(), Some(8..50)),
+            Bytes::from_static(b"89")
+        );
+        assert_eq!(slice_range(d.clone(), Some(20..30)), Bytes::new());
+        assert_eq!(slice_range(d.clone(), None), d);
+    }
+}

@@ -1,0 +1,141 @@
+//! Counters of object store traffic: requests by kind and result, bytes up and down, and
+//! corrupt objects detected. Shared (`Arc<ObjectStats>`) so a mount can expose them.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::{ObjectError, ObjectInfo, ObjectStore, Result};
+
+/// Kinds of request.
+pub const OPS: [&str; 5] = ["get", "put", "delete", "head", "list"];
+/// Results a request can end with.
+pub const RESULTS: [&str; 4] = ["ok", "not_found", "error", "corrupt"];
+
+/// Live counters of one store.
+#[derive(Debug, Default)]
+pub struct ObjectStats {
+    requests: [[AtomicU64; 4]; 5],
+    bytes_up: AtomicU64,
+    bytes_down: AtomicU64,
+}
+
+impl ObjectStats {
+    /// Requests of kind `op` (see [`OPS`]) that ended with `result` (see [`RESULTS`]).
+    pub fn requests(&self, op: &str, result: &str) -> u64 {
+        match (
+            OPS.iter().position(|o| *o == op),
+            RESULTS.iter().position(|r| *r == result),
+        ) {
+            (Some(o), Some(r)) => self.requests[o][r].load(Ordering::Relaxed),
+            _ => 0,
+        }
+    }
+
+    pub fn bytes_up(&self) -> u64 {
+        self.bytes_up.load(Ordering::Relaxed)
+    }
+
+    pub fn bytes_down(&self) -> u64 {
+        self.bytes_down.load(Ordering::Relaxed)
+    }
+
+    /// Corrupt objects detected on read.
+    pub fn corrupt(&self) -> u64 {
+        self.requests("get", "corrupt")
+    }
+
+    pub(crate) fn record_corrupt(&self) {
+        self.requests[0][3].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn record<T>(&self, op: usize, outcome: &Result<T>) {
+        let result = match outcome {
+            Ok(_) => 0,
+            Err(ObjectError::NotFound(_)) => 1,
+            Err(_) => 2,
+        };
+        self.requests[op][result].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// All non-zero request counters as `(op, result, count)`, for reports.
+    pub fn snapshot(&self) -> Vec<(&'static str, &'static str, u64)> {
+        let mut out = Vec::new();
+        for (o, op) in OPS.iter().enumerate() {
+            for (r, result) in RESULTS.iter().enumerate() {
+                let n = self.requests[o][r].load(Ordering::Relaxed);
+                if n > 0 {
+                    out.push((*op, *result, n));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Counts every request passing through.
+#[derive(Debug)]
+pub struct Metered<S> {
+    inner: S,
+    stats: Arc<ObjectStats>,
+}
+
+impl<S: ObjectStore> Metered<S> {
+    pub fn new(inner: S, stats: Arc<ObjectStats>) -> Metered<S> {
+        Metered { inner, stats }
+    }
+}
+
+#[async_trait]
+impl<S: ObjectStore> ObjectStore for Metered<S> {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
+        let r = self.inner.get(key, range).await;
+        self.stats.record(0, &r);
+        if let Ok(data) = &r {
+            self.stats
+                .bytes_down
+                .fetch_add(data.len() as u64, Ordering::Relaxed);
+        }
+        r
+    }
+
+    async fn put(&self, key: &str, data: Bytes) -> Result<()> {
+        let len = data.len() as u64;
+        let r = self.inner.put(key, data).await;
+        self.stats.record(1, &r);
+        if r.is_ok() {
+            self.stats.bytes_up.fetch_add(len, Ordering::Relaxed);
+        }
+        r
+    }
+
+    async fn delete(&self, key: &str) -> Result<()> {
+        let r = self.inner.delete(key).await;
+        self.stats.record(2, &r);
+        r
+    }
+
+    async fn head(&self, key: &str) -> Result<ObjectInfo> {
+        let r = self.inner.head(key).await;
+        self.stats.record(3, &r);
+        r
+    }
+
+    async fn list(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ObjectInfo>> {
+        let r = self.inner.list(prefix, start_after, limit).await;
+        self.stats.record(4, &r);
+        r
+    }
+}

@@ -1,0 +1,78 @@
+//! Assemble a store from options, wrappers in the order that makes each one right:
+//! compression outermost (compress once; retries resend the same bytes), then retries
+//! around the integrity check (a corrupt read is fetched again), metering of what goes
+//! over the wire, limits per attempt, and the volume prefix next to the backend.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::checksum::Checksummed;
+use crate::compress::{Codec, Compressed};
+use crate::limit::{Limited, Limits};
+use crate::metered::{Metered, ObjectStats};
+use crate::prefix::Prefixed;
+use crate::retry::{RetryPolicy, Retrying};
+use crate::{ObjectInfo, ObjectStore, Result};
+
+/// Everything that shapes a volume's store above its backend.
+#[derive(Clone, Debug, Default)]
+pub struct StackOptions {
+    /// Key prefix (the volume name, usually).
+    pub prefix: String,
+    pub compression: Option<Codec>,
+    pub limits: Limits,
+    pub retry: RetryPolicy,
+}
+
+/// Wrap `backend` according to `opts`; returns the store and its live counters.
+pub fn build(
+    backend: Arc<dyn ObjectStore>,
+    opts: &StackOptions,
+) -> (Arc<dyn ObjectStore>, Arc<ObjectStats>) {
+    let stats = Arc::new(ObjectStats::default());
+    let prefixed = Prefixed::new(backend, &opts.prefix);
+    let limited = Limited::new(prefixed, opts.limits);
+    let metered = Metered::new(limited, stats.clone());
+    let checked = Checksummed::new(metered, stats.clone());
+    let retried = Retrying::new(checked, opts.retry);
+    let store: Arc<dyn ObjectStore> = match opts.compression {
+        Some(codec) => Arc::new(Compressed::new(retried, codec)),
+        None => Arc::new(retried),
+    };
+    (store, stats)
+}
+
+#[async_trait]
+impl<S: ObjectStore + ?Sized> ObjectStore for Arc<S> {
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+
+    async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
+        (**self).get(key, range).await
+    }
+
+    async fn put(&self, key: &str, data: Bytes) -> Result<()> {
+        (**self).put(key, data).await
+    }
+
+    async fn delete(&self, key: &str) -> Result<()> {
+        (**self).delete(key).await
+    }
+
+    async fn head(&self, key: &str) -> Result<ObjectInfo> {
+        (**self).head(key).await
+    }
+
+    async fn list(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ObjectInfo>> {
+        (**self).list(prefix, start_after, limit).await
+    }
+}
