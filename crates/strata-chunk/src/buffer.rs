@@ -1,0 +1,91 @@
+//! The global write-buffer budget (`--buffer-size`): every block a slice writer holds in
+//! memory reserves its bytes here first, and a writer waits while the budget is used up —
+//! so a writer that outruns its uploads is slowed down instead of growing memory.
+
+use std::sync::Arc;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// A byte budget shared by all writers of a client.
+#[derive(Debug)]
+pub struct BufferBudget {
+    permits: Arc<Semaphore>,
+    capacity: u32,
+}
+
+/// Bytes reserved from a [`BufferBudget`]; given back when dropped.
+#[derive(Debug)]
+pub struct Reservation {
+    _permit: OwnedSemaphorePermit,
+    bytes: u32,
+}
+
+impl Reservation {
+    pub fn bytes(&self) -> u32 {
+        self.bytes
+    }
+}
+
+impl BufferBudget {
+    /// A budget of `bytes` (at most 4 GiB - 1).
+    pub fn new(bytes: u64) -> BufferBudget {
+        let capacity = u32::try_from(bytes).unwrap_or(u32::MAX).max(1);
+        BufferBudget {
+            permits: Arc::new(Semaphore::new(capacity as usize)),
+            capacity,
+        }
+    }
+
+    /// Reserve `bytes`, waiting while the budget is exhausted. A request larger than the
+    /// whole budget reserves the whole budget.
+    pub async fn reserve(&self, bytes: u32) -> Reservation {
+        let bytes = bytes.min(self.capacity);
+        match self.permits.clone().acquire_many_owned(bytes).await {
+            Ok(permit) => Reservation {
+                _permit: permit,
+                bytes,
+            },
+            // The semaphore is never closed; if it were, waiting would be pointless.
+            Err(_) => unreachable_closed(),
+        }
+    }
+
+    /// Bytes reserved right now.
+    pub fn in_use(&self) -> u64 {
+        u64::from(self.capacity) - self.permits.available_permits() as u64
+    }
+
+    pub fn capacity(&self) -> u64 {
+        u64::from(self.capacity)
+    }
+}
+
+#[allow(clippy::panic)]
+fn unreachable_closed() -> Reservation {
+    panic!("buffer budget semaphore closed: it is never closed")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn reservations_wait_for_room() {
+        let budget = Arc::new(BufferBudget::new(100));
+        let a = budget.reserve(60).await;
+        assert_eq!(budget.in_use(), 60);
+        let b2 = budget.clone();
+        let waiter = tokio::spawn(async move { b2.reserve(50).await.bytes() });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiter.is_finished(), "waits while the budget is used up");
+        drop(a);
+        assert_eq!(waiter.await.unwrap(), 50);
+        assert_eq!(budget.in_use(), 0, "given back on drop");
+        assert_eq!(
+            budget.reserve(1000).await.bytes(),
+            100,
+            "clamped to the budget"
+        );
+    }
+}

@@ -1,0 +1,83 @@
+//! The memory block cache (`--cache-dir memory`): blocks in RAM, LRU within a byte limit.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use super::{BlockCache, CacheStats, Lru};
+
+#[derive(Debug, Default)]
+struct Inner {
+    lru: Lru,
+    blocks: HashMap<String, Bytes>,
+}
+
+/// Blocks kept in memory.
+#[derive(Debug)]
+pub struct MemoryCache {
+    inner: Mutex<Inner>,
+    capacity: u64,
+    stats: CacheStats,
+}
+
+impl MemoryCache {
+    pub fn new(capacity: u64) -> MemoryCache {
+        MemoryCache {
+            inner: Mutex::default(),
+            capacity,
+            stats: CacheStats::default(),
+        }
+    }
+}
+
+#[async_trait]
+impl BlockCache for MemoryCache {
+    async fn get(&self, key: &str) -> Option<Bytes> {
+        let found = self.inner.lock().ok().and_then(|mut inner| {
+            inner.lru.touch(key);
+            inner.blocks.get(key).cloned()
+        });
+        CacheStats::bump(if found.is_some() {
+            &self.stats.hits
+        } else {
+            &self.stats.misses
+        });
+        found
+    }
+
+    async fn put(&self, key: &str, data: Bytes) {
+        let size = data.len() as u64;
+        if size > self.capacity {
+            return;
+        }
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        inner.lru.insert(key, size);
+        inner.blocks.insert(key.to_string(), data);
+        while inner.lru.total() > self.capacity {
+            let Some((old, _)) = inner.lru.pop_oldest() else {
+                break;
+            };
+            inner.blocks.remove(&old);
+            CacheStats::bump(&self.stats.evictions);
+        }
+    }
+
+    async fn remove(&self, key: &str) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.lru.remove(key);
+            inner.blocks.remove(key);
+        }
+    }
+
+    fn stats(&self) -> &CacheStats {
+        &self.stats
+    }
+
+    fn used_bytes(&self) -> u64 {
+        self.inner.lock().map(|i| i.lru.total()).unwrap_or(0)
+    }
+}

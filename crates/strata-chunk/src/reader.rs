@@ -1,0 +1,238 @@
+//! [`ChunkStore`]: the data layer's entry point. Reads resolve a chunk's slice list into a
+//! plan (later slices win, holes are zeros), fetch the needed blocks in parallel through
+//! the block cache, and never fetch one block twice at once: a second reader of a block
+//! being fetched waits for that fetch instead of starting its own.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use bytes::{Bytes, BytesMut};
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared as SharedFuture};
+use strata_object::ObjectStore;
+use strata_types::{CHUNK_SIZE, Slice, build_read_plan};
+use tokio::sync::Semaphore;
+
+use crate::buffer::BufferBudget;
+use crate::cache::BlockCache;
+use crate::writer::SliceWriter;
+use crate::{ChunkError, ChunkStats, Result, block_key, block_sizes};
+
+type Fetch = SharedFuture<BoxFuture<'static, Result<Bytes>>>;
+
+/// State shared by a store, its writers and its background fetches.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub store: Arc<dyn ObjectStore>,
+    pub block_size: u32,
+    pub budget: Arc<BufferBudget>,
+    pub cache: Arc<dyn BlockCache>,
+    pub stats: ChunkStats,
+    inflight: Mutex<HashMap<String, Fetch>>,
+    /// Room for background prefetches; a prefetch that finds none is dropped.
+    prefetch_slots: Arc<Semaphore>,
+}
+
+/// Settings of a [`ChunkStore`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkOptions {
+    /// Block size of the volume (bytes).
+    pub block_size: u32,
+    /// Write buffer budget (`--buffer-size`, bytes).
+    pub buffer_size: u64,
+    /// Background prefetches allowed at once (`--prefetch`).
+    pub max_prefetch: usize,
+}
+
+impl Default for ChunkOptions {
+    fn default() -> Self {
+        ChunkOptions {
+            block_size: strata_types::DEFAULT_BLOCK_SIZE,
+            buffer_size: 300 << 20,
+            max_prefetch: 8,
+        }
+    }
+}
+
+/// Slices to blocks to objects, with caching.
+#[derive(Debug, Clone)]
+pub struct ChunkStore {
+    shared: Arc<Shared>,
+}
+
+/// A piece of a read: bytes `[from, to)` of block `key` go to `out` in the result.
+struct Piece {
+    key: String,
+    block_len: usize,
+    from: usize,
+    to: usize,
+    out: usize,
+}
+
+impl ChunkStore {
+    pub fn new(
+        store: Arc<dyn ObjectStore>,
+        cache: Arc<dyn BlockCache>,
+        opts: ChunkOptions,
+    ) -> ChunkStore {
+        ChunkStore {
+            shared: Arc::new(Shared {
+                store,
+                block_size: opts.block_size.max(1),
+                budget: Arc::new(BufferBudget::new(opts.buffer_size)),
+                cache,
+                stats: ChunkStats::default(),
+                inflight: Mutex::new(HashMap::new()),
+                prefetch_slots: Arc::new(Semaphore::new(opts.max_prefetch)),
+            }),
+        }
+    }
+
+    /// A writer for slice `id` starting at `pos` within its chunk.
+    pub fn writer(&self, id: u64, pos: u32) -> SliceWriter {
+        let limit = u32::try_from(CHUNK_SIZE - u64::from(pos).min(CHUNK_SIZE)).unwrap_or(u32::MAX);
+        SliceWriter::new(self.shared.clone(), id, limit)
+    }
+
+    pub fn block_size(&self) -> u32 {
+        self.shared.block_size
+    }
+
+    pub fn budget(&self) -> &BufferBudget {
+        &self.shared.budget
+    }
+
+    pub fn cache(&self) -> &Arc<dyn BlockCache> {
+        &self.shared.cache
+    }
+
+    pub fn stats(&self) -> &ChunkStats {
+        &self.shared.stats
+    }
+
+    pub fn object_store(&self) -> &Arc<dyn ObjectStore> {
+        &self.shared.store
+    }
+
+    /// Bytes `[off, off+len)` of a chunk whose slice list is `slices`; ranges no slice
+    /// covers read as zeros.
+    pub async fn read(&self, slices: &[Slice], off: u32, len: u32) -> Result<Bytes> {
+        let end =
+            u32::try_from((u64::from(off) + u64::from(len)).min(CHUNK_SIZE)).unwrap_or(u32::MAX);
+        let pieces = self.plan(slices, off, end);
+        let fetches = pieces
+            .iter()
+            .map(|p| self.fetch_block(p.key.clone(), p.block_len));
+        let blocks = futures::future::join_all(fetches).await;
+        let mut out = BytesMut::zeroed((end.saturating_sub(off)) as usize);
+        for (piece, block) in pieces.iter().zip(blocks) {
+            let block = block?;
+            out[piece.out..piece.out + (piece.to - piece.from)]
+                .copy_from_slice(&block[piece.from..piece.to]);
+        }
+        Ok(out.freeze())
+    }
+
+    /// Which block bytes make up `[off, end)` of the chunk.
+    fn plan(&self, slices: &[Slice], off: u32, end: u32) -> Vec<Piece> {
+        let bs = self.shared.block_size;
+        let mut pieces = Vec::new();
+        for p in build_read_plan(slices, off, end)
+            .into_iter()
+            .filter(|p| p.id != 0)
+        {
+            // Bytes [p.off, p.off + p.len) of slice p.id, placed at p.pos in the chunk.
+            let mut done = 0u32;
+            while done < p.len {
+                let at = p.off + done;
+                let (index, within) = (at / bs, at % bs);
+                let block_len = (p.size - index * bs).min(bs);
+                let take = (block_len - within).min(p.len - done);
+                pieces.push(Piece {
+                    key: block_key(p.id, index, block_len),
+                    block_len: block_len as usize,
+                    from: within as usize,
+                    to: (within + take) as usize,
+                    out: (p.pos + done - off) as usize,
+                });
+                done += take;
+            }
+        }
+        pieces
+    }
+
+    /// A whole block, from the cache or the store; concurrent callers share one fetch.
+    pub async fn fetch_block(&self, key: String, expected: usize) -> Result<Bytes> {
+        if let Some(data) = self.shared.cache.get(&key).await {
+            if data.len() == expected {
+                return Ok(data);
+            }
+            self.shared.cache.remove(&key).await;
+        }
+        self.shared_fetch(key, expected).await
+    }
+
+    fn shared_fetch(&self, key: String, expected: usize) -> Fetch {
+        let Ok(mut inflight) = self.shared.inflight.lock() else {
+            return fetch_now(self.shared.clone(), key, expected)
+                .boxed()
+                .shared();
+        };
+        if let Some(existing) = inflight.get(&key) {
+            ChunkStats::bump(&self.shared.stats.joined_fetches);
+            return existing.clone();
+        }
+        let fetch = fetch_now(self.shared.clone(), key.clone(), expected)
+            .boxed()
+            .shared();
+        inflight.insert(key, fetch.clone());
+        fetch
+    }
+
+    /// Fetch the blocks of `[off, off+len)` in the background, if a prefetch slot is free
+    /// (otherwise the prefetch is dropped: it must never delay demand reads).
+    pub fn prefetch(&self, slices: &[Slice], off: u32, len: u32) {
+        let end =
+            u32::try_from((u64::from(off) + u64::from(len)).min(CHUNK_SIZE)).unwrap_or(u32::MAX);
+        for piece in self.plan(slices, off, end) {
+            let Ok(slot) = self.shared.prefetch_slots.clone().try_acquire_owned() else {
+                ChunkStats::bump(&self.shared.stats.prefetches_dropped);
+                continue;
+            };
+            ChunkStats::bump(&self.shared.stats.prefetches);
+            let this = self.clone();
+            tokio::spawn(async move {
+                let _ = this.fetch_block(piece.key, piece.block_len).await;
+                drop(slot);
+            });
+        }
+    }
+
+    /// Delete every block of slice `id` of `size` bytes, from the store and the cache.
+    pub async fn delete_slice(&self, id: u64, size: u32) -> Result<()> {
+        for (index, len) in block_sizes(size, self.shared.block_size) {
+            self.shared.cache.remove(&block_key(id, index, len)).await;
+        }
+        crate::delete_slice_blocks(&self.shared.store, self.shared.block_size, id, size).await
+    }
+}
+
+/// Fetch a block from the store, check its size, cache it, and leave the in-flight table.
+async fn fetch_now(shared: Arc<Shared>, key: String, expected: usize) -> Result<Bytes> {
+    let result = match shared.store.get(&key, None).await {
+        Ok(data) if data.len() == expected => {
+            shared.cache.put(&key, data.clone()).await;
+            Ok(data)
+        }
+        Ok(data) => Err(ChunkError::BadBlock {
+            key: key.clone(),
+            actual: data.len(),
+            expected,
+        }),
+        Err(e) => Err(e.into()),
+    };
+    if let Ok(mut inflight) = shared.inflight.lock() {
+        inflight.remove(&key);
+    }
+    result
+}
