@@ -2,15 +2,22 @@
 //! memory reserves its bytes here first, and a writer waits while the budget is used up —
 //! so a writer that outruns its uploads is slowed down instead of growing memory.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use bytes::BytesMut;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Most idle block buffers kept for reuse.
+const MAX_IDLE_BUFFERS: usize = 32;
 
 /// A byte budget shared by all writers of a client.
 #[derive(Debug)]
 pub struct BufferBudget {
     permits: Arc<Semaphore>,
     capacity: u32,
+    /// Block buffers given back after upload, reused so large buffers are not mapped and
+    /// faulted in afresh for every block.
+    idle: Mutex<Vec<BytesMut>>,
 }
 
 /// Bytes reserved from a [`BufferBudget`]; given back when dropped.
@@ -33,6 +40,26 @@ impl BufferBudget {
         BufferBudget {
             permits: Arc::new(Semaphore::new(capacity as usize)),
             capacity,
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// An empty buffer with room for `capacity` bytes, reused when one is idle.
+    pub fn buffer(&self, capacity: usize) -> BytesMut {
+        let reused = self.idle.lock().ok().and_then(|mut idle| {
+            let at = idle.iter().position(|b| b.capacity() >= capacity)?;
+            Some(idle.swap_remove(at))
+        });
+        reused.unwrap_or_else(|| BytesMut::with_capacity(capacity))
+    }
+
+    /// Give a buffer back for reuse.
+    pub fn recycle(&self, mut buffer: BytesMut) {
+        buffer.clear();
+        if let Ok(mut idle) = self.idle.lock()
+            && idle.len() < MAX_IDLE_BUFFERS
+        {
+            idle.push(buffer);
         }
     }
 

@@ -15,10 +15,14 @@ use tokio::sync::Semaphore;
 
 use crate::buffer::BufferBudget;
 use crate::cache::BlockCache;
+use crate::cache::memory::MemoryCache;
 use crate::writer::SliceWriter;
 use crate::{ChunkError, ChunkStats, Result, block_key, block_sizes};
 
 type Fetch = SharedFuture<BoxFuture<'static, Result<Bytes>>>;
+
+/// Fetched blocks waiting to be written to the cache, at most.
+const PENDING_CACHE_WRITES: usize = 16;
 
 /// State shared by a store, its writers and its background fetches.
 #[derive(Debug)]
@@ -27,10 +31,15 @@ pub(crate) struct Shared {
     pub block_size: u32,
     pub budget: Arc<BufferBudget>,
     pub cache: Arc<dyn BlockCache>,
+    /// Blocks read or prefetched lately, in memory: sequential readers take a block in
+    /// several reads, and it must not be fetched (and verified) again for each.
+    pub recent: MemoryCache,
     pub stats: ChunkStats,
     inflight: Mutex<HashMap<String, Fetch>>,
     /// Room for background prefetches; a prefetch that finds none is dropped.
     prefetch_slots: Arc<Semaphore>,
+    /// Room for background cache writes of fetched blocks.
+    cache_writes: Arc<Semaphore>,
 }
 
 /// Settings of a [`ChunkStore`].
@@ -42,6 +51,8 @@ pub struct ChunkOptions {
     pub buffer_size: u64,
     /// Background prefetches allowed at once (`--prefetch`).
     pub max_prefetch: usize,
+    /// Memory for recently read blocks (bytes).
+    pub read_buffer: u64,
 }
 
 impl Default for ChunkOptions {
@@ -50,6 +61,7 @@ impl Default for ChunkOptions {
             block_size: strata_types::DEFAULT_BLOCK_SIZE,
             buffer_size: 300 << 20,
             max_prefetch: 8,
+            read_buffer: 64 << 20,
         }
     }
 }
@@ -81,9 +93,11 @@ impl ChunkStore {
                 block_size: opts.block_size.max(1),
                 budget: Arc::new(BufferBudget::new(opts.buffer_size)),
                 cache,
+                recent: MemoryCache::new(opts.read_buffer),
                 stats: ChunkStats::default(),
                 inflight: Mutex::new(HashMap::new()),
                 prefetch_slots: Arc::new(Semaphore::new(opts.max_prefetch)),
+                cache_writes: Arc::new(Semaphore::new(PENDING_CACHE_WRITES)),
             }),
         }
     }
@@ -163,8 +177,14 @@ impl ChunkStore {
 
     /// A whole block, from the cache or the store; concurrent callers share one fetch.
     pub async fn fetch_block(&self, key: String, expected: usize) -> Result<Bytes> {
+        if let Some(data) = self.shared.recent.get(&key).await
+            && data.len() == expected
+        {
+            return Ok(data);
+        }
         if let Some(data) = self.shared.cache.get(&key).await {
             if data.len() == expected {
+                self.shared.recent.put(&key, data.clone()).await;
                 return Ok(data);
             }
             self.shared.cache.remove(&key).await;
@@ -211,17 +231,33 @@ impl ChunkStore {
     /// Delete every block of slice `id` of `size` bytes, from the store and the cache.
     pub async fn delete_slice(&self, id: u64, size: u32) -> Result<()> {
         for (index, len) in block_sizes(size, self.shared.block_size) {
-            self.shared.cache.remove(&block_key(id, index, len)).await;
+            let key = block_key(id, index, len);
+            self.shared.recent.remove(&key).await;
+            self.shared.cache.remove(&key).await;
         }
         crate::delete_slice_blocks(&self.shared.store, self.shared.block_size, id, size).await
     }
+}
+
+/// Write a fetched block to the cache without making the reader wait for it; when too
+/// many cache writes are pending, skip this one (the block is simply not cached).
+fn cache_in_background(shared: &Arc<Shared>, key: &str, data: Bytes) {
+    let Ok(slot) = shared.cache_writes.clone().try_acquire_owned() else {
+        return;
+    };
+    let (shared, key) = (shared.clone(), key.to_string());
+    tokio::spawn(async move {
+        shared.cache.put(&key, data).await;
+        drop(slot);
+    });
 }
 
 /// Fetch a block from the store, check its size, cache it, and leave the in-flight table.
 async fn fetch_now(shared: Arc<Shared>, key: String, expected: usize) -> Result<Bytes> {
     let result = match shared.store.get(&key, None).await {
         Ok(data) if data.len() == expected => {
-            shared.cache.put(&key, data.clone()).await;
+            shared.recent.put(&key, data.clone()).await;
+            cache_in_background(&shared, &key, data.clone());
             Ok(data)
         }
         Ok(data) => Err(ChunkError::BadBlock {

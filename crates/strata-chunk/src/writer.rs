@@ -93,17 +93,24 @@ impl SliceWriter {
             let pos = offset + done as u32;
             let (index, within) = (pos / bs, (pos % bs) as usize);
             let take = (bs as usize - within).min(data.len() - done);
+            // Capacity for the whole block up front (untouched pages cost nothing); the
+            // budget is charged only for bytes actually held.
+            let budget = &self.shared.budget;
             let block = self.blocks.entry(index).or_insert_with(|| Pending {
-                data: BytesMut::new(),
+                data: budget.buffer(bs as usize),
                 reserved: Vec::new(),
             });
             let grow = (within + take).saturating_sub(block.data.len());
             if grow > 0 {
                 let reservation = self.shared.budget.reserve(grow as u32).await;
                 block.reserved.push(reservation);
-                block.data.resize(within + take, 0);
             }
-            block.data[within..within + take].copy_from_slice(&data[done..done + take]);
+            let piece = &data[done..done + take];
+            let have = block.data.len();
+            // `within <= have`: the slice is contiguous, so no gap can open inside a block.
+            let overlap = have.saturating_sub(within).min(take);
+            block.data[within..within + overlap].copy_from_slice(&piece[..overlap]);
+            block.data.extend_from_slice(&piece[overlap..]);
             done += take;
         }
         self.len = self.len.max(end as u32);
@@ -135,6 +142,8 @@ impl SliceWriter {
             ChunkStats::bump(&shared.stats.blocks_uploaded);
             if cache_it {
                 shared.cache.put(&key, data).await;
+            } else if let Ok(buffer) = data.try_into_mut() {
+                shared.budget.recycle(buffer);
             }
             drop(reserved);
             Ok(())

@@ -51,6 +51,7 @@ fn rig(cache: Arc<dyn BlockCache>, buffer: u64) -> Rig {
         block_size: BS,
         buffer_size: buffer,
         max_prefetch: 4,
+        read_buffer: 0,
     };
     Rig {
         chunks: ChunkStore::new(store, cache, opts),
@@ -285,6 +286,13 @@ async fn damaged_cache_files_are_dropped_and_reread() {
     }];
     r.chunks.read(&slices, 0, 1000).await.unwrap();
     let path = cache.path_of(&block_key(6, 0, 1000));
+    // Fetched blocks are cached in the background; wait for it.
+    for _ in 0..200 {
+        if path.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let mut file = std::fs::read(&path).unwrap();
     file[0] ^= 1;
     std::fs::write(&path, file).unwrap();
@@ -362,7 +370,14 @@ async fn the_memory_cache_limit_holds() {
         len: 10 * BS,
     }];
     r.chunks.read(&slices, 0, 10 * BS).await.unwrap();
-    assert!(cache.used_bytes() <= 2500);
+    // Fetched blocks are cached in the background: the limit holds throughout.
+    for _ in 0..200 {
+        assert!(cache.used_bytes() <= 2500);
+        if CacheStats::get(&cache.stats().evictions) >= 8 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     assert!(CacheStats::get(&cache.stats().evictions) >= 8);
 }
 
@@ -395,4 +410,76 @@ async fn concurrent_readers_of_a_cold_block_share_one_get() {
         assert_eq!(&got[..], &bytes(BS as usize, 7)[i * 10..i * 10 + 100]);
     }
     assert_eq!(r.stats.requests("get", "ok"), 1, "one GET for ten readers");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefetches_are_bounded_and_dropped_not_queued() {
+    let r = rig(Arc::new(MemoryCache::new(1 << 20)), 1 << 20);
+    let mut w = r.chunks.writer(14, 0);
+    let data = bytes(20 * BS as usize, 8);
+    w.write_at(0, &data).await.unwrap();
+    w.finish().await.unwrap();
+    r.faults.set(FaultPlan {
+        delay: Duration::from_millis(50),
+        ..FaultPlan::default()
+    });
+    let slices = [Slice {
+        pos: 0,
+        id: 14,
+        size: 20 * BS,
+        off: 0,
+        len: 20 * BS,
+    }];
+    // Four slots: asking for twenty blocks starts four and drops the rest at once.
+    let started = std::time::Instant::now();
+    r.chunks.prefetch(&slices, 0, 20 * BS);
+    assert!(
+        started.elapsed() < Duration::from_millis(40),
+        "prefetch never waits"
+    );
+    let stats = r.chunks.stats();
+    assert_eq!(stats.prefetches.load(Ordering::Relaxed), 4);
+    assert_eq!(stats.prefetches_dropped.load(Ordering::Relaxed), 16);
+    // A demand read of a prefetched block joins its fetch instead of fetching again.
+    let got = r.chunks.read(&slices, 0, 100).await.unwrap();
+    assert_eq!(&got[..], &data[..100]);
+    assert_eq!(stats.joined_fetches.load(Ordering::Relaxed), 1);
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    assert_eq!(
+        r.stats.requests("get", "ok"),
+        4,
+        "each prefetched block fetched once"
+    );
+}
+
+#[tokio::test]
+async fn a_block_read_in_pieces_is_fetched_once() {
+    let (store, stats) = build(Arc::new(Backend::memory()), &StackOptions::default());
+    let opts = ChunkOptions {
+        block_size: BS,
+        buffer_size: 1 << 20,
+        max_prefetch: 4,
+        read_buffer: 1 << 20,
+    };
+    let chunks = ChunkStore::new(store, Arc::new(NoCache::default()), opts);
+    let mut w = chunks.writer(15, 0);
+    let data = bytes(BS as usize, 9);
+    w.write_at(0, &data).await.unwrap();
+    w.finish().await.unwrap();
+    let slices = [Slice {
+        pos: 0,
+        id: 15,
+        size: BS,
+        off: 0,
+        len: BS,
+    }];
+    for off in (0..BS).step_by(100) {
+        let got = chunks.read(&slices, off, 100).await.unwrap();
+        assert_eq!(&got[..], &data[off as usize..off as usize + 100]);
+    }
+    assert_eq!(
+        stats.requests("get", "ok"),
+        1,
+        "ten reads, one GET: the read buffer keeps the block"
+    );
 }

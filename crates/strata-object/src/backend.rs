@@ -179,6 +179,16 @@ impl ObjectStore for Backend {
         Ok(())
     }
 
+    async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<()> {
+        let location = path(key)?;
+        let payload: PutPayload = parts.into_iter().collect();
+        self.inner
+            .put(&location, payload)
+            .await
+            .map_err(|e| map_err(key, e))?;
+        Ok(())
+    }
+
     async fn delete(&self, key: &str) -> Result<()> {
         let location = path(key)?;
         match self.inner.delete(&location).await {

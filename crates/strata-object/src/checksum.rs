@@ -30,14 +30,21 @@ impl<S: ObjectStore> Checksummed<S> {
     }
 }
 
-/// Frame `payload` with its integrity header.
-pub fn seal(payload: &[u8]) -> Result<Bytes> {
+/// The integrity header of `payload`.
+pub fn header(payload: &[u8]) -> Result<Bytes> {
     let len =
         u32::try_from(payload.len()).map_err(|_| ObjectError::Other("object too large".into()))?;
-    let mut out = BytesMut::with_capacity(HEADER + payload.len());
+    let mut out = BytesMut::with_capacity(HEADER);
     out.put_slice(MAGIC);
     out.put_u32_le(crc32c::crc32c(payload));
     out.put_u32_le(len);
+    Ok(out.freeze())
+}
+
+/// Frame `payload` with its integrity header (one buffer).
+pub fn seal(payload: &[u8]) -> Result<Bytes> {
+    let mut out = BytesMut::with_capacity(HEADER + payload.len());
+    out.put_slice(&header(payload)?);
     out.put_slice(payload);
     Ok(out.freeze())
 }
@@ -91,7 +98,8 @@ impl<S: ObjectStore> ObjectStore for Checksummed<S> {
     }
 
     async fn put(&self, key: &str, data: Bytes) -> Result<()> {
-        self.inner.put(key, seal(&data)?).await
+        let header = header(&data)?;
+        self.inner.put_parts(key, vec![header, data]).await
     }
 
     async fn delete(&self, key: &str) -> Result<()> {

@@ -133,6 +133,11 @@ impl<S: ObjectStore> ObjectStore for Faulty<S> {
         self.inner.put(key, data).await
     }
 
+    async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<()> {
+        self.control.before("put").await?;
+        self.inner.put_parts(key, parts).await
+    }
+
     async fn delete(&self, key: &str) -> Result<()> {
         self.control.before("delete").await?;
         self.inner.delete(key).await

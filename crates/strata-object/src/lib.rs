@@ -87,6 +87,12 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// Store `data` under `key`, replacing any previous object; durable when it returns.
     async fn put(&self, key: &str, data: Bytes) -> Result<()>;
 
+    /// [`put`](Self::put) of the concatenation of `parts`: lets a wrapper add framing
+    /// without copying the data. Stores that can send parts as they are override it.
+    async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<()> {
+        self.put(key, concat(parts)).await
+    }
+
     /// Delete `key`; deleting a missing object succeeds.
     async fn delete(&self, key: &str) -> Result<()>;
 
@@ -102,6 +108,18 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
         start_after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<ObjectInfo>>;
+}
+
+/// The concatenation of `parts` (no copy for a single part).
+pub fn concat(mut parts: Vec<Bytes>) -> Bytes {
+    if parts.len() == 1 {
+        return parts.pop().unwrap_or_default();
+    }
+    let mut all = bytes::BytesMut::with_capacity(parts.iter().map(Bytes::len).sum());
+    for p in parts {
+        all.extend_from_slice(&p);
+    }
+    all.freeze()
 }
 
 /// InvalidKey unless `key` is a valid object key: non-empty `/`-separated segments, none of

@@ -113,6 +113,14 @@ impl<S: ObjectStore> ObjectStore for Limited<S> {
         self.inner.put(key, data).await
     }
 
+    async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<()> {
+        let _permit = self.uploads.acquire().await.map_err(|_| closed())?;
+        if let Some(p) = &self.up {
+            p.pace(parts.iter().map(Bytes::len).sum()).await;
+        }
+        self.inner.put_parts(key, parts).await
+    }
+
     async fn delete(&self, key: &str) -> Result<()> {
         let _permit = self.uploads.acquire().await.map_err(|_| closed())?;
         self.inner.delete(key).await

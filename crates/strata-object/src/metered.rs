@@ -116,6 +116,16 @@ impl<S: ObjectStore> ObjectStore for Metered<S> {
         r
     }
 
+    async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<()> {
+        let len = parts.iter().map(|p| p.len() as u64).sum();
+        let r = self.inner.put_parts(key, parts).await;
+        self.stats.record(1, &r);
+        if r.is_ok() {
+            self.stats.bytes_up.fetch_add(len, Ordering::Relaxed);
+        }
+        r
+    }
+
     async fn delete(&self, key: &str) -> Result<()> {
         let r = self.inner.delete(key).await;
         self.stats.record(2, &r);

@@ -52,6 +52,10 @@ impl<S: ObjectStore> ObjectStore for Prefixed<S> {
         self.inner.put(&self.full(key)?, data).await
     }
 
+    async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<()> {
+        self.inner.put_parts(&self.full(key)?, parts).await
+    }
+
     async fn delete(&self, key: &str) -> Result<()> {
         self.inner.delete(&self.full(key)?).await
     }

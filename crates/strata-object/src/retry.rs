@@ -96,6 +96,13 @@ impl<S: ObjectStore> ObjectStore for Retrying<S> {
         .await
     }
 
+    async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<()> {
+        self.run("put", self.policy.put_timeout, || {
+            self.inner.put_parts(key, parts.clone())
+        })
+        .await
+    }
+
     async fn delete(&self, key: &str) -> Result<()> {
         self.run("delete", self.policy.put_timeout, || self.inner.delete(key))
             .await

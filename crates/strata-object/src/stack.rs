@@ -59,6 +59,10 @@ impl<S: ObjectStore + ?Sized> ObjectStore for Arc<S> {
         (**self).put(key, data).await
     }
 
+    async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<()> {
+        (**self).put_parts(key, parts).await
+    }
+
     async fn delete(&self, key: &str) -> Result<()> {
         (**self).delete(key).await
     }

@@ -7,6 +7,7 @@
 //! at start. A file that fails its checksum or is truncated is dropped and reported as a
 //! miss, so the block is read again from the object store.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -143,20 +144,30 @@ fn verify(file: Vec<u8>) -> Option<Bytes> {
     Some(Bytes::from(file))
 }
 
-async fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
+async fn write_atomically(path: &Path, data: &Bytes) -> std::io::Result<()> {
     if let Some(parent) = path.parent() {
         tokio::fs::create_dir_all(parent).await?;
     }
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!("{TMP_MARK}{:08x}", rand::random::<u32>()));
-    let mut body = Vec::with_capacity(data.len() + TRAILER);
-    body.extend_from_slice(data);
-    body.extend_from_slice(&crc32c::crc32c(data).to_le_bytes());
-    if let Err(e) = tokio::fs::write(&tmp, &body).await {
-        let _ = tokio::fs::remove_file(&tmp).await;
-        return Err(e);
-    }
-    tokio::fs::rename(&tmp, path).await
+    let (tmp, path) = (PathBuf::from(tmp), path.to_path_buf());
+    let data = data.clone();
+    // One blocking task for the whole write: no intermediate copy of the block.
+    let written = tokio::task::spawn_blocking(move || {
+        let write = || -> std::io::Result<()> {
+            let mut file = std::fs::File::create(&tmp)?;
+            file.write_all(&data)?;
+            file.write_all(&crc32c::crc32c(&data).to_le_bytes())?;
+            std::fs::rename(&tmp, &path)
+        };
+        let result = write();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result
+    })
+    .await;
+    written.unwrap_or_else(|e| Err(std::io::Error::other(e)))
 }
 
 #[async_trait]
@@ -264,6 +275,20 @@ mod tests {
             cache.get("chunks/0/0/3_0_3000").await.unwrap(),
             block(3000, 3)
         );
+    }
+
+    #[tokio::test]
+    async fn the_free_space_ratio_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        // No real disk is 99.9 % free: every new block pushes out the older ones.
+        let cache = DiskCache::open(&[dir.path().to_path_buf()], 1 << 30, 0.999).unwrap();
+        cache.put("k/a", block(100, 1)).await;
+        cache.put("k/b", block(100, 2)).await;
+        assert_eq!(cache.len(), 1);
+        assert!(cache.get("k/a").await.is_none());
+        let roomy = DiskCache::open(&[dir.path().to_path_buf()], 1 << 30, 0.0).unwrap();
+        roomy.put("k/c", block(100, 3)).await;
+        assert_eq!(roomy.len(), 2, "without the ratio both stay");
     }
 
     #[tokio::test]
