@@ -1,0 +1,111 @@
+//! Background work of a client: session heartbeat (which also flushes usage counters and
+//! cleans sessions of dead clients), freeing the data of deleted files and replaced slices
+//! (after the delay window), and compacting fragmented chunks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use crate::Vfs;
+
+/// The running background tasks; stopped when dropped.
+#[derive(Debug)]
+pub struct BackgroundJobs {
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for BackgroundJobs {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl BackgroundJobs {
+    /// Start heartbeats every `heartbeat`; with `cleanup`, also data deletion and
+    /// compaction (off with `--no-bgjob`).
+    pub fn start(vfs: Arc<Vfs>, heartbeat: Duration, cleanup: bool) -> BackgroundJobs {
+        let mut tasks = vec![tokio::spawn(heartbeat_loop(vfs.clone(), heartbeat))];
+        if cleanup {
+            tasks.push(tokio::spawn(deletion_loop(vfs.clone())));
+            tasks.push(tokio::spawn(compaction_loop(vfs)));
+        }
+        BackgroundJobs { tasks }
+    }
+}
+
+async fn heartbeat_loop(vfs: Arc<Vfs>, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        if let Err(e) = vfs.meta().heartbeat().await {
+            tracing::warn!("session heartbeat failed: {e}");
+        }
+        if let Err(e) = vfs.meta().clean_stale_sessions(strata_meta::now_ns()).await {
+            tracing::warn!("cleaning stale sessions failed: {e}");
+        }
+    }
+}
+
+async fn deletion_loop(vfs: Arc<Vfs>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if let Err(e) = vfs.delete_pending_data().await {
+            tracing::warn!("freeing deleted data failed: {e}");
+        }
+    }
+}
+
+async fn compaction_loop(vfs: Arc<Vfs>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let Ok(candidates) = vfs.meta().compaction_candidates(16).await else {
+            continue;
+        };
+        for c in candidates {
+            if let Err(e) = vfs.compact_chunk(c.ino, c.index).await {
+                tracing::debug!("compacting chunk {} of {}: errno {e}", c.index, c.ino);
+            }
+        }
+    }
+}
+
+impl Vfs {
+    /// Free chunks of deleted files, then delete blocks of slices whose last reference
+    /// went away before the delay window (1 hour with a trash, else at once).
+    pub async fn delete_pending_data(&self) -> Result<(), String> {
+        let meta = self.meta();
+        for ino in meta
+            .pending_file_deletions(64)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            while !meta
+                .free_file_chunks(ino)
+                .await
+                .map_err(|e| e.to_string())?
+            {}
+        }
+        let trash = meta
+            .current_format()
+            .map(|f| f.trash_days > 0)
+            .unwrap_or(false);
+        let delay = if trash { 3600 * 1_000_000_000 } else { 0 };
+        let before = strata_meta::now_ns() - delay;
+        let due = meta
+            .pending_slice_deletions(before, 256)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut done = Vec::with_capacity(due.len());
+        for d in due {
+            match self.chunks().delete_slice(d.id, d.size).await {
+                Ok(()) => done.push(d),
+                Err(e) => tracing::warn!("deleting blocks of slice {}: {e}", d.id),
+            }
+        }
+        meta.finish_slice_deletions(&done)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,126 @@
+//! Directory handles and paged readdir. FUSE asks for entries by offset; a handle
+//! remembers where its last page ended (offset and name) so the next page continues from
+//! that name without holding the whole directory in memory. Offsets 0 and 1 are `.` and
+//! `..`.
+
+use strata_meta::Ctx;
+use strata_types::{Attr, FileType, Ino};
+
+use crate::errno::from_meta;
+use crate::{Result, Vfs};
+
+/// Entries returned per readdir call.
+const PAGE: usize = 512;
+
+#[derive(Debug)]
+pub(crate) struct DirHandle {
+    ino: Ino,
+    /// Offset of the entry after the last one returned, and that entry's name.
+    cursor: Option<(u64, Vec<u8>)>,
+}
+
+/// One entry of a readdir page.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntryPlus {
+    pub name: Vec<u8>,
+    pub ino: Ino,
+    pub kind: FileType,
+    /// Offset of the next entry (what the kernel passes back to continue).
+    pub next_offset: u64,
+    /// Attributes, for readdirplus.
+    pub attr: Option<Attr>,
+}
+
+impl Vfs {
+    /// opendir(3): needs read permission on the directory.
+    pub async fn opendir(&self, ctx: &Ctx, ino: Ino) -> Result<u64> {
+        self.meta
+            .access(ctx, ino, strata_meta::MAY_READ)
+            .await
+            .map_err(from_meta)?;
+        let fh = self.new_fh();
+        if let Ok(mut dirs) = self.dirs.lock() {
+            dirs.insert(fh, DirHandle { ino, cursor: None });
+        }
+        Ok(fh)
+    }
+
+    /// The entries of directory handle `fh` from `offset` on (one page).
+    pub async fn readdir(&self, fh: u64, offset: u64, plus: bool) -> Result<Vec<DirEntryPlus>> {
+        let (ino, cursor) = {
+            let dirs = self.dirs.lock().map_err(|_| strata_types::Errno::EIO)?;
+            let handle = dirs.get(&fh).ok_or(strata_types::Errno::EBADF)?;
+            (handle.ino, handle.cursor.clone())
+        };
+        let mut out = Vec::new();
+        if offset < 2 {
+            let attr = self.meta.getattr(ino).await.map_err(from_meta)?;
+            if offset == 0 {
+                out.push(DirEntryPlus {
+                    name: b".".to_vec(),
+                    ino,
+                    kind: FileType::Directory,
+                    next_offset: 1,
+                    attr: None,
+                });
+            }
+            out.push(DirEntryPlus {
+                name: b"..".to_vec(),
+                ino: attr.parent,
+                kind: FileType::Directory,
+                next_offset: 2,
+                attr: None,
+            });
+        }
+        // Continue after the remembered name, or skip from the start after a seek.
+        let (after, skip) = match &cursor {
+            Some((next, name)) if *next == offset => (Some(name.clone()), 0),
+            _ => (None, offset.saturating_sub(2)),
+        };
+        let mut position = offset.max(2);
+        let mut after = after;
+        let mut to_skip = skip;
+        while out.len() < PAGE {
+            let want = (PAGE - out.len()) + to_skip.min(PAGE as u64 * 4) as usize;
+            let page = self
+                .meta
+                .readdir(ino, after.as_deref(), want, plus)
+                .await
+                .map_err(from_meta)?;
+            let done = page.len() < want;
+            for e in page {
+                after = Some(e.name.clone());
+                if to_skip > 0 {
+                    to_skip -= 1;
+                    continue;
+                }
+                position += 1;
+                out.push(DirEntryPlus {
+                    name: e.name,
+                    ino: e.ino,
+                    kind: e.kind,
+                    next_offset: position,
+                    attr: e.attr,
+                });
+                if out.len() >= PAGE {
+                    break;
+                }
+            }
+            if done {
+                break;
+            }
+        }
+        if let (Some(last), Ok(mut dirs)) = (out.last(), self.dirs.lock())
+            && let Some(handle) = dirs.get_mut(&fh)
+        {
+            handle.cursor = Some((last.next_offset, last.name.clone()));
+        }
+        Ok(out)
+    }
+
+    pub fn releasedir(&self, fh: u64) {
+        if let Ok(mut dirs) = self.dirs.lock() {
+            dirs.remove(&fh);
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! Strata's file system as a library, independent of FUSE: inode-based operations that
+//! mirror the FUSE calls, coordinating the metadata layer (`strata-meta`) and the data
+//! layer (`strata-chunk`). Protocol front ends (FUSE, S3, WebDAV) speak only to [`Vfs`].
+//!
+//! Every operation returns `Result<_, Errno>`: errors are mapped to errno here, in
+//! [`errno`], and nowhere else.
+
+mod background;
+mod dir;
+pub mod errno;
+mod file;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use strata_chunk::ChunkStore;
+use strata_meta::{Ctx, Entry, Meta, RenameFlags, SetAttr, StatFs, XattrFlags};
+use strata_types::{Attr, Errno, FileType, Ino};
+
+pub use background::BackgroundJobs;
+pub use dir::DirEntryPlus;
+pub use strata_meta::Ctx as Caller;
+
+use crate::errno::from_meta;
+use crate::file::{FileHandle, PendingWrites};
+
+/// Result of a VFS operation.
+pub type Result<T> = std::result::Result<T, Errno>;
+
+/// Tunables of a client.
+#[derive(Clone, Debug)]
+pub struct VfsOptions {
+    /// How long the kernel may cache attributes (`--attr-cache`).
+    pub attr_ttl: Duration,
+    /// How long the kernel may cache file entries (`--entry-cache`).
+    pub entry_ttl: Duration,
+    /// How long the kernel may cache directory entries (`--dir-entry-cache`).
+    pub dir_entry_ttl: Duration,
+    /// How long the kernel may cache a failed lookup (`--negative-entry-cache`).
+    pub negative_ttl: Duration,
+    /// Largest readahead window (`--max-readahead`, bytes).
+    pub max_readahead: u64,
+    pub read_only: bool,
+}
+
+impl Default for VfsOptions {
+    fn default() -> Self {
+        VfsOptions {
+            attr_ttl: Duration::from_secs(1),
+            entry_ttl: Duration::from_secs(1),
+            dir_entry_ttl: Duration::from_secs(1),
+            negative_ttl: Duration::ZERO,
+            max_readahead: 256 << 20,
+            read_only: false,
+        }
+    }
+}
+
+/// One client's view of a mounted volume.
+#[derive(Debug)]
+pub struct Vfs {
+    meta: Arc<Meta>,
+    chunks: ChunkStore,
+    opts: VfsOptions,
+    handles: Mutex<HashMap<u64, Arc<FileHandle>>>,
+    dirs: Mutex<HashMap<u64, dir::DirHandle>>,
+    next_fh: AtomicU64,
+    /// Unflushed writes per inode, shared by this client's handles of that inode.
+    pending: Mutex<HashMap<Ino, Arc<tokio::sync::Mutex<PendingWrites>>>>,
+}
+
+impl Vfs {
+    pub fn new(meta: Arc<Meta>, chunks: ChunkStore, opts: VfsOptions) -> Vfs {
+        Vfs {
+            meta,
+            chunks,
+            opts,
+            handles: Mutex::default(),
+            dirs: Mutex::default(),
+            next_fh: AtomicU64::new(1),
+            pending: Mutex::default(),
+        }
+    }
+
+    pub fn meta(&self) -> &Arc<Meta> {
+        &self.meta
+    }
+
+    pub fn chunks(&self) -> &ChunkStore {
+        &self.chunks
+    }
+
+    pub fn options(&self) -> &VfsOptions {
+        &self.opts
+    }
+
+    fn new_fh(&self) -> u64 {
+        self.next_fh.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn writable(&self) -> Result<()> {
+        if self.opts.read_only {
+            Err(Errno::EROFS)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Attributes as this client sees them: the stored ones, with the length of its own
+    /// unflushed writes.
+    pub async fn getattr(&self, ino: Ino) -> Result<Attr> {
+        let mut attr = self.meta.getattr(ino).await.map_err(from_meta)?;
+        self.apply_pending_length(ino, &mut attr).await;
+        Ok(attr)
+    }
+
+    async fn apply_pending_length(&self, ino: Ino, attr: &mut Attr) {
+        if let Some(pending) = self.pending_of(ino) {
+            let len = pending.lock().await.length;
+            attr.length = attr.length.max(len);
+        }
+    }
+
+    pub async fn lookup(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<Entry> {
+        let mut entry = self
+            .meta
+            .lookup(ctx, parent, name)
+            .await
+            .map_err(from_meta)?;
+        self.apply_pending_length(entry.ino, &mut entry.attr).await;
+        Ok(entry)
+    }
+
+    pub async fn setattr(&self, ctx: &Ctx, ino: Ino, set: &SetAttr) -> Result<Attr> {
+        self.writable()?;
+        if set.size.is_some() {
+            // A size change orders after every write this client made before it.
+            self.flush_inode(ino).await?;
+        }
+        let attr = self.meta.setattr(ctx, ino, set).await.map_err(from_meta)?;
+        Ok(attr)
+    }
+
+    pub async fn mknod(
+        &self,
+        ctx: &Ctx,
+        parent: Ino,
+        name: &[u8],
+        mode: u32,
+        rdev: u32,
+    ) -> Result<Entry> {
+        self.writable()?;
+        let kind = FileType::from_mode(mode).ok_or(Errno::EINVAL)?;
+        let perm = (mode & 0o7777) as u16;
+        self.meta
+            .mknod(ctx, parent, name, kind, perm, rdev)
+            .await
+            .map_err(from_meta)
+    }
+
+    pub async fn mkdir(&self, ctx: &Ctx, parent: Ino, name: &[u8], mode: u32) -> Result<Entry> {
+        self.writable()?;
+        self.meta
+            .mkdir(ctx, parent, name, (mode & 0o7777) as u16)
+            .await
+            .map_err(from_meta)
+    }
+
+    pub async fn symlink(
+        &self,
+        ctx: &Ctx,
+        parent: Ino,
+        name: &[u8],
+        target: &[u8],
+    ) -> Result<Entry> {
+        self.writable()?;
+        self.meta
+            .symlink(ctx, parent, name, target)
+            .await
+            .map_err(from_meta)
+    }
+
+    pub async fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        self.meta.readlink(ino).await.map_err(from_meta)
+    }
+
+    pub async fn link(&self, ctx: &Ctx, ino: Ino, parent: Ino, name: &[u8]) -> Result<Entry> {
+        self.writable()?;
+        let attr = self
+            .meta
+            .link(ctx, ino, parent, name)
+            .await
+            .map_err(from_meta)?;
+        Ok(Entry { ino, attr })
+    }
+
+    pub async fn unlink(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<()> {
+        self.writable()?;
+        self.meta.unlink(ctx, parent, name).await.map_err(from_meta)
+    }
+
+    pub async fn rmdir(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<()> {
+        self.writable()?;
+        self.meta.rmdir(ctx, parent, name).await.map_err(from_meta)
+    }
+
+    pub async fn rename(
+        &self,
+        ctx: &Ctx,
+        parent: Ino,
+        name: &[u8],
+        newparent: Ino,
+        newname: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        self.writable()?;
+        let flags = RenameFlags::from_bits(flags).map_err(from_meta)?;
+        self.meta
+            .rename(ctx, parent, name, newparent, newname, flags)
+            .await
+            .map_err(from_meta)
+    }
+
+    pub async fn access(&self, ctx: &Ctx, ino: Ino, mask: u32) -> Result<()> {
+        if mask & 2 != 0 {
+            self.writable()?;
+        }
+        self.meta.access(ctx, ino, mask).await.map_err(from_meta)
+    }
+
+    pub async fn statfs(&self) -> Result<StatFs> {
+        self.meta.statfs().await.map_err(from_meta)
+    }
+
+    pub async fn setxattr(
+        &self,
+        ctx: &Ctx,
+        ino: Ino,
+        name: &[u8],
+        value: &[u8],
+        flags: u32,
+    ) -> Result<()> {
+        self.writable()?;
+        let flags = XattrFlags::from_bits(flags).map_err(from_meta)?;
+        self.meta
+            .setxattr(ctx, ino, name, value, flags)
+            .await
+            .map_err(from_meta)
+    }
+
+    pub async fn getxattr(&self, ctx: &Ctx, ino: Ino, name: &[u8], size: usize) -> Result<Vec<u8>> {
+        self.meta
+            .getxattr(ctx, ino, name, size)
+            .await
+            .map_err(from_meta)
+    }
+
+    pub async fn listxattr(&self, ctx: &Ctx, ino: Ino, size: usize) -> Result<Vec<u8>> {
+        self.meta.listxattr(ctx, ino, size).await.map_err(from_meta)
+    }
+
+    pub async fn removexattr(&self, ctx: &Ctx, ino: Ino, name: &[u8]) -> Result<()> {
+        self.writable()?;
+        self.meta
+            .removexattr(ctx, ino, name)
+            .await
+            .map_err(from_meta)
+    }
+
+    /// Flush everything buffered for every inode (unmount, SIGTERM).
+    pub async fn flush_all(&self) -> Result<()> {
+        let inos: Vec<Ino> = self
+            .pending
+            .lock()
+            .map(|p| p.keys().copied().collect())
+            .unwrap_or_default();
+        for ino in inos {
+            self.flush_inode(ino).await?;
+        }
+        Ok(())
+    }
+}
