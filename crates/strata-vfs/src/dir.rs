@@ -118,6 +118,16 @@ impl Vfs {
         Ok(out)
     }
 
+    /// Record the last entry the caller actually consumed, so the next page continues
+    /// after it (the kernel may take fewer entries than a page holds).
+    pub fn set_dir_cursor(&self, fh: u64, next_offset: u64, name: Vec<u8>) {
+        if let Ok(mut dirs) = self.dirs.lock()
+            && let Some(handle) = dirs.get_mut(&fh)
+        {
+            handle.cursor = Some((next_offset, name));
+        }
+    }
+
     pub fn releasedir(&self, fh: u64) {
         if let Ok(mut dirs) = self.dirs.lock() {
             dirs.remove(&fh);

@@ -16,12 +16,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use strata_chunk::ChunkStore;
-use strata_meta::{Ctx, Entry, Meta, RenameFlags, SetAttr, StatFs, XattrFlags};
+use strata_meta::{Meta, RenameFlags, XattrFlags};
 use strata_types::{Attr, Errno, FileType, Ino};
 
 pub use background::BackgroundJobs;
 pub use dir::DirEntryPlus;
-pub use strata_meta::Ctx as Caller;
+/// Types of the metadata layer that front ends use through the VFS.
+pub use strata_meta::{Ctx, Entry, LockKind, PosixLock, SetAttr, StatFs, TimeSet};
 
 use crate::errno::from_meta;
 use crate::file::{FileHandle, PendingWrites};
@@ -139,7 +140,9 @@ impl Vfs {
             // A size change orders after every write this client made before it.
             self.flush_inode(ino).await?;
         }
-        let attr = self.meta.setattr(ctx, ino, set).await.map_err(from_meta)?;
+        let mut attr = self.meta.setattr(ctx, ino, set).await.map_err(from_meta)?;
+        // Unflushed writes still count: the kernel takes this reply as the file's size.
+        self.apply_pending_length(ino, &mut attr).await;
         Ok(attr)
     }
 
@@ -188,11 +191,12 @@ impl Vfs {
 
     pub async fn link(&self, ctx: &Ctx, ino: Ino, parent: Ino, name: &[u8]) -> Result<Entry> {
         self.writable()?;
-        let attr = self
+        let mut attr = self
             .meta
             .link(ctx, ino, parent, name)
             .await
             .map_err(from_meta)?;
+        self.apply_pending_length(ino, &mut attr).await;
         Ok(Entry { ino, attr })
     }
 

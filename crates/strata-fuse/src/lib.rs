@@ -1,0 +1,150 @@
+//! The FUSE front end: the only crate that uses `fuser`. Every request is handed to a tokio
+//! task that calls the VFS and replies from there, so a slow read never stalls a stat;
+//! several dispatch threads each read their own `/dev/fuse` clone.
+
+mod ops;
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{Config, FileAttr, INodeNo, MountOption, SessionACL};
+use strata_types::{Attr, Errno, FileType, Ino};
+use strata_vfs::Vfs;
+
+pub use fuser::BackgroundSession;
+
+/// Mount settings of the FUSE layer.
+#[derive(Clone, Debug)]
+pub struct FuseOptions {
+    pub fs_name: String,
+    pub allow_other: bool,
+    pub default_permissions: bool,
+    pub read_only: bool,
+    /// Largest write the kernel sends (`--max-fuse-io`).
+    pub max_write: u32,
+    pub threads: usize,
+}
+
+impl Default for FuseOptions {
+    fn default() -> Self {
+        FuseOptions {
+            fs_name: "strata".into(),
+            allow_other: false,
+            default_permissions: true,
+            read_only: false,
+            max_write: 1 << 20,
+            threads: 4,
+        }
+    }
+}
+
+/// The `fuser` file system over a [`Vfs`].
+#[derive(Debug)]
+pub struct StrataFs {
+    pub(crate) vfs: Arc<Vfs>,
+    pub(crate) rt: tokio::runtime::Handle,
+    pub(crate) max_write: u32,
+}
+
+/// Mount `vfs` at `mountpoint`; requests are served on `rt` until the returned session is
+/// dropped or the file system is unmounted.
+pub fn mount(
+    vfs: Arc<Vfs>,
+    rt: tokio::runtime::Handle,
+    mountpoint: &Path,
+    opts: &FuseOptions,
+) -> std::io::Result<BackgroundSession> {
+    let mut mount_options = vec![
+        MountOption::FSName(opts.fs_name.clone()),
+        MountOption::Subtype("strata".into()),
+        MountOption::NoAtime,
+    ];
+    if opts.default_permissions {
+        mount_options.push(MountOption::DefaultPermissions);
+    }
+    if opts.read_only {
+        mount_options.push(MountOption::RO);
+    }
+    let mut config = Config::default();
+    config.mount_options = mount_options;
+    config.acl = if opts.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    config.n_threads = Some(opts.threads.max(1));
+    config.clone_fd = true;
+    let fs = StrataFs {
+        vfs,
+        rt,
+        max_write: opts.max_write,
+    };
+    fuser::spawn_mount(fs, mountpoint, &config)
+}
+
+pub(crate) fn errno(e: Errno) -> fuser::Errno {
+    fuser::Errno::from_i32(e.0)
+}
+
+pub(crate) fn name_bytes(name: &OsStr) -> &[u8] {
+    use std::os::unix::ffi::OsStrExt;
+    name.as_bytes()
+}
+
+fn system_time(ns: i64) -> SystemTime {
+    if ns >= 0 {
+        UNIX_EPOCH + Duration::from_nanos(ns as u64)
+    } else {
+        UNIX_EPOCH - Duration::from_nanos(ns.unsigned_abs())
+    }
+}
+
+pub(crate) fn file_type(kind: FileType) -> fuser::FileType {
+    match kind {
+        FileType::Regular => fuser::FileType::RegularFile,
+        FileType::Directory => fuser::FileType::Directory,
+        FileType::Symlink => fuser::FileType::Symlink,
+        FileType::Fifo => fuser::FileType::NamedPipe,
+        FileType::Socket => fuser::FileType::Socket,
+        FileType::CharDevice => fuser::FileType::CharDevice,
+        FileType::BlockDevice => fuser::FileType::BlockDevice,
+    }
+}
+
+pub(crate) fn file_attr(ino: Ino, a: &Attr) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(ino.0),
+        size: a.length,
+        blocks: a.blocks(),
+        atime: system_time(a.atime),
+        mtime: system_time(a.mtime),
+        ctime: system_time(a.ctime),
+        crtime: system_time(a.ctime),
+        kind: file_type(a.kind),
+        perm: a.mode,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: a.rdev,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
+/// Supplementary groups of process `pid`, from `/proc` (empty when unknown).
+pub(crate) fn groups_of(pid: u32) -> Vec<u32> {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return Vec::new();
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .map(|g| {
+            g.split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,657 @@
+//! `fuser::Filesystem` for [`StrataFs`]: each call copies what it needs out of the
+//! request, spawns a task that calls the VFS, and replies from that task.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use fuser::{
+    AccessFlags, CopyFileRangeFlags, FileHandle, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use strata_types::{Errno, Ino};
+use strata_vfs::Vfs;
+use strata_vfs::{Ctx, Entry, LockKind, PosixLock, SetAttr, TimeSet};
+
+use crate::{StrataFs, errno, file_attr, file_type, groups_of, name_bytes};
+
+const F_RDLCK: i32 = 0;
+const F_WRLCK: i32 = 1;
+const F_UNLCK: i32 = 2;
+
+fn ctx(req: &Request) -> Ctx {
+    let (uid, gid, pid) = (req.uid(), req.gid(), req.pid());
+    // Root passes every check; only other callers need their supplementary groups.
+    let groups = if uid == 0 { Vec::new() } else { groups_of(pid) };
+    Ctx {
+        uid,
+        gid,
+        groups,
+        pid,
+    }
+}
+
+fn time_set(t: TimeOrNow) -> TimeSet {
+    match t {
+        TimeOrNow::Now => TimeSet::Now,
+        TimeOrNow::SpecificTime(st) => TimeSet::At(match st.duration_since(UNIX_EPOCH) {
+            Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+            Err(e) => -i64::try_from(e.duration().as_nanos()).unwrap_or(i64::MAX),
+        }),
+    }
+}
+
+fn lock_kind(typ: i32) -> Result<LockKind, Errno> {
+    match typ {
+        F_RDLCK => Ok(LockKind::Read),
+        F_WRLCK => Ok(LockKind::Write),
+        F_UNLCK => Ok(LockKind::Unlock),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+/// FUSE lock ranges are inclusive; ours end exclusively (`u64::MAX` = to end of file).
+fn posix_lock(start: u64, end: u64, typ: i32, pid: u32) -> Result<PosixLock, Errno> {
+    Ok(PosixLock {
+        kind: lock_kind(typ)?,
+        start,
+        end: end.saturating_add(1),
+        pid,
+    })
+}
+
+impl StrataFs {
+    fn spawn<F>(&self, f: impl FnOnce(Arc<Vfs>) -> F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.rt.spawn(f(self.vfs.clone()));
+    }
+
+    fn reply_entry(vfs: &Vfs, reply: ReplyEntry, r: Result<Entry, Errno>) {
+        match r {
+            Ok(e) => {
+                let ttl = if e.attr.is_dir() {
+                    vfs.options().dir_entry_ttl
+                } else {
+                    vfs.options().entry_ttl
+                };
+                reply.entry(&ttl, &file_attr(e.ino, &e.attr), Generation(0));
+            }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+}
+
+fn empty(reply: ReplyEmpty, r: Result<(), Errno>) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
+impl fuser::Filesystem for StrataFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let _ = config.set_max_write(self.max_write);
+        for cap in [
+            InitFlags::FUSE_POSIX_LOCKS,
+            InitFlags::FUSE_FLOCK_LOCKS,
+            InitFlags::FUSE_PARALLEL_DIROPS,
+        ] {
+            let _ = config.add_capabilities(cap);
+        }
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        let vfs = self.vfs.clone();
+        let _ = self.rt.block_on(async move { vfs.flush_all().await });
+    }
+
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
+        self.spawn(|vfs| async move {
+            let r = vfs.lookup(&ctx, Ino(parent.0), &name).await;
+            if let (Err(Errno::ENOENT), ttl) = (&r, vfs.options().negative_ttl)
+                && !ttl.is_zero()
+            {
+                let attr = fuser::FileAttr {
+                    ino: INodeNo(0),
+                    ..file_attr(Ino(0), &placeholder_attr())
+                };
+                return reply.entry(&ttl, &attr, Generation(0));
+            }
+            StrataFs::reply_entry(&vfs, reply, r)
+        });
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.spawn(|vfs| async move {
+            match vfs.getattr(Ino(ino.0)).await {
+                Ok(a) => reply.attr(&vfs.options().attr_ttl, &file_attr(Ino(ino.0), &a)),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let ctx = ctx(req);
+        let set = SetAttr {
+            mode: mode.map(|m| (m & 0o7777) as u16),
+            uid,
+            gid,
+            size,
+            atime: atime.map(time_set),
+            mtime: mtime.map(time_set),
+            size_from_open_file: fh.is_some(),
+        };
+        self.spawn(|vfs| async move {
+            match vfs.setattr(&ctx, Ino(ino.0), &set).await {
+                Ok(a) => reply.attr(&vfs.options().attr_ttl, &file_attr(Ino(ino.0), &a)),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.spawn(|vfs| async move {
+            match vfs.readlink(Ino(ino.0)).await {
+                Ok(t) => reply.data(&t),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
+        self.spawn(|vfs| async move {
+            let r = vfs
+                .mknod(&ctx, Ino(parent.0), &name, mode & !umask, rdev)
+                .await;
+            StrataFs::reply_entry(&vfs, reply, r)
+        });
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
+        self.spawn(|vfs| async move {
+            let r = vfs.mkdir(&ctx, Ino(parent.0), &name, mode & !umask).await;
+            StrataFs::reply_entry(&vfs, reply, r)
+        });
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
+        self.spawn(|vfs| async move { empty(reply, vfs.unlink(&ctx, Ino(parent.0), &name).await) });
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
+        self.spawn(|vfs| async move { empty(reply, vfs.rmdir(&ctx, Ino(parent.0), &name).await) });
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let (ctx, name) = (ctx(req), name_bytes(link_name).to_vec());
+        let target = name_bytes(target.as_os_str()).to_vec();
+        self.spawn(|vfs| async move {
+            let r = vfs.symlink(&ctx, Ino(parent.0), &name, &target).await;
+            StrataFs::reply_entry(&vfs, reply, r)
+        });
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let (ctx, name, newname) = (
+            ctx(req),
+            name_bytes(name).to_vec(),
+            name_bytes(newname).to_vec(),
+        );
+        let flags = flags.bits();
+        self.spawn(|vfs| async move {
+            empty(
+                reply,
+                vfs.rename(
+                    &ctx,
+                    Ino(parent.0),
+                    &name,
+                    Ino(newparent.0),
+                    &newname,
+                    flags,
+                )
+                .await,
+            )
+        });
+    }
+
+    fn link(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let (ctx, name) = (ctx(req), name_bytes(newname).to_vec());
+        self.spawn(|vfs| async move {
+            let r = vfs.link(&ctx, Ino(ino.0), Ino(newparent.0), &name).await;
+            StrataFs::reply_entry(&vfs, reply, r)
+        });
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let ctx = ctx(req);
+        self.spawn(|vfs| async move {
+            match vfs.open(&ctx, Ino(ino.0), flags.0 as u32).await {
+                Ok((fh, _)) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        self.spawn(|vfs| async move {
+            match vfs.read(fh.0, offset, size).await {
+                Ok(data) => reply.data(&data),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let data = data.to_vec();
+        self.spawn(|vfs| async move {
+            match vfs.write(fh.0, offset, &data).await {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        self.spawn(|vfs| async move { empty(reply, vfs.flush(fh.0, lock_owner.0).await) });
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.spawn(|vfs| async move { empty(reply, vfs.release(fh.0).await) });
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.spawn(|vfs| async move { empty(reply, vfs.fsync(fh.0).await) });
+    }
+
+    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let ctx = ctx(req);
+        self.spawn(|vfs| async move {
+            match vfs.opendir(&ctx, Ino(ino.0)).await {
+                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        self.spawn(|vfs| async move {
+            let entries = match vfs.readdir(fh.0, offset, false).await {
+                Ok(e) => e,
+                Err(e) => return reply.error(errno(e)),
+            };
+            let mut last = None;
+            for e in entries {
+                let name = std::ffi::OsStr::from_bytes_compat(&e.name);
+                if reply.add(INodeNo(e.ino.0), e.next_offset, file_type(e.kind), name) {
+                    break;
+                }
+                last = Some((e.next_offset, e.name));
+            }
+            if let Some((next, name)) = last {
+                vfs.set_dir_cursor(fh.0, next, name);
+            }
+            reply.ok();
+        });
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.vfs.releasedir(fh.0);
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        self.spawn(|vfs| async move {
+            match vfs.statfs().await {
+                Ok(s) => {
+                    let bsize = 4096u64;
+                    let files = s.used_inodes + s.avail_inodes;
+                    reply.statfs(
+                        s.total_space / bsize,
+                        s.avail_space / bsize,
+                        s.avail_space / bsize,
+                        files,
+                        s.avail_inodes,
+                        bsize as u32,
+                        255,
+                        bsize as u32,
+                    );
+                }
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let (ctx, name, value) = (ctx(req), name_bytes(name).to_vec(), value.to_vec());
+        self.spawn(|vfs| async move {
+            empty(
+                reply,
+                vfs.setxattr(&ctx, Ino(ino.0), &name, &value, flags as u32)
+                    .await,
+            )
+        });
+    }
+
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
+        self.spawn(|vfs| async move {
+            match vfs.getxattr(&ctx, Ino(ino.0), &name, size as usize).await {
+                Ok(v) if size == 0 => reply.size(v.len() as u32),
+                Ok(v) => reply.data(&v),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let ctx = ctx(req);
+        self.spawn(|vfs| async move {
+            match vfs.listxattr(&ctx, Ino(ino.0), size as usize).await {
+                Ok(v) if size == 0 => reply.size(v.len() as u32),
+                Ok(v) => reply.data(&v),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
+        self.spawn(
+            |vfs| async move { empty(reply, vfs.removexattr(&ctx, Ino(ino.0), &name).await) },
+        );
+    }
+
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        let ctx = ctx(req);
+        let mask = mask.bits() as u32;
+        self.spawn(|vfs| async move { empty(reply, vfs.access(&ctx, Ino(ino.0), mask).await) });
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
+        self.spawn(|vfs| async move {
+            match vfs.create(&ctx, Ino(parent.0), &name, mode & !umask).await {
+                Ok((e, fh)) => {
+                    let attr = file_attr(e.ino, &e.attr);
+                    reply.created(
+                        &vfs.options().entry_ttl,
+                        &attr,
+                        Generation(0),
+                        FileHandle(fh),
+                        FopenFlags::empty(),
+                    )
+                }
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn getlk(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: ReplyLock,
+    ) {
+        self.spawn(|vfs| async move {
+            let lock = match posix_lock(start, end, typ, pid) {
+                Ok(l) => l,
+                Err(e) => return reply.error(errno(e)),
+            };
+            match vfs.getlk(fh.0, lock_owner.0, lock).await {
+                Ok(Some(l)) => {
+                    let typ = if l.kind == LockKind::Write {
+                        F_WRLCK
+                    } else {
+                        F_RDLCK
+                    };
+                    reply.locked(l.start, l.end.saturating_sub(1).max(l.start), typ, l.pid)
+                }
+                Ok(None) => reply.locked(start, end, F_UNLCK, 0),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+
+    fn setlk(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.spawn(|vfs| async move {
+            let r = match posix_lock(start, end, typ, pid) {
+                Ok(lock) => vfs.setlk(fh.0, lock_owner.0, lock, sleep).await,
+                Err(e) => Err(e),
+            };
+            empty(reply, r)
+        });
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        self.spawn(|vfs| async move {
+            empty(
+                reply,
+                vfs.fallocate(fh.0, mode as u32, offset, length).await,
+            )
+        });
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        _ino_in: INodeNo,
+        fh_in: FileHandle,
+        offset_in: u64,
+        _ino_out: INodeNo,
+        fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        let flags = flags.bits() as u32;
+        self.spawn(|vfs| async move {
+            match vfs
+                .copy_file_range(fh_in.0, offset_in, fh_out.0, offset_out, len, flags)
+                .await
+            {
+                Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
+                Err(e) => reply.error(errno(e)),
+            }
+        });
+    }
+}
+
+/// Attributes for a negative entry (inode 0): never shown to programs.
+fn placeholder_attr() -> strata_types::Attr {
+    strata_types::Attr {
+        kind: strata_types::FileType::Regular,
+        mode: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        atime: 0,
+        mtime: 0,
+        ctime: 0,
+        nlink: 0,
+        length: 0,
+        parent: Ino(0),
+    }
+}
+
+trait FromBytesCompat {
+    fn from_bytes_compat(b: &[u8]) -> &OsStr;
+}
+
+impl FromBytesCompat for OsStr {
+    fn from_bytes_compat(b: &[u8]) -> &OsStr {
+        use std::os::unix::ffi::OsStrExt;
+        OsStr::from_bytes(b)
+    }
+}

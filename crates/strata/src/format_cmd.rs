@@ -1,0 +1,135 @@
+//! `strata format` and `strata status`.
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use strata_meta::{Format, META_VERSION, Meta, MetaError, MetaOptions};
+
+use crate::wiring;
+
+#[derive(Debug, Args)]
+pub struct FormatArgs {
+    /// Metadata engine URL, e.g. sqlite3://strata.db
+    meta_url: String,
+    /// Volume name: 3-63 characters of a-z, 0-9 and '-'
+    name: String,
+    /// Object storage: file, s3 or mem
+    #[arg(long, default_value = "file")]
+    storage: String,
+    /// Bucket: a directory for file storage (default ~/.strata/local), an URL for s3
+    #[arg(long)]
+    bucket: Option<String>,
+    /// Access key for the object storage
+    #[arg(long, env = "ACCESS_KEY")]
+    access_key: Option<String>,
+    /// Secret key for the object storage
+    #[arg(long, env = "SECRET_KEY", hide_env_values = true)]
+    secret_key: Option<String>,
+    /// Block size in KiB (power of two, 64-16384)
+    #[arg(long, default_value_t = 4096)]
+    block_size: u32,
+    /// Compression: none, lz4 or zstd
+    #[arg(long, default_value = "none")]
+    compress: String,
+    /// Days deleted files stay in .trash (0 disables the trash)
+    #[arg(long, default_value_t = 1)]
+    trash_days: u32,
+    /// Capacity limit in GiB (0 = unlimited)
+    #[arg(long, default_value_t = 0)]
+    capacity: u64,
+    /// Inode limit (0 = unlimited)
+    #[arg(long, default_value_t = 0)]
+    inodes: u64,
+    /// Overwrite the settings of an existing volume even if they differ
+    #[arg(long)]
+    force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Metadata engine URL
+    meta_url: String,
+}
+
+pub fn run_format(a: FormatArgs) -> Result<()> {
+    let bucket = match (&a.bucket, a.storage.as_str()) {
+        (Some(b), _) => b.clone(),
+        (None, "file") => wiring::home_path("local").to_string_lossy().into_owned(),
+        (None, "mem") => "mem".into(),
+        (None, other) => bail!("--bucket is required for {other} storage"),
+    };
+    let bucket = if a.storage == "file" {
+        // Like JuiceFS, format creates the local bucket directory.
+        std::fs::create_dir_all(&bucket)
+            .with_context(|| format!("cannot create bucket directory {bucket}"))?;
+        std::fs::canonicalize(&bucket)?
+            .to_string_lossy()
+            .into_owned()
+    } else {
+        bucket
+    };
+    let format = Format {
+        name: a.name.clone(),
+        uuid: uuid::Uuid::new_v4().to_string(),
+        storage: a.storage.clone(),
+        bucket,
+        access_key: a.access_key.clone(),
+        secret_key: a.secret_key.clone(),
+        block_size_kib: a.block_size,
+        compression: a.compress.clone(),
+        trash_days: a.trash_days,
+        capacity: a.capacity << 30,
+        inodes: a.inodes,
+        created_at: strata_meta::now_ns() / 1_000_000_000,
+        meta_version: META_VERSION,
+    };
+    let rt = wiring::runtime()?;
+    rt.block_on(async {
+        // The bucket must answer before the volume is recorded.
+        let backend = wiring::open_backend(&format)?;
+        if format.storage == "s3" {
+            check_store(&backend).await?;
+        }
+        let meta = Meta::new(wiring::open_engine(&a.meta_url)?, MetaOptions::default());
+        let stored = match meta.format(&format, a.force).await {
+            Ok(f) => f,
+            Err(MetaError::FormatMismatch(d)) => {
+                bail!(
+                    "{} is already formatted with other settings ({d}); use --force to overwrite",
+                    a.meta_url
+                )
+            }
+            Err(e) => return Err(anyhow::anyhow!("{e}")),
+        };
+        println!(
+            "volume {} ({}) formatted: storage {} bucket {}",
+            stored.name, stored.uuid, stored.storage, stored.bucket
+        );
+        Ok(())
+    })
+}
+
+async fn check_store(store: &std::sync::Arc<dyn strata_object::ObjectStore>) -> Result<()> {
+    store
+        .list("", None, 1)
+        .await
+        .map(drop)
+        .map_err(|e| anyhow::anyhow!("bucket: {e}"))
+}
+
+pub fn run_status(a: StatusArgs) -> Result<()> {
+    let rt = wiring::runtime()?;
+    rt.block_on(async {
+        let (meta, format) = wiring::load_meta(&a.meta_url).await?;
+        let mut shown = (*format).clone();
+        if shown.secret_key.is_some() {
+            shown.secret_key = Some("removed".into());
+        }
+        let sessions = meta.list_sessions().await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let out = serde_json::json!({ "setting": shown, "sessions": sessions.iter().map(|s| serde_json::json!({
+            "sid": s.sid, "host": s.host, "pid": s.pid, "mount_point": s.mount_point,
+            "version": s.version, "expires_at_ns": s.expires_at,
+        })).collect::<Vec<_>>() });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        Ok(())
+    })
+}

@@ -1,0 +1,55 @@
+//! The `strata` command. Flags follow `juicefs` where the two share a command, so a JuiceFS
+//! user feels at home. This is the only place that names concrete backends: META-URL →
+//! metadata engine, format record → object store.
+
+mod format_cmd;
+mod mount_cmd;
+mod wiring;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Strata: a distributed POSIX file system for AI and data platforms.
+#[derive(Debug, Parser)]
+#[command(name = "strata", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create a volume (or update the mutable settings of an existing one).
+    Format(format_cmd::FormatArgs),
+    /// Mount a volume (foreground by default; -d to run in the background).
+    Mount(mount_cmd::MountArgs),
+    /// Unmount a mounted volume.
+    Umount(mount_cmd::UmountArgs),
+    /// Show a volume's settings and live sessions.
+    Status(format_cmd::StatusArgs),
+    /// Print the version.
+    Version,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Format(a) => format_cmd::run_format(a),
+        Command::Mount(a) => mount_cmd::run_mount(a),
+        Command::Umount(a) => mount_cmd::run_umount(a),
+        Command::Status(a) => format_cmd::run_status(a),
+        Command::Version => {
+            println!("strata {}", env!("CARGO_PKG_VERSION"));
+            Ok(())
+        }
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // One clear line, no backtrace.
+            eprintln!("strata: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

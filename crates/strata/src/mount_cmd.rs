@@ -1,0 +1,368 @@
+//! `strata mount` and `strata umount`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use strata_chunk::ChunkStore;
+use strata_chunk::cache::disk::DiskCache;
+use strata_chunk::cache::memory::MemoryCache;
+use strata_chunk::cache::{BlockCache, NoCache};
+use strata_chunk::reader::ChunkOptions;
+use strata_fuse::FuseOptions;
+use strata_meta::SessionInfo;
+use strata_object::compress::Codec;
+use strata_object::limit::Limits;
+use strata_object::retry::RetryPolicy;
+use strata_object::stack::{StackOptions, build};
+use strata_vfs::{BackgroundJobs, Vfs, VfsOptions};
+
+use crate::wiring;
+
+#[derive(Debug, Args)]
+pub struct MountArgs {
+    /// Metadata engine URL, e.g. sqlite3://strata.db
+    meta_url: String,
+    /// Directory to mount at
+    mountpoint: PathBuf,
+    /// Run in the background
+    #[arg(short = 'd', long)]
+    background: bool,
+    /// Log file when running in the background (default ~/.strata/strata.log)
+    #[arg(long)]
+    log: Option<PathBuf>,
+    /// Cache directories, separated by ':' ("memory" keeps blocks in RAM)
+    #[arg(long)]
+    cache_dir: Option<String>,
+    /// Cache size in MiB (0 disables the cache)
+    #[arg(long, default_value_t = 102_400)]
+    cache_size: u64,
+    /// Keep this fraction of the cache disk free
+    #[arg(long, default_value_t = 0.1)]
+    free_space_ratio: f64,
+    /// Write buffer size in MiB
+    #[arg(long, default_value_t = 300)]
+    buffer_size: u64,
+    /// Largest readahead window in MiB
+    #[arg(long, default_value_t = 256)]
+    max_readahead: u64,
+    /// Concurrent block prefetches
+    #[arg(long, default_value_t = 8)]
+    prefetch: usize,
+    /// Attribute cache timeout in seconds
+    #[arg(long, default_value_t = 1.0)]
+    attr_cache: f64,
+    /// File entry cache timeout in seconds
+    #[arg(long, default_value_t = 1.0)]
+    entry_cache: f64,
+    /// Directory entry cache timeout in seconds
+    #[arg(long, default_value_t = 1.0)]
+    dir_entry_cache: f64,
+    /// Cache timeout of failed lookups in seconds
+    #[arg(long, default_value_t = 0.0)]
+    negative_entry_cache: f64,
+    /// Concurrent uploads
+    #[arg(long, default_value_t = 20)]
+    max_uploads: usize,
+    /// Concurrent downloads
+    #[arg(long, default_value_t = 200)]
+    max_downloads: usize,
+    /// Upload bandwidth limit in Mbps (0 = unlimited)
+    #[arg(long, default_value_t = 0)]
+    upload_limit: u64,
+    /// Download bandwidth limit in Mbps (0 = unlimited)
+    #[arg(long, default_value_t = 0)]
+    download_limit: u64,
+    /// Retries of a failed object request
+    #[arg(long, default_value_t = 10)]
+    io_retries: u32,
+    /// Timeout of one GET in seconds
+    #[arg(long, default_value_t = 60)]
+    get_timeout: u64,
+    /// Timeout of one PUT in seconds
+    #[arg(long, default_value_t = 60)]
+    put_timeout: u64,
+    /// Largest FUSE request in KiB (up to 1024)
+    #[arg(long, default_value_t = 1024)]
+    max_fuse_io: u32,
+    /// Mount read-only
+    #[arg(long)]
+    read_only: bool,
+    /// Skip background jobs (data deletion, compaction)
+    #[arg(long)]
+    no_bgjob: bool,
+    /// Session heartbeat interval in seconds
+    #[arg(long, default_value_t = 12)]
+    heartbeat: u64,
+    /// FUSE options, comma-separated (allow_other, ...)
+    #[arg(short = 'o')]
+    options: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct UmountArgs {
+    /// Mount point
+    mountpoint: PathBuf,
+    /// Force (lazy) unmount even if busy
+    #[arg(long)]
+    force: bool,
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s.max(0.0))
+}
+
+/// Whether `path` is a mount point of a Strata volume right now.
+fn is_mounted(path: &Path) -> bool {
+    let Ok(target) = std::fs::canonicalize(path) else {
+        return false;
+    };
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    mounts.lines().any(|l| {
+        let fields: Vec<&str> = l.split(' ').collect();
+        fields.get(4).is_some_and(|m| Path::new(m) == target) && l.contains("fuse")
+    })
+}
+
+fn check_mountpoint(path: &Path) -> Result<()> {
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("mount point {}", path.display()))?;
+    if !meta.is_dir() {
+        bail!("mount point {} is not a directory", path.display());
+    }
+    if is_mounted(path) {
+        bail!(
+            "mount point {} is busy: something is already mounted there",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+pub fn run_mount(a: MountArgs) -> Result<()> {
+    check_mountpoint(&a.mountpoint)?;
+    if a.background {
+        return daemonize(&a);
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let rt = wiring::runtime()?;
+    rt.block_on(serve(a, rt.handle().clone()))
+}
+
+/// Start this command again without -d in a new session, logging to a file; return once
+/// the mount is up (or report why not).
+fn daemonize(a: &MountArgs) -> Result<()> {
+    let log = a
+        .log
+        .clone()
+        .unwrap_or_else(|| wiring::home_path("strata.log"));
+    if let Some(dir) = log.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .with_context(|| format!("log file {}", log.display()))?;
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|x| x != "-d" && x != "--background")
+        .collect();
+    let exe = std::env::current_exe()?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(&args)
+        .stdin(Stdio::null())
+        .stdout(file.try_clone()?)
+        .stderr(file);
+    use std::os::unix::process::CommandExt;
+    // SAFETY-free: setsid through the std API is not available; pre_exec needs unsafe, so
+    // detach by starting a new process group instead.
+    cmd.process_group(0);
+    let mut child = cmd.spawn().context("cannot start the background mount")?;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(30) {
+        if is_mounted(&a.mountpoint) {
+            println!(
+                "mounted {} in the background (log: {})",
+                a.mountpoint.display(),
+                log.display()
+            );
+            return Ok(());
+        }
+        if let Some(status) = child.try_wait()? {
+            bail!("background mount exited ({status}); see {}", log.display());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    bail!("mount did not come up within 30 s; see {}", log.display())
+}
+
+fn cache_for(a: &MountArgs, uuid: &str) -> Result<Arc<dyn BlockCache>> {
+    let size = a.cache_size << 20;
+    if size == 0 {
+        return Ok(Arc::new(NoCache::default()));
+    }
+    let dirs = a
+        .cache_dir
+        .clone()
+        .unwrap_or_else(|| wiring::home_path("cache").to_string_lossy().into_owned());
+    if dirs == "memory" {
+        return Ok(Arc::new(MemoryCache::new(size)));
+    }
+    let dirs: Vec<PathBuf> = dirs
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(|d| Path::new(d).join(uuid))
+        .collect();
+    let cache = DiskCache::open(&dirs, size, a.free_space_ratio).context("cache directory")?;
+    Ok(Arc::new(cache))
+}
+
+async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
+    let (meta, format) = wiring::load_meta(&a.meta_url).await?;
+    let backend = wiring::open_backend(&format)?;
+    let stack = StackOptions {
+        prefix: format.name.clone(),
+        compression: Codec::parse(&format.compression).map_err(|e| anyhow::anyhow!("{e}"))?,
+        limits: Limits {
+            max_uploads: a.max_uploads,
+            max_downloads: a.max_downloads,
+            upload_mbps: a.upload_limit,
+            download_mbps: a.download_limit,
+        },
+        retry: RetryPolicy {
+            retries: a.io_retries,
+            get_timeout: Duration::from_secs(a.get_timeout),
+            put_timeout: Duration::from_secs(a.put_timeout),
+            ..RetryPolicy::default()
+        },
+    };
+    let (store, _stats) = build(backend, &stack);
+    store
+        .list("", None, 1)
+        .await
+        .map_err(|e| anyhow::anyhow!("bucket {}: {e}", format.bucket))?;
+    let chunk_opts = ChunkOptions {
+        block_size: format.block_size_kib << 10,
+        buffer_size: a.buffer_size << 20,
+        max_prefetch: a.prefetch,
+        ..ChunkOptions::default()
+    };
+    let chunks = ChunkStore::new(store, cache_for(&a, &format.uuid)?, chunk_opts);
+    let mountpoint = std::fs::canonicalize(&a.mountpoint)?;
+    let info = SessionInfo {
+        host: nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        pid: std::process::id(),
+        mount_point: mountpoint.to_string_lossy().into_owned(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        started_at: strata_meta::now_ns(),
+        ..SessionInfo::default()
+    };
+    meta.new_session(info)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot register session: {e}"))?;
+    let vfs_opts = VfsOptions {
+        attr_ttl: secs(a.attr_cache),
+        entry_ttl: secs(a.entry_cache),
+        dir_entry_ttl: secs(a.dir_entry_cache),
+        negative_ttl: secs(a.negative_entry_cache),
+        max_readahead: a.max_readahead << 20,
+        read_only: a.read_only,
+    };
+    let vfs = Arc::new(Vfs::new(meta.clone(), chunks, vfs_opts));
+    let jobs = BackgroundJobs::start(
+        vfs.clone(),
+        Duration::from_secs(a.heartbeat.max(1)),
+        !a.no_bgjob,
+    );
+    let fuse_opts = FuseOptions {
+        fs_name: format!("strata:{}", format.name),
+        allow_other: nix::unistd::geteuid().is_root()
+            || a.options.as_deref().unwrap_or("").contains("allow_other"),
+        read_only: a.read_only,
+        max_write: a.max_fuse_io.clamp(4, 1024) << 10,
+        ..FuseOptions::default()
+    };
+    let session = strata_fuse::mount(vfs.clone(), rt, &mountpoint, &fuse_opts)
+        .with_context(|| format!("cannot mount at {}", mountpoint.display()))?;
+    tracing::info!("mounted volume {} at {}", format.name, mountpoint.display());
+    wait_for_stop(&session).await;
+    tracing::info!(
+        "unmounting {}: flushing buffered writes",
+        mountpoint.display()
+    );
+    if let Err(e) = vfs.flush_all().await {
+        tracing::warn!("flushing at unmount: errno {e}");
+    }
+    drop(jobs);
+    if let Err(e) = meta.close_session().await {
+        tracing::warn!("closing the session: {e}");
+    }
+    if session.guard.is_finished() {
+        // Unmounted from outside: dropping the session would unmount the path again, and
+        // by now a new mount may sit there.
+        std::mem::forget(session);
+    } else {
+        drop(session);
+    }
+    Ok(())
+}
+
+/// Until SIGINT/SIGTERM, or the file system is unmounted from outside.
+async fn wait_for_stop(session: &strata_fuse::BackgroundSession) {
+    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return,
+            _ = term.recv() => return,
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {
+                if session.guard.is_finished() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+pub fn run_umount(a: UmountArgs) -> Result<()> {
+    if !is_mounted(&a.mountpoint) {
+        bail!("{} is not mounted", a.mountpoint.display());
+    }
+    let flags = if a.force {
+        nix::mount::MntFlags::MNT_DETACH
+    } else {
+        nix::mount::MntFlags::empty()
+    };
+    match nix::mount::umount2(&a.mountpoint, flags) {
+        Ok(()) => Ok(()),
+        Err(nix::errno::Errno::EBUSY) => bail!("{} is busy (use --force)", a.mountpoint.display()),
+        Err(nix::errno::Errno::EPERM) => {
+            let status = std::process::Command::new("fusermount3")
+                .arg("-u")
+                .arg(&a.mountpoint)
+                .status()
+                .context("unmount needs root or fusermount3")?;
+            if status.success() {
+                Ok(())
+            } else {
+                bail!("fusermount3 -u failed: {status}")
+            }
+        }
+        Err(e) => bail!("cannot unmount {}: {e}", a.mountpoint.display()),
+    }
+}

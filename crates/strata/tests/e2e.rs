@@ -1,0 +1,344 @@
+//! End-to-end tests on a real FUSE mount, driven through the `strata` command and shell
+//! tools. They need root and /dev/fuse (CI runs as root); without them they fail loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const STRATA: &str = env!("CARGO_BIN_EXE_strata");
+
+/// A formatted volume in a temporary directory.
+struct Volume {
+    dir: tempfile::TempDir,
+    meta_url: String,
+}
+
+/// A mount of a volume; unmounted on drop.
+struct Mount {
+    path: PathBuf,
+    log: PathBuf,
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Run a shell script in `dir`; returns stdout.
+fn sh(dir: &Path, script: &str) -> String {
+    let out = run(Command::new("bash")
+        .arg("-euo")
+        .arg("pipefail")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+impl Volume {
+    fn new() -> Volume {
+        assert!(
+            Path::new("/dev/fuse").exists(),
+            "end-to-end tests need /dev/fuse"
+        );
+        assert!(
+            nix_is_root(),
+            "end-to-end tests need root (CI runs as root)"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let meta_url = format!("sqlite3://{}", dir.path().join("meta.db").display());
+        let bucket = dir.path().join("bucket");
+        run(Command::new(STRATA)
+            .args([
+                "format",
+                &meta_url,
+                "e2e-vol",
+                "--trash-days",
+                "0",
+                "--bucket",
+            ])
+            .arg(&bucket));
+        Volume { dir, meta_url }
+    }
+
+    fn mount(&self, name: &str) -> Mount {
+        let path = self.dir.path().join(name);
+        std::fs::create_dir_all(&path).unwrap();
+        let log = self.dir.path().join(format!("{name}.log"));
+        let cache = self.dir.path().join(format!("{name}-cache"));
+        run(Command::new(STRATA)
+            .args(["mount", &self.meta_url])
+            .arg(&path)
+            .args(["-d", "--log"])
+            .arg(&log)
+            .arg("--cache-dir")
+            .arg(&cache));
+        Mount { path, log }
+    }
+}
+
+fn nix_is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout.starts_with(b"0"))
+        .unwrap_or(false)
+}
+
+fn is_mounted(path: &Path) -> bool {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    mounts
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(path.to_str().unwrap_or("")))
+}
+
+impl Mount {
+    fn unmount(&self) {
+        if is_mounted(&self.path) {
+            let _ = Command::new(STRATA).arg("umount").arg(&self.path).output();
+            let started = Instant::now();
+            while is_mounted(&self.path) && started.elapsed() < Duration::from_secs(20) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        self.unmount();
+        if is_mounted(&self.path) {
+            let _ = Command::new(STRATA)
+                .args(["umount", "--force"])
+                .arg(&self.path)
+                .output();
+        }
+    }
+}
+
+/// The same shell steps on the mount and on a local directory give the same results.
+#[test]
+fn shell_tools_behave_like_a_local_directory() {
+    let vol = Volume::new();
+    let m = vol.mount("mnt");
+    let local = vol.dir.path().join("local");
+    std::fs::create_dir_all(&local).unwrap();
+    let script = r#"
+        umask 022
+        echo hello > a; echo world >> a; cat a
+        printf 'x%.0s' $(seq 1 5000) > big; truncate -s 100 big; wc -c < big; truncate -s 9000 big; od -c big | tail -3
+        mkdir -p d/e; mv a d/e/b; ln d/e/b hard; ln -s d/e/b soft; readlink soft; cat soft
+        chmod 640 hard; chown 1000:1000 hard; touch -d '2020-01-02 03:04:05' hard
+        stat -c '%n %s %a %u %g %h %F' hard d/e/b soft d d/e big | sort; stat -c '%Y' hard
+        setfattr -n user.k -v v1 hard 2>/dev/null && getfattr -n user.k --only-values hard 2>/dev/null || echo no-xattr-tools
+        rm hard; ls -R | sort; stat -c '%h' d/e/b
+        dd if=/dev/zero of=z bs=1k count=10 seek=5 2>/dev/null; stat -c %s z; cmp z <(head -c 15360 /dev/zero) && echo zero-ok
+        mv d/e/b d/c; rmdir d/e; ls d; rm -r d; ls
+    "#;
+    let on_mount = sh(&m.path, script);
+    let on_local = sh(&local, script);
+    assert_eq!(on_mount, on_local, "mount log:\n{}", m.log());
+}
+
+#[test]
+fn large_files_and_random_overlapping_writes_keep_their_bytes() {
+    let vol = Volume::new();
+    let m = vol.mount("mnt");
+    let out = sh(
+        &m.path,
+        r#"
+        head -c 1073741824 /dev/urandom | tee big.bin | md5sum | cut -d' ' -f1 > ../want.md5
+        md5sum < big.bin | cut -d' ' -f1 > ../got.md5
+        cmp ../want.md5 ../got.md5 && echo big-ok
+        python3 - <<'PY'
+import os, random
+random.seed(7)
+ref = bytearray(3_000_000)
+fd = os.open("rand.bin", os.O_RDWR | os.O_CREAT, 0o644)
+for i in range(400):
+    off = random.randrange(0, len(ref) - 70000)
+    data = os.urandom(random.randrange(1, 70000))
+    ref[off:off+len(data)] = data
+    os.pwrite(fd, data, off)
+    if i % 50 == 0:
+        os.fsync(fd)
+end = max(i for i in range(len(ref)) if ref[i]) + 1 if any(ref) else 0
+os.close(fd)
+got = open("rand.bin", "rb").read()
+assert got == bytes(ref[:len(got)]), "content differs"
+assert len(got) >= end
+print("random-ok")
+PY
+    "#,
+    );
+    assert!(
+        out.contains("big-ok") && out.contains("random-ok"),
+        "{out}\n{}",
+        m.log()
+    );
+    // Everything is still there after unmount and remount.
+    m.unmount();
+    let again = vol.mount("mnt");
+    let out = sh(
+        &again.path,
+        "md5sum < big.bin | cut -d' ' -f1 | cmp - ../want.md5 && echo remount-ok",
+    );
+    assert!(out.contains("remount-ok"), "{out}");
+}
+
+#[test]
+fn sqlite_git_and_tar_work() {
+    let vol = Volume::new();
+    let m = vol.mount("mnt");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = sh(
+        &m.path,
+        &format!(
+            r#"
+        python3 -c "
+import sqlite3
+c = sqlite3.connect('t.db'); c.execute('pragma journal_mode=wal'); c.execute('create table t(a, b)')
+for i in range(10000):
+    c.execute('insert into t values (?, ?)', (i, str(i) * 10))
+    if i % 100 == 0: c.commit()
+c.commit()
+print(c.execute('pragma integrity_check').fetchone()[0], c.execute('select count(*) from t').fetchone()[0])
+"
+        tar -C {src} -cf ../src.tar crates docs
+        mkdir x && tar -C x -xf ../src.tar && mkdir ../x-local && tar -C ../x-local -xf ../src.tar
+        diff -r x ../x-local && echo tar-ok
+        git init -q repo && cp -r x/crates repo/ && cd repo
+        git add . && git -c user.email=t@t -c user.name=t commit -qm import && git fsck --strict 2>&1 && echo git-ok
+        git log --oneline | wc -l
+    "#,
+            src = src.display()
+        ),
+    );
+    assert!(out.contains("ok 10000"), "sqlite: {out}\n{}", m.log());
+    assert!(
+        out.contains("tar-ok") && out.contains("git-ok"),
+        "{out}\n{}",
+        m.log()
+    );
+}
+
+#[test]
+fn two_mounts_see_closed_files_and_share_locks() {
+    let vol = Volume::new();
+    let a = vol.mount("a");
+    let b = vol.mount("b");
+    sh(&a.path, "echo from-a > shared.txt");
+    let seen = sh(&b.path, "cat shared.txt");
+    assert_eq!(seen, "from-a\n", "close-to-open visibility");
+    let script = |other: &Path| {
+        format!(
+            r#"
+python3 - <<'PY'
+import fcntl, os, subprocess, sys
+def other(code):
+    return subprocess.run([sys.executable, "-c", "import fcntl, os\nfd = os.open('{other}/lock.txt', os.O_RDWR)\n" + code],
+                          capture_output=True, text=True).stdout.strip()
+probe = "try:\n    fcntl.{{}}(fd, fcntl.LOCK_EX | fcntl.LOCK_NB); print('free')\nexcept OSError: print('blocked')"
+fd = os.open("lock.txt", os.O_RDWR | os.O_CREAT, 0o644)
+print("posix-while-held:", other(probe.format("lockf")))
+fcntl.lockf(fd, fcntl.LOCK_EX)
+print("posix-held:", other(probe.format("lockf")))
+fcntl.lockf(fd, fcntl.LOCK_UN)
+print("posix-released:", other(probe.format("lockf")))
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("flock-held:", other(probe.format("flock")))
+fcntl.flock(fd, fcntl.LOCK_UN)
+print("flock-released:", other(probe.format("flock")))
+PY
+"#,
+            other = other.display()
+        )
+    };
+    let out = sh(&a.path, &script(&b.path));
+    assert!(out.contains("posix-while-held: free"), "{out}");
+    assert!(
+        out.contains("posix-held: blocked"),
+        "POSIX locks conflict across mounts: {out}"
+    );
+    assert!(out.contains("posix-released: free"), "{out}");
+    assert!(
+        out.contains("flock-held: blocked"),
+        "flock conflicts across mounts: {out}"
+    );
+    assert!(out.contains("flock-released: free"), "{out}");
+}
+
+#[test]
+fn a_killed_mount_keeps_what_was_fsynced() {
+    let vol = Volume::new();
+    let m = vol.mount("mnt");
+    sh(
+        &m.path,
+        "head -c 5000000 /dev/urandom > ../safe.bin; cp ../safe.bin safe.bin; sync safe.bin; \
+         python3 -c \"import os; fd=os.open('safe.bin', os.O_RDONLY); os.fsync(fd)\"",
+    );
+    // Keep writing another file while the mount is killed.
+    let mut writer = Command::new("bash")
+        .arg("-c")
+        .arg("while true; do head -c 1000000 /dev/urandom >> unsynced.bin || exit 0; done")
+        .current_dir(&m.path)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let pattern = format!("mount {} ", vol.meta_url);
+    let pid = sh(vol.dir.path(), &format!("pgrep -f '{pattern}' | head -1"))
+        .trim()
+        .to_string();
+    assert!(!pid.is_empty(), "mount process found");
+    sh(vol.dir.path(), &format!("kill -9 {pid}"));
+    let _ = writer.wait();
+    let _ = Command::new("umount").arg("-l").arg(&m.path).status();
+    let again = vol.mount("mnt");
+    let out = sh(&again.path, "cmp safe.bin ../safe.bin && echo intact; ls");
+    assert!(
+        out.contains("intact"),
+        "fsynced data survives kill -9: {out}"
+    );
+}
+
+#[test]
+fn a_non_root_user_gets_eacces_where_linux_would() {
+    let vol = Volume::new();
+    let m = vol.mount("mnt");
+    let out = sh(
+        &m.path,
+        r#"
+        mkdir private && chmod 700 private && echo secret > private/s && chmod 600 private/s
+        echo open > public && chmod 644 public
+        as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+        denied() { local err; err=$(as_user "$@" 2>&1 >/dev/null) && return 1; case "$err" in *"Permission denied"*) return 0;; esac; return 1; }
+        as_user cat public
+        denied cat private/s && echo read-denied
+        denied ls private && echo list-denied
+        denied sh -c 'echo x >> public' && echo write-denied
+        as_user chmod 777 public 2>/dev/null || echo chmod-refused
+        as_user touch own && echo create-allowed
+    "#,
+    );
+    assert!(out.contains("open"), "{out}");
+    for expected in [
+        "read-denied",
+        "list-denied",
+        "write-denied",
+        "chmod-refused",
+        "create-allowed",
+    ] {
+        assert!(out.contains(expected), "{expected}: {out}");
+    }
+}
