@@ -14,6 +14,11 @@ command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
+# End-to-end tests on a real FUSE mount: shell tools they drive.
+command -v fusermount3 >/dev/null 2>&1 || need_apt+=(fuse3)
+command -v setfattr >/dev/null 2>&1 || need_apt+=(attr)
+command -v git >/dev/null 2>&1 || need_apt+=(git)
+command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing system packages: ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
