@@ -107,6 +107,8 @@ impl Vfs {
             self.writable()?;
         }
         let mut attr = self.meta.open(ctx, ino, flags).await.map_err(from_meta)?;
+        // Close-to-open: whatever other clients closed before this open must show.
+        self.open_files.invalidate(ino);
         self.apply_pending_length(ino, &mut attr).await;
         Ok((self.register(ino), attr))
     }
@@ -136,7 +138,7 @@ impl Vfs {
         let handle = self.handle(fh)?;
         let ino = handle.ino;
         self.flush_inode(ino).await?;
-        let length = self.meta.getattr(ino).await.map_err(from_meta)?.length;
+        let length = self.cached_length(ino).await?;
         if off >= length || size == 0 {
             return Ok(Bytes::new());
         }
@@ -146,20 +148,46 @@ impl Vfs {
             .lock()
             .ok()
             .and_then(|mut w| w.on_read(off, len));
-        let mut out = BytesMut::with_capacity(len as usize);
-        for (index, within, _, take) in chunk_pieces(off, len) {
-            let slices = self.meta.read_chunk(ino, index).await.map_err(from_meta)?;
+        let mut out = BytesMut::new();
+        let mut single = None;
+        for (index, within, at, take) in chunk_pieces(off, len) {
+            let slices = self.cached_chunk(ino, index).await?;
             let data = self
                 .chunks
                 .read(&slices, within, take)
                 .await
                 .map_err(from_chunk)?;
-            out.extend_from_slice(&data);
+            if at == 0 && u64::from(take) == len {
+                single = Some(data.clone());
+            } else {
+                out.extend_from_slice(&data);
+            }
             if let Some((start, n)) = prefetch {
                 self.prefetch_in_chunk(&slices, index, start, n.min(length.saturating_sub(start)));
             }
         }
-        Ok(out.freeze())
+        Ok(single.unwrap_or_else(|| out.freeze()))
+    }
+
+    async fn cached_length(&self, ino: Ino) -> Result<u64> {
+        if let Some(length) = self.open_files.length(ino) {
+            return Ok(length);
+        }
+        let generation = self.open_files.generation(ino);
+        let length = self.meta.getattr(ino).await.map_err(from_meta)?.length;
+        self.open_files.set_length(ino, generation, length);
+        Ok(length)
+    }
+
+    async fn cached_chunk(&self, ino: Ino, index: u32) -> Result<Arc<Vec<Slice>>> {
+        if let Some(slices) = self.open_files.chunk(ino, index) {
+            return Ok(slices);
+        }
+        let generation = self.open_files.generation(ino);
+        let slices = Arc::new(self.meta.read_chunk(ino, index).await.map_err(from_meta)?);
+        self.open_files
+            .set_chunk(ino, generation, index, slices.clone());
+        Ok(slices)
     }
 
     /// Start background fetches of the part of `[start, start+n)` inside chunk `index`.
@@ -209,7 +237,9 @@ impl Vfs {
                 .map_err(from_chunk);
         }
         if let Some(old) = pending.open.remove(&index) {
-            self.commit_slice(ino, index, old).await?;
+            let committed = self.commit_slice(ino, index, old).await;
+            self.open_files.invalidate(ino);
+            committed?;
         }
         let id = self.meta.new_slice_id().await.map_err(from_meta)?;
         let mut writer = self.chunks.writer(id, within);
@@ -291,6 +321,7 @@ impl Vfs {
             .replace_slices(ino, index, &slices, merged)
             .await
             .map_err(from_meta)?;
+        self.open_files.invalidate(ino);
         if !replaced {
             self.chunks
                 .delete_slice(id, size)
@@ -307,6 +338,9 @@ impl Vfs {
         };
         let mut pending = pending.lock().await;
         let open = std::mem::take(&mut pending.open);
+        if open.is_empty() {
+            return Ok(());
+        }
         let mut first_error = None;
         for (index, slice) in open {
             if let Err(e) = self.commit_slice(ino, index, slice).await {
@@ -314,6 +348,7 @@ impl Vfs {
             }
         }
         pending.length = 0;
+        self.open_files.invalidate(ino);
         first_error.map_or(Ok(()), Err)
     }
 
@@ -348,6 +383,7 @@ impl Vfs {
             && let Ok(mut pending) = self.pending.lock()
         {
             pending.remove(&handle.ino);
+            self.open_files.remove(handle.ino);
         }
         flushed
     }
@@ -357,11 +393,9 @@ impl Vfs {
         let handle = self.handle(fh)?;
         self.flush_inode(handle.ino).await?;
         let mode = FallocateMode::from_bits(mode).map_err(from_meta)?;
-        self.meta
-            .fallocate(handle.ino, mode, off, len)
-            .await
-            .map(drop)
-            .map_err(from_meta)
+        let result = self.meta.fallocate(handle.ino, mode, off, len).await;
+        self.open_files.invalidate(handle.ino);
+        result.map(drop).map_err(from_meta)
     }
 
     pub async fn copy_file_range(
@@ -382,6 +416,7 @@ impl Vfs {
             .copy_file_range(src, off_in, dst, off_out, len, flags)
             .await
             .map_err(from_meta)?;
+        self.open_files.invalidate(dst);
         Ok(copied)
     }
 
@@ -402,21 +437,6 @@ impl Vfs {
         loop {
             match self.meta.setlk(handle.ino, owner, lock).await {
                 Err(MetaError::Posix(Errno::EAGAIN)) if wait && lock.kind != LockKind::Unlock => {
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(std::time::Duration::from_millis(100));
-                }
-                other => return other.map_err(from_meta),
-            }
-        }
-    }
-
-    /// flock(2) on a handle.
-    pub async fn flock(&self, fh: u64, kind: LockKind, wait: bool) -> Result<()> {
-        let handle = self.handle(fh)?;
-        let mut delay = std::time::Duration::from_millis(1);
-        loop {
-            match self.meta.flock(handle.ino, fh, kind).await {
-                Err(MetaError::Posix(Errno::EAGAIN)) if wait && kind != LockKind::Unlock => {
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(std::time::Duration::from_millis(100));
                 }

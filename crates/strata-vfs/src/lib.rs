@@ -9,6 +9,7 @@ mod background;
 mod dir;
 pub mod errno;
 mod file;
+mod opencache;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -70,6 +71,8 @@ pub struct Vfs {
     next_fh: AtomicU64,
     /// Unflushed writes per inode, shared by this client's handles of that inode.
     pending: Mutex<HashMap<Ino, Arc<tokio::sync::Mutex<PendingWrites>>>>,
+    /// Lengths and slice lists of files open here.
+    open_files: opencache::OpenFileCache,
 }
 
 impl Vfs {
@@ -82,6 +85,7 @@ impl Vfs {
             dirs: Mutex::default(),
             next_fh: AtomicU64::new(1),
             pending: Mutex::default(),
+            open_files: opencache::OpenFileCache::default(),
         }
     }
 
@@ -141,6 +145,7 @@ impl Vfs {
             self.flush_inode(ino).await?;
         }
         let mut attr = self.meta.setattr(ctx, ino, set).await.map_err(from_meta)?;
+        self.open_files.invalidate(ino);
         // Unflushed writes still count: the kernel takes this reply as the file's size.
         self.apply_pending_length(ino, &mut attr).await;
         Ok(attr)
