@@ -30,15 +30,15 @@ pub struct FormatArgs {
     /// Compression: none, lz4 or zstd
     #[arg(long, default_value = "none")]
     compress: String,
-    /// Days deleted files stay in .trash (0 disables the trash)
-    #[arg(long, default_value_t = 1)]
-    trash_days: u32,
-    /// Capacity limit in GiB (0 = unlimited)
-    #[arg(long, default_value_t = 0)]
-    capacity: u64,
-    /// Inode limit (0 = unlimited)
-    #[arg(long, default_value_t = 0)]
-    inodes: u64,
+    /// Days deleted files stay in .trash (0 disables the trash) [default: 1, or unchanged]
+    #[arg(long)]
+    trash_days: Option<u32>,
+    /// Capacity limit in GiB (0 = unlimited) [default: 0, or unchanged]
+    #[arg(long)]
+    capacity: Option<u64>,
+    /// Inode limit (0 = unlimited) [default: 0, or unchanged]
+    #[arg(long)]
+    inodes: Option<u64>,
     /// Overwrite the settings of an existing volume even if they differ
     #[arg(long)]
     force: bool,
@@ -67,7 +67,7 @@ pub fn run_format(a: FormatArgs) -> Result<()> {
     } else {
         bucket
     };
-    let format = Format {
+    let mut format = Format {
         name: a.name.clone(),
         uuid: uuid::Uuid::new_v4().to_string(),
         storage: a.storage.clone(),
@@ -76,9 +76,9 @@ pub fn run_format(a: FormatArgs) -> Result<()> {
         secret_key: a.secret_key.clone(),
         block_size_kib: a.block_size,
         compression: a.compress.clone(),
-        trash_days: a.trash_days,
-        capacity: a.capacity << 30,
-        inodes: a.inodes,
+        trash_days: a.trash_days.unwrap_or(1),
+        capacity: a.capacity.unwrap_or(0) << 30,
+        inodes: a.inodes.unwrap_or(0),
         created_at: strata_meta::now_ns() / 1_000_000_000,
         meta_version: META_VERSION,
     };
@@ -90,6 +90,12 @@ pub fn run_format(a: FormatArgs) -> Result<()> {
             check_store(&backend).await?;
         }
         let meta = Meta::new(wiring::open_engine(&a.meta_url)?, MetaOptions::default());
+        // Reformatting an existing volume changes only the settings given on the command line.
+        if let Ok(old) = meta.load().await {
+            format.trash_days = a.trash_days.unwrap_or(old.trash_days);
+            format.capacity = a.capacity.map_or(old.capacity, |c| c << 30);
+            format.inodes = a.inodes.unwrap_or(old.inodes);
+        }
         let stored = match meta.format(&format, a.force).await {
             Ok(f) => f,
             Err(MetaError::FormatMismatch(d)) => {
