@@ -294,6 +294,9 @@ impl fuser::Filesystem for StrataFs {
         let ctx = ctx(req);
         self.spawn(|vfs| async move {
             match vfs.open(&ctx, Ino(ino.0), flags.0 as u32).await {
+                Ok((fh, _)) if strata_vfs::is_internal(Ino(ino.0)) => {
+                    reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO)
+                }
                 Ok((fh, _)) => reply.opened(FileHandle(fh), FopenFlags::empty()),
                 Err(e) => reply.error(errno(e)),
             }

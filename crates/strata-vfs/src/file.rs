@@ -103,6 +103,9 @@ impl Vfs {
 
     /// open(2) of an existing file; returns the handle and the attributes.
     pub async fn open(&self, ctx: &Ctx, ino: Ino, flags: u32) -> Result<(u64, Attr)> {
+        if crate::is_internal(ino) {
+            return self.open_internal(ino, flags);
+        }
         if flags & O_ACCMODE != 0 {
             self.writable()?;
         }
@@ -111,6 +114,19 @@ impl Vfs {
         self.open_files.invalidate(ino);
         self.apply_pending_length(ino, &mut attr).await;
         Ok((self.register(ino), attr))
+    }
+
+    fn open_internal(&self, ino: Ino, flags: u32) -> Result<(u64, Attr)> {
+        if flags & O_ACCMODE != 0 {
+            return Err(Errno::EACCES);
+        }
+        let content = Bytes::from(self.internal_content(ino));
+        let attr = crate::internal::internal_attr(content.len() as u64);
+        let fh = self.register(ino);
+        if let Ok(mut reads) = self.internal_reads.lock() {
+            reads.insert(fh, content);
+        }
+        Ok((fh, attr))
     }
 
     /// Create and open a regular file.
@@ -135,6 +151,16 @@ impl Vfs {
 
     /// Read up to `size` bytes at `off` (short at the end of the file).
     pub async fn read(&self, fh: u64, off: u64, size: u32) -> Result<Bytes> {
+        if let Some(content) = self
+            .internal_reads
+            .lock()
+            .ok()
+            .and_then(|r| r.get(&fh).cloned())
+        {
+            let start = (off as usize).min(content.len());
+            let end = (start + size as usize).min(content.len());
+            return Ok(content.slice(start..end));
+        }
         let handle = self.handle(fh)?;
         let ino = handle.ino;
         self.flush_inode(ino).await?;
@@ -374,6 +400,15 @@ impl Vfs {
     /// Last close of a handle.
     pub async fn release(&self, fh: u64) -> Result<()> {
         let handle = self.handle(fh)?;
+        if crate::is_internal(handle.ino) {
+            if let Ok(mut reads) = self.internal_reads.lock() {
+                reads.remove(&fh);
+            }
+            if let Ok(mut handles) = self.handles.lock() {
+                handles.remove(&fh);
+            }
+            return Ok(());
+        }
         let flushed = self.flush_inode(handle.ino).await;
         if let Ok(mut handles) = self.handles.lock() {
             handles.remove(&fh);

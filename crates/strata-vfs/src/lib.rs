@@ -9,6 +9,7 @@ mod background;
 mod dir;
 pub mod errno;
 mod file;
+mod internal;
 mod opencache;
 
 use std::collections::HashMap;
@@ -22,6 +23,7 @@ use strata_types::{Attr, Errno, FileType, Ino};
 
 pub use background::BackgroundJobs;
 pub use dir::DirEntryPlus;
+pub use internal::{CONFIG_INO, STATS_INO, is_internal};
 /// Types of the metadata layer that front ends use through the VFS.
 pub use strata_meta::{Ctx, Entry, LockKind, PosixLock, SetAttr, StatFs, TimeSet};
 
@@ -73,6 +75,12 @@ pub struct Vfs {
     pending: Mutex<HashMap<Ino, Arc<tokio::sync::Mutex<PendingWrites>>>>,
     /// Lengths and slice lists of files open here.
     open_files: opencache::OpenFileCache,
+    /// What `.config` shows.
+    config_text: Mutex<String>,
+    /// Object store counters for `.stats`.
+    object_stats: Mutex<Option<Arc<strata_object::metered::ObjectStats>>>,
+    /// Contents of open internal files, by handle.
+    internal_reads: Mutex<HashMap<u64, bytes::Bytes>>,
 }
 
 impl Vfs {
@@ -86,6 +94,9 @@ impl Vfs {
             next_fh: AtomicU64::new(1),
             pending: Mutex::default(),
             open_files: opencache::OpenFileCache::default(),
+            config_text: Mutex::default(),
+            object_stats: Mutex::default(),
+            internal_reads: Mutex::default(),
         }
     }
 
@@ -116,6 +127,9 @@ impl Vfs {
     /// Attributes as this client sees them: the stored ones, with the length of its own
     /// unflushed writes.
     pub async fn getattr(&self, ino: Ino) -> Result<Attr> {
+        if is_internal(ino) {
+            return Ok(internal::internal_attr(0));
+        }
         let mut attr = self.meta.getattr(ino).await.map_err(from_meta)?;
         self.apply_pending_length(ino, &mut attr).await;
         Ok(attr)
@@ -129,6 +143,14 @@ impl Vfs {
     }
 
     pub async fn lookup(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<Entry> {
+        if parent == Ino::ROOT
+            && let Some(ino) = internal::internal_ino(name)
+        {
+            return Ok(Entry {
+                ino,
+                attr: internal::internal_attr(0),
+            });
+        }
         let mut entry = self
             .meta
             .lookup(ctx, parent, name)

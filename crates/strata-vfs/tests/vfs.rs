@@ -201,3 +201,35 @@ async fn deleted_data_is_freed_in_the_background_pass() {
         "blocks deleted"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_files_show_stats_and_config() {
+    let vol = Volume::new().await;
+    let a = vol.client().await;
+    let ctx = Ctx::root();
+    a.set_config_text("{\"meta_url\": \"sqlite3://x\"}\n".into());
+    let (_, fh) = a.create(&ctx, Ino::ROOT, b"f", 0o644).await.unwrap();
+    a.write(fh, 0, &pattern(200_000, 4)).await.unwrap();
+    a.release(fh).await.unwrap();
+    let stats = a.lookup(&ctx, Ino::ROOT, b".stats").await.unwrap();
+    assert!(strata_vfs::is_internal(stats.ino));
+    let (fh, attr) = a.open(&ctx, stats.ino, 0).await.unwrap();
+    let text = String::from_utf8(a.read(fh, 0, 1 << 20).await.unwrap().to_vec()).unwrap();
+    assert_eq!(attr.length as usize, text.len());
+    assert!(text.contains("strata_blocks_uploaded 4"), "{text}");
+    assert!(text.contains("strata_buffer_bytes_in_use 0"), "{text}");
+    a.release(fh).await.unwrap();
+    let config = a.lookup(&ctx, Ino::ROOT, b".config").await.unwrap();
+    let (fh, _) = a.open(&ctx, config.ino, 0).await.unwrap();
+    assert_eq!(
+        &a.read(fh, 0, 100).await.unwrap()[..],
+        b"{\"meta_url\": \"sqlite3://x\"}\n"
+    );
+    a.release(fh).await.unwrap();
+    assert_eq!(
+        a.open(&ctx, config.ino, 1).await.unwrap_err(),
+        strata_types::Errno::EACCES
+    );
+    let listed = a.meta().readdir(Ino::ROOT, None, 100, false).await.unwrap();
+    assert_eq!(listed.len(), 1, "internal files are not listed");
+}

@@ -247,7 +247,7 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
             ..RetryPolicy::default()
         },
     };
-    let (store, _stats) = build(backend, &stack);
+    let (store, object_stats) = build(backend, &stack);
     store
         .list("", None, 1)
         .await
@@ -282,6 +282,8 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         read_only: a.read_only,
     };
     let vfs = Arc::new(Vfs::new(meta.clone(), chunks, vfs_opts));
+    vfs.set_object_stats(object_stats);
+    vfs.set_config_text(config_text(&a, &format, &mountpoint, meta.session_id()));
     let jobs = BackgroundJobs::start(
         vfs.clone(),
         Duration::from_secs(a.heartbeat.max(1)),
@@ -318,6 +320,21 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         drop(session);
     }
     Ok(())
+}
+
+/// What `.config` shows: the volume, the session and this mount's settings.
+fn config_text(a: &MountArgs, format: &strata_meta::Format, mountpoint: &Path, sid: u64) -> String {
+    let mut shown = format.clone();
+    shown.secret_key = shown.secret_key.map(|_| "removed".into());
+    let json = serde_json::json!({
+        "meta_url": a.meta_url,
+        "mountpoint": mountpoint,
+        "sid": sid,
+        "format": shown,
+        "mount": format!("{a:?}"),
+        "version": env!("CARGO_PKG_VERSION"),
+    });
+    serde_json::to_string_pretty(&json).unwrap_or_default() + "\n"
 }
 
 /// Until SIGINT/SIGTERM, or the file system is unmounted from outside.

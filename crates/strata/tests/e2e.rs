@@ -277,6 +277,17 @@ PY
         "flock conflicts across mounts: {out}"
     );
     assert!(out.contains("flock-released: free"), "{out}");
+    // Internal files: live counters and the mount's settings.
+    let internal = sh(
+        &a.path,
+        "grep strata_object_bytes_up .stats; grep -o '\"meta_url\": \"sqlite3://[^\"]*' .config; ls -a | grep -c stats || true",
+    );
+    assert!(internal.contains("strata_object_bytes_up"), "{internal}");
+    assert!(internal.contains(&vol.meta_url), "{internal}");
+    assert!(
+        internal.trim_end().ends_with('0'),
+        ".stats is not listed: {internal}"
+    );
 }
 
 #[test]

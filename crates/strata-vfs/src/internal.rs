@@ -1,0 +1,121 @@
+//! Internal files at the root of a mount: `.stats` (live counters of this client) and
+//! `.config` (the client's settings, as the command line gave them). They are not listed by
+//! readdir and cannot be changed; their contents are generated when opened. Inode numbers
+//! come from the reserved range (docs/FORMAT.md).
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use strata_chunk::CacheStats;
+use strata_object::metered::ObjectStats;
+use strata_types::{Attr, FileType, Ino};
+
+use crate::Vfs;
+
+pub const STATS_INO: Ino = Ino(0x7FFF_FFFF_0000_0001);
+pub const CONFIG_INO: Ino = Ino(0x7FFF_FFFF_0000_0002);
+
+/// The internal file named `name` at the root, if any.
+pub fn internal_ino(name: &[u8]) -> Option<Ino> {
+    match name {
+        b".stats" => Some(STATS_INO),
+        b".config" => Some(CONFIG_INO),
+        _ => None,
+    }
+}
+
+/// True for the inodes of internal files (front ends serve them with direct I/O: their
+/// size is not known before they are read).
+pub fn is_internal(ino: Ino) -> bool {
+    ino == STATS_INO || ino == CONFIG_INO
+}
+
+pub(crate) fn internal_attr(length: u64) -> Attr {
+    let now = strata_meta::now_ns();
+    Attr {
+        kind: FileType::Regular,
+        mode: 0o444,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        atime: now,
+        mtime: now,
+        ctime: now,
+        nlink: 1,
+        length,
+        parent: Ino::ROOT,
+    }
+}
+
+impl Vfs {
+    /// Record the settings `.config` shows.
+    pub fn set_config_text(&self, text: String) {
+        if let Ok(mut c) = self.config_text.lock() {
+            *c = text;
+        }
+    }
+
+    /// Let `.stats` show the object store's counters.
+    pub fn set_object_stats(&self, stats: Arc<ObjectStats>) {
+        if let Ok(mut s) = self.object_stats.lock() {
+            *s = Some(stats);
+        }
+    }
+
+    /// Current contents of an internal file.
+    pub(crate) fn internal_content(&self, ino: Ino) -> Vec<u8> {
+        if ino == CONFIG_INO {
+            return self
+                .config_text
+                .lock()
+                .map(|c| c.clone())
+                .unwrap_or_default()
+                .into_bytes();
+        }
+        self.stats_text().into_bytes()
+    }
+
+    fn stats_text(&self) -> String {
+        let mut out = String::new();
+        let mut line = |name: &str, value: u64| {
+            let _ = writeln!(out, "strata_{name} {value}");
+        };
+        let handles = self.handles.lock().map(|h| h.len()).unwrap_or(0);
+        line("open_handles", handles as u64);
+        line("buffer_bytes_in_use", self.chunks.budget().in_use());
+        line("buffer_bytes_capacity", self.chunks.budget().capacity());
+        let cache = self.chunks.cache();
+        let cs = cache.stats();
+        line("cache_bytes", cache.used_bytes());
+        line("cache_hits", CacheStats::get(&cs.hits));
+        line("cache_misses", CacheStats::get(&cs.misses));
+        line("cache_evictions", CacheStats::get(&cs.evictions));
+        line("cache_corrupt", CacheStats::get(&cs.corrupt));
+        let chunk = self.chunks.stats();
+        line(
+            "blocks_uploaded",
+            chunk.blocks_uploaded.load(Ordering::Relaxed),
+        );
+        line(
+            "fetches_joined",
+            chunk.joined_fetches.load(Ordering::Relaxed),
+        );
+        line("prefetches", chunk.prefetches.load(Ordering::Relaxed));
+        line(
+            "prefetches_dropped",
+            chunk.prefetches_dropped.load(Ordering::Relaxed),
+        );
+        if let Some(stats) = self.object_stats.lock().ok().and_then(|s| s.clone()) {
+            line("object_bytes_up", stats.bytes_up());
+            line("object_bytes_down", stats.bytes_down());
+            for (op, result, n) in stats.snapshot() {
+                let _ = writeln!(
+                    out,
+                    "strata_object_requests{{op=\"{op}\",result=\"{result}\"}} {n}"
+                );
+            }
+        }
+        out
+    }
+}
