@@ -8,7 +8,7 @@ use bytes::BytesMut;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Most idle block buffers kept for reuse.
-const MAX_IDLE_BUFFERS: usize = 32;
+const MAX_IDLE_BUFFERS: usize = 8;
 
 /// A byte budget shared by all writers of a client.
 #[derive(Debug)]

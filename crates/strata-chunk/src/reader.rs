@@ -22,7 +22,7 @@ use crate::{ChunkError, ChunkStats, Result, block_key, block_sizes};
 type Fetch = SharedFuture<BoxFuture<'static, Result<Bytes>>>;
 
 /// Fetched blocks waiting to be written to the cache, at most.
-const PENDING_CACHE_WRITES: usize = 16;
+const PENDING_CACHE_WRITES: usize = 8;
 
 /// State shared by a store, its writers and its background fetches.
 #[derive(Debug)]

@@ -369,15 +369,19 @@ async fn the_memory_cache_limit_holds() {
         off: 0,
         len: 10 * BS,
     }];
-    r.chunks.read(&slices, 0, 10 * BS).await.unwrap();
-    // Fetched blocks are cached in the background: the limit holds throughout.
-    for _ in 0..200 {
-        assert!(cache.used_bytes() <= 2500);
-        if CacheStats::get(&cache.stats().evictions) >= 8 {
-            break;
+    // Read block by block; each fetched block is cached in the background.
+    for i in 0..10 {
+        r.chunks.read(&slices, i * BS, BS).await.unwrap();
+        let key = block_key(12, i, BS);
+        for _ in 0..200 {
+            assert!(cache.used_bytes() <= 2500, "the limit holds throughout");
+            if cache.get(&key).await.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    assert!(cache.used_bytes() <= 2500);
     assert!(CacheStats::get(&cache.stats().evictions) >= 8);
 }
 
