@@ -3,6 +3,7 @@
 //! metadata engine, format record → object store.
 
 mod format_cmd;
+mod info_cmd;
 mod mount_cmd;
 mod wiring;
 
@@ -28,6 +29,8 @@ enum Command {
     Umount(mount_cmd::UmountArgs),
     /// Show a volume's settings and live sessions.
     Status(format_cmd::StatusArgs),
+    /// Show what a file or directory on a mounted volume is made of (inode, slices, objects).
+    Info(info_cmd::InfoArgs),
     /// Print the version.
     Version,
 }
@@ -39,6 +42,7 @@ fn main() -> ExitCode {
         Command::Mount(a) => mount_cmd::run_mount(a),
         Command::Umount(a) => mount_cmd::run_umount(a),
         Command::Status(a) => format_cmd::run_status(a),
+        Command::Info(a) => info_cmd::run_info(a),
         Command::Version => {
             println!("strata {}", env!("CARGO_PKG_VERSION"));
             Ok(())

@@ -288,6 +288,29 @@ PY
         internal.trim_end().ends_with('0'),
         ".stats is not listed: {internal}"
     );
+    // `strata info` names the file's inode, slices and block objects.
+    sh(&a.path, "head -c 5000000 /dev/urandom > info.bin");
+    let out = run(Command::new(STRATA)
+        .arg("info")
+        .arg(a.path.join("info.bin")));
+    let info = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        info.contains("length: 5000000") && info.contains("chunk 0: 1 slices"),
+        "{info}"
+    );
+    assert!(
+        info.contains("e2e-vol/chunks/") && info.contains("_1_805696"),
+        "block names: {info}"
+    );
+    let err = Command::new(STRATA)
+        .args(["info", "/tmp"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&err.stderr);
+    assert!(
+        !err.status.success() && stderr.contains("not on a mounted Strata volume"),
+        "{stderr}"
+    );
 }
 
 #[test]
