@@ -64,11 +64,25 @@ fn posix_lock(start: u64, end: u64, typ: i32, pid: u32) -> Result<PosixLock, Err
 }
 
 impl StrataFs {
-    fn spawn<F>(&self, f: impl FnOnce(Arc<Vfs>) -> F)
+    /// Run `f` on the runtime; when someone reads `.accesslog`, log the call with the
+    /// caller and its latency.
+    fn spawn<F>(&self, req: &Request, op: &'static str, f: impl FnOnce(Arc<Vfs>) -> F)
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
-        self.rt.spawn(f(self.vfs.clone()));
+        let vfs = self.vfs.clone();
+        if !vfs.access_log_active() {
+            self.rt.spawn(f(vfs));
+            return;
+        }
+        let who = format!("[uid:{},gid:{},pid:{}]", req.uid(), req.gid(), req.pid());
+        let fut = f(vfs.clone());
+        self.rt.spawn(async move {
+            let started = std::time::Instant::now();
+            fut.await;
+            let secs = started.elapsed().as_secs_f64();
+            vfs.log_access(format!("{} {who} {op} <{secs:.6}>", strata_vfs::log_time()));
+        });
     }
 
     fn reply_entry(vfs: &Vfs, reply: ReplyEntry, r: Result<Entry, Errno>) {
@@ -113,7 +127,7 @@ impl fuser::Filesystem for StrataFs {
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
-        self.spawn(|vfs| async move {
+        self.spawn(req, "lookup", |vfs| async move {
             let r = vfs.lookup(&ctx, Ino(parent.0), &name).await;
             if let (Err(Errno::ENOENT), ttl) = (&r, vfs.options().negative_ttl)
                 && !ttl.is_zero()
@@ -128,8 +142,8 @@ impl fuser::Filesystem for StrataFs {
         });
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        self.spawn(|vfs| async move {
+    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.spawn(req, "getattr", |vfs| async move {
             match vfs.getattr(Ino(ino.0)).await {
                 Ok(a) => reply.attr(&vfs.options().attr_ttl, &file_attr(Ino(ino.0), &a)),
                 Err(e) => reply.error(errno(e)),
@@ -165,7 +179,7 @@ impl fuser::Filesystem for StrataFs {
             mtime: mtime.map(time_set),
             size_from_open_file: fh.is_some(),
         };
-        self.spawn(|vfs| async move {
+        self.spawn(req, "setattr", |vfs| async move {
             match vfs.setattr(&ctx, Ino(ino.0), &set).await {
                 Ok(a) => reply.attr(&vfs.options().attr_ttl, &file_attr(Ino(ino.0), &a)),
                 Err(e) => reply.error(errno(e)),
@@ -173,8 +187,8 @@ impl fuser::Filesystem for StrataFs {
         });
     }
 
-    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        self.spawn(|vfs| async move {
+    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.spawn(req, "readlink", |vfs| async move {
             match vfs.readlink(Ino(ino.0)).await {
                 Ok(t) => reply.data(&t),
                 Err(e) => reply.error(errno(e)),
@@ -193,7 +207,7 @@ impl fuser::Filesystem for StrataFs {
         reply: ReplyEntry,
     ) {
         let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
-        self.spawn(|vfs| async move {
+        self.spawn(req, "mknod", |vfs| async move {
             let r = vfs
                 .mknod(&ctx, Ino(parent.0), &name, mode & !umask, rdev)
                 .await;
@@ -211,7 +225,7 @@ impl fuser::Filesystem for StrataFs {
         reply: ReplyEntry,
     ) {
         let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
-        self.spawn(|vfs| async move {
+        self.spawn(req, "mkdir", |vfs| async move {
             let r = vfs.mkdir(&ctx, Ino(parent.0), &name, mode & !umask).await;
             StrataFs::reply_entry(&vfs, reply, r)
         });
@@ -219,12 +233,16 @@ impl fuser::Filesystem for StrataFs {
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
-        self.spawn(|vfs| async move { empty(reply, vfs.unlink(&ctx, Ino(parent.0), &name).await) });
+        self.spawn(req, "unlink", |vfs| async move {
+            empty(reply, vfs.unlink(&ctx, Ino(parent.0), &name).await)
+        });
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
-        self.spawn(|vfs| async move { empty(reply, vfs.rmdir(&ctx, Ino(parent.0), &name).await) });
+        self.spawn(req, "rmdir", |vfs| async move {
+            empty(reply, vfs.rmdir(&ctx, Ino(parent.0), &name).await)
+        });
     }
 
     fn symlink(
@@ -237,7 +255,7 @@ impl fuser::Filesystem for StrataFs {
     ) {
         let (ctx, name) = (ctx(req), name_bytes(link_name).to_vec());
         let target = name_bytes(target.as_os_str()).to_vec();
-        self.spawn(|vfs| async move {
+        self.spawn(req, "symlink", |vfs| async move {
             let r = vfs.symlink(&ctx, Ino(parent.0), &name, &target).await;
             StrataFs::reply_entry(&vfs, reply, r)
         });
@@ -259,7 +277,7 @@ impl fuser::Filesystem for StrataFs {
             name_bytes(newname).to_vec(),
         );
         let flags = flags.bits();
-        self.spawn(|vfs| async move {
+        self.spawn(req, "rename", |vfs| async move {
             empty(
                 reply,
                 vfs.rename(
@@ -284,7 +302,7 @@ impl fuser::Filesystem for StrataFs {
         reply: ReplyEntry,
     ) {
         let (ctx, name) = (ctx(req), name_bytes(newname).to_vec());
-        self.spawn(|vfs| async move {
+        self.spawn(req, "link", |vfs| async move {
             let r = vfs.link(&ctx, Ino(ino.0), Ino(newparent.0), &name).await;
             StrataFs::reply_entry(&vfs, reply, r)
         });
@@ -292,7 +310,7 @@ impl fuser::Filesystem for StrataFs {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let ctx = ctx(req);
-        self.spawn(|vfs| async move {
+        self.spawn(req, "open", |vfs| async move {
             match vfs.open(&ctx, Ino(ino.0), flags.0 as u32).await {
                 Ok((fh, _)) if strata_vfs::is_internal(Ino(ino.0)) => {
                     reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO)
@@ -305,7 +323,7 @@ impl fuser::Filesystem for StrataFs {
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -314,7 +332,7 @@ impl fuser::Filesystem for StrataFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        self.spawn(|vfs| async move {
+        self.spawn(req, "read", |vfs| async move {
             match vfs.read(fh.0, offset, size).await {
                 Ok(data) => reply.data(&data),
                 Err(e) => reply.error(errno(e)),
@@ -324,7 +342,7 @@ impl fuser::Filesystem for StrataFs {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -335,7 +353,7 @@ impl fuser::Filesystem for StrataFs {
         reply: ReplyWrite,
     ) {
         let data = data.to_vec();
-        self.spawn(|vfs| async move {
+        self.spawn(req, "write", |vfs| async move {
             match vfs.write(fh.0, offset, &data).await {
                 Ok(n) => reply.written(n),
                 Err(e) => reply.error(errno(e)),
@@ -345,18 +363,20 @@ impl fuser::Filesystem for StrataFs {
 
     fn flush(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        self.spawn(|vfs| async move { empty(reply, vfs.flush(fh.0, lock_owner.0).await) });
+        self.spawn(req, "flush", |vfs| async move {
+            empty(reply, vfs.flush(fh.0, lock_owner.0).await)
+        });
     }
 
     fn release(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
@@ -364,23 +384,27 @@ impl fuser::Filesystem for StrataFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.spawn(|vfs| async move { empty(reply, vfs.release(fh.0).await) });
+        self.spawn(req, "release", |vfs| async move {
+            empty(reply, vfs.release(fh.0).await)
+        });
     }
 
     fn fsync(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.spawn(|vfs| async move { empty(reply, vfs.fsync(fh.0).await) });
+        self.spawn(req, "fsync", |vfs| async move {
+            empty(reply, vfs.fsync(fh.0).await)
+        });
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let ctx = ctx(req);
-        self.spawn(|vfs| async move {
+        self.spawn(req, "opendir", |vfs| async move {
             match vfs.opendir(&ctx, Ino(ino.0)).await {
                 Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
                 Err(e) => reply.error(errno(e)),
@@ -390,13 +414,13 @@ impl fuser::Filesystem for StrataFs {
 
     fn readdir(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        self.spawn(|vfs| async move {
+        self.spawn(req, "readdir", |vfs| async move {
             let entries = match vfs.readdir(fh.0, offset, false).await {
                 Ok(e) => e,
                 Err(e) => return reply.error(errno(e)),
@@ -428,8 +452,8 @@ impl fuser::Filesystem for StrataFs {
         reply.ok();
     }
 
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        self.spawn(|vfs| async move {
+    fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        self.spawn(req, "statfs", |vfs| async move {
             match vfs.statfs().await {
                 Ok(s) => {
                     let bsize = 4096u64;
@@ -461,7 +485,7 @@ impl fuser::Filesystem for StrataFs {
         reply: ReplyEmpty,
     ) {
         let (ctx, name, value) = (ctx(req), name_bytes(name).to_vec(), value.to_vec());
-        self.spawn(|vfs| async move {
+        self.spawn(req, "setxattr", |vfs| async move {
             empty(
                 reply,
                 vfs.setxattr(&ctx, Ino(ino.0), &name, &value, flags as u32)
@@ -472,7 +496,7 @@ impl fuser::Filesystem for StrataFs {
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
-        self.spawn(|vfs| async move {
+        self.spawn(req, "getxattr", |vfs| async move {
             match vfs.getxattr(&ctx, Ino(ino.0), &name, size as usize).await {
                 Ok(v) if size == 0 => reply.size(v.len() as u32),
                 Ok(v) => reply.data(&v),
@@ -483,7 +507,7 @@ impl fuser::Filesystem for StrataFs {
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let ctx = ctx(req);
-        self.spawn(|vfs| async move {
+        self.spawn(req, "listxattr", |vfs| async move {
             match vfs.listxattr(&ctx, Ino(ino.0), size as usize).await {
                 Ok(v) if size == 0 => reply.size(v.len() as u32),
                 Ok(v) => reply.data(&v),
@@ -494,15 +518,17 @@ impl fuser::Filesystem for StrataFs {
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
-        self.spawn(
-            |vfs| async move { empty(reply, vfs.removexattr(&ctx, Ino(ino.0), &name).await) },
-        );
+        self.spawn(req, "removexattr", |vfs| async move {
+            empty(reply, vfs.removexattr(&ctx, Ino(ino.0), &name).await)
+        });
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         let ctx = ctx(req);
         let mask = mask.bits() as u32;
-        self.spawn(|vfs| async move { empty(reply, vfs.access(&ctx, Ino(ino.0), mask).await) });
+        self.spawn(req, "access", |vfs| async move {
+            empty(reply, vfs.access(&ctx, Ino(ino.0), mask).await)
+        });
     }
 
     fn create(
@@ -516,7 +542,7 @@ impl fuser::Filesystem for StrataFs {
         reply: ReplyCreate,
     ) {
         let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
-        self.spawn(|vfs| async move {
+        self.spawn(req, "create", |vfs| async move {
             match vfs.create(&ctx, Ino(parent.0), &name, mode & !umask).await {
                 Ok((e, fh)) => {
                     let attr = file_attr(e.ino, &e.attr);
@@ -535,7 +561,7 @@ impl fuser::Filesystem for StrataFs {
 
     fn getlk(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         lock_owner: LockOwner,
@@ -545,7 +571,7 @@ impl fuser::Filesystem for StrataFs {
         pid: u32,
         reply: ReplyLock,
     ) {
-        self.spawn(|vfs| async move {
+        self.spawn(req, "getlk", |vfs| async move {
             let lock = match posix_lock(start, end, typ, pid) {
                 Ok(l) => l,
                 Err(e) => return reply.error(errno(e)),
@@ -567,7 +593,7 @@ impl fuser::Filesystem for StrataFs {
 
     fn setlk(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         lock_owner: LockOwner,
@@ -578,7 +604,7 @@ impl fuser::Filesystem for StrataFs {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
-        self.spawn(|vfs| async move {
+        self.spawn(req, "setlk", |vfs| async move {
             let r = match posix_lock(start, end, typ, pid) {
                 Ok(lock) => vfs.setlk(fh.0, lock_owner.0, lock, sleep).await,
                 Err(e) => Err(e),
@@ -589,7 +615,7 @@ impl fuser::Filesystem for StrataFs {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -597,7 +623,7 @@ impl fuser::Filesystem for StrataFs {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        self.spawn(|vfs| async move {
+        self.spawn(req, "fallocate", |vfs| async move {
             empty(
                 reply,
                 vfs.fallocate(fh.0, mode as u32, offset, length).await,
@@ -607,7 +633,7 @@ impl fuser::Filesystem for StrataFs {
 
     fn copy_file_range(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino_in: INodeNo,
         fh_in: FileHandle,
         offset_in: u64,
@@ -619,7 +645,7 @@ impl fuser::Filesystem for StrataFs {
         reply: ReplyWrite,
     ) {
         let flags = flags.bits() as u32;
-        self.spawn(|vfs| async move {
+        self.spawn(req, "copy_file_range", |vfs| async move {
             match vfs
                 .copy_file_range(fh_in.0, offset_in, fh_out.0, offset_out, len, flags)
                 .await

@@ -120,9 +120,13 @@ impl Vfs {
         if flags & O_ACCMODE != 0 {
             return Err(Errno::EACCES);
         }
+        let fh = self.register(ino);
+        if ino == crate::ACCESSLOG_INO {
+            self.subscribe_access_log(fh);
+            return Ok((fh, crate::internal::internal_attr(0)));
+        }
         let content = Bytes::from(self.internal_content(ino));
         let attr = crate::internal::internal_attr(content.len() as u64);
-        let fh = self.register(ino);
         if let Ok(mut reads) = self.internal_reads.lock() {
             reads.insert(fh, content);
         }
@@ -151,6 +155,9 @@ impl Vfs {
 
     /// Read up to `size` bytes at `off` (short at the end of the file).
     pub async fn read(&self, fh: u64, off: u64, size: u32) -> Result<Bytes> {
+        if let Some(lines) = self.read_access_log(fh, size as usize).await {
+            return Ok(Bytes::from(lines));
+        }
         if let Some(content) = self
             .internal_reads
             .lock()
@@ -401,6 +408,7 @@ impl Vfs {
     pub async fn release(&self, fh: u64) -> Result<()> {
         let handle = self.handle(fh)?;
         if crate::is_internal(handle.ino) {
+            self.unsubscribe_access_log(fh);
             if let Ok(mut reads) = self.internal_reads.lock() {
                 reads.remove(&fh);
             }

@@ -10,17 +10,25 @@ use std::sync::atomic::Ordering;
 use strata_chunk::CacheStats;
 use strata_object::metered::ObjectStats;
 use strata_types::{Attr, FileType, Ino};
+use tokio::sync::broadcast::error::RecvError;
 
 use crate::Vfs;
 
 pub const STATS_INO: Ino = Ino(0x7FFF_FFFF_0000_0001);
 pub const CONFIG_INO: Ino = Ino(0x7FFF_FFFF_0000_0002);
+pub const ACCESSLOG_INO: Ino = Ino(0x7FFF_FFFF_0000_0003);
+/// Lines an `.accesslog` reader may fall behind before older ones are dropped.
+pub(crate) const ACCESS_LOG_LINES: usize = 4096;
+
+/// An open `.accesslog`: its subscription to the stream of log lines.
+pub(crate) type AccessReader = Arc<tokio::sync::Mutex<tokio::sync::broadcast::Receiver<Arc<str>>>>;
 
 /// The internal file named `name` at the root, if any.
 pub fn internal_ino(name: &[u8]) -> Option<Ino> {
     match name {
         b".stats" => Some(STATS_INO),
         b".config" => Some(CONFIG_INO),
+        b".accesslog" => Some(ACCESSLOG_INO),
         _ => None,
     }
 }
@@ -28,7 +36,22 @@ pub fn internal_ino(name: &[u8]) -> Option<Ino> {
 /// True for the inodes of internal files (front ends serve them with direct I/O: their
 /// size is not known before they are read).
 pub fn is_internal(ino: Ino) -> bool {
-    ino == STATS_INO || ino == CONFIG_INO
+    ino == STATS_INO || ino == CONFIG_INO || ino == ACCESSLOG_INO
+}
+
+/// Local time of day for log lines (UTC, `YYYY.MM.DD hh:mm:ss.uuuuuu`).
+pub fn log_time() -> String {
+    let ns = strata_meta::now_ns();
+    let hour = strata_meta::hour_name(ns); // YYYY-MM-DD-HH
+    let secs_of_hour = (ns / 1_000_000_000).rem_euclid(3600);
+    let micros = (ns / 1000).rem_euclid(1_000_000);
+    let (date, hh) = hour.rsplit_once('-').unwrap_or((&hour, "00"));
+    format!(
+        "{} {hh}:{:02}:{:02}.{micros:06}",
+        date.replace('-', "."),
+        secs_of_hour / 60,
+        secs_of_hour % 60
+    )
 }
 
 pub(crate) fn internal_attr(length: u64) -> Attr {
@@ -49,6 +72,57 @@ pub(crate) fn internal_attr(length: u64) -> Attr {
 }
 
 impl Vfs {
+    /// Whether anyone is reading `.accesslog` (callers skip formatting lines otherwise).
+    pub fn access_log_active(&self) -> bool {
+        self.access_log.receiver_count() > 0
+    }
+
+    /// Send one line to every `.accesslog` reader.
+    pub fn log_access(&self, line: String) {
+        let _ = self.access_log.send(Arc::from(line));
+    }
+
+    pub(crate) fn subscribe_access_log(&self, fh: u64) {
+        let reader = Arc::new(tokio::sync::Mutex::new(self.access_log.subscribe()));
+        if let Ok(mut readers) = self.access_readers.lock() {
+            readers.insert(fh, reader);
+        }
+    }
+
+    /// Next lines for an `.accesslog` handle: waits for at least one, returns what fits.
+    pub(crate) async fn read_access_log(&self, fh: u64, size: usize) -> Option<Vec<u8>> {
+        let reader = self.access_readers.lock().ok()?.get(&fh).cloned()?;
+        let mut rx = reader.lock().await;
+        let mut out = Vec::new();
+        loop {
+            let next = if out.is_empty() {
+                rx.recv().await
+            } else {
+                rx.try_recv().map_err(|_| RecvError::Closed)
+            };
+            match next {
+                Ok(line) => {
+                    out.extend_from_slice(line.as_bytes());
+                    out.push(b'\n');
+                    if out.len() >= size.saturating_sub(512) {
+                        break;
+                    }
+                }
+                Err(RecvError::Lagged(n)) => {
+                    out.extend_from_slice(format!("# {n} lines dropped\n").as_bytes())
+                }
+                Err(RecvError::Closed) => break,
+            }
+        }
+        Some(out)
+    }
+
+    pub(crate) fn unsubscribe_access_log(&self, fh: u64) {
+        if let Ok(mut readers) = self.access_readers.lock() {
+            readers.remove(&fh);
+        }
+    }
+
     /// Record the settings `.config` shows.
     pub fn set_config_text(&self, text: String) {
         if let Ok(mut c) = self.config_text.lock() {

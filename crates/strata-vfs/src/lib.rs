@@ -23,7 +23,7 @@ use strata_types::{Attr, Errno, FileType, Ino};
 
 pub use background::BackgroundJobs;
 pub use dir::DirEntryPlus;
-pub use internal::{CONFIG_INO, STATS_INO, is_internal};
+pub use internal::{ACCESSLOG_INO, CONFIG_INO, STATS_INO, is_internal, log_time};
 /// Types of the metadata layer that front ends use through the VFS.
 pub use strata_meta::{Ctx, Entry, LockKind, PosixLock, SetAttr, StatFs, TimeSet};
 
@@ -81,6 +81,10 @@ pub struct Vfs {
     object_stats: Mutex<Option<Arc<strata_object::metered::ObjectStats>>>,
     /// Contents of open internal files, by handle.
     internal_reads: Mutex<HashMap<u64, bytes::Bytes>>,
+    /// Lines for `.accesslog` readers.
+    access_log: tokio::sync::broadcast::Sender<Arc<str>>,
+    /// Open `.accesslog` handles.
+    access_readers: Mutex<HashMap<u64, internal::AccessReader>>,
 }
 
 impl Vfs {
@@ -97,6 +101,8 @@ impl Vfs {
             config_text: Mutex::default(),
             object_stats: Mutex::default(),
             internal_reads: Mutex::default(),
+            access_log: tokio::sync::broadcast::channel(internal::ACCESS_LOG_LINES).0,
+            access_readers: Mutex::default(),
         }
     }
 

@@ -233,3 +233,33 @@ async fn internal_files_show_stats_and_config() {
     let listed = a.meta().readdir(Ino::ROOT, None, 100, false).await.unwrap();
     assert_eq!(listed.len(), 1, "internal files are not listed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accesslog_streams_lines_to_its_readers() {
+    let vol = Volume::new().await;
+    let a = Arc::new(vol.client().await);
+    let ctx = Ctx::root();
+    assert!(!a.access_log_active(), "nobody reads yet");
+    let log = a.lookup(&ctx, Ino::ROOT, b".accesslog").await.unwrap();
+    let (fh, _) = a.open(&ctx, log.ino, 0).await.unwrap();
+    assert!(a.access_log_active());
+    let reader = {
+        let a = a.clone();
+        tokio::spawn(async move { a.read(fh, 0, 4096).await.unwrap() })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert!(!reader.is_finished(), "a read waits for the next line");
+    a.log_access("2026.11.30 00:00:00.000000 [uid:0,gid:0,pid:1] lookup <0.000010>".into());
+    a.log_access("second".into());
+    let got = String::from_utf8(reader.await.unwrap().to_vec()).unwrap();
+    assert!(
+        got.starts_with("2026.11.30") && got.contains("lookup <0.000010>\n"),
+        "{got}"
+    );
+    a.release(fh).await.unwrap();
+    assert!(!a.access_log_active(), "closed readers stop the logging");
+    assert_eq!(
+        strata_vfs::log_time().len(),
+        "2026.11.30 04:05:06.123456".len()
+    );
+}

@@ -288,6 +288,16 @@ PY
         internal.trim_end().ends_with('0'),
         ".stats is not listed: {internal}"
     );
+    // .accesslog streams one line per operation, with its latency, while it is read.
+    let log = sh(
+        &a.path,
+        "(timeout 2 cat .accesslog > ../access.txt || true) & sleep 0.5; ls > /dev/null; stat shared.txt > /dev/null; wait; cat ../access.txt",
+    );
+    assert!(log.contains("getattr") || log.contains("lookup"), "{log}");
+    assert!(
+        log.contains("[uid:0,gid:0,pid:") && log.contains(" <0."),
+        "{log}"
+    );
     // `strata info` names the file's inode, slices and block objects.
     sh(&a.path, "head -c 5000000 /dev/urandom > info.bin");
     let out = run(Command::new(STRATA)
