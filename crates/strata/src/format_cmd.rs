@@ -45,6 +45,27 @@ pub struct FormatArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// Metadata engine URL
+    meta_url: String,
+    /// New trash days (0 disables the trash)
+    #[arg(long)]
+    trash_days: Option<u32>,
+    /// New capacity limit in GiB (0 = unlimited)
+    #[arg(long)]
+    capacity: Option<u64>,
+    /// New inode limit (0 = unlimited)
+    #[arg(long)]
+    inodes: Option<u64>,
+    /// New access key for the object storage
+    #[arg(long)]
+    access_key: Option<String>,
+    /// New secret key for the object storage
+    #[arg(long, hide_env_values = true)]
+    secret_key: Option<String>,
+}
+
+#[derive(Debug, Args)]
 pub struct StatusArgs {
     /// Metadata engine URL
     meta_url: String,
@@ -136,6 +157,46 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
             "version": s.version, "expires_at_ns": s.expires_at,
         })).collect::<Vec<_>>() });
         println!("{}", serde_json::to_string_pretty(&out)?);
+        Ok(())
+    })
+}
+
+/// `strata config`: show the settings, or change the mutable ones given as flags.
+pub fn run_config(a: ConfigArgs) -> Result<()> {
+    let rt = wiring::runtime()?;
+    rt.block_on(async {
+        let (meta, format) = wiring::load_meta(&a.meta_url).await?;
+        let mut changed = (*format).clone();
+        if let Some(days) = a.trash_days {
+            changed.trash_days = days;
+        }
+        if let Some(gib) = a.capacity {
+            changed.capacity = gib << 30;
+        }
+        if let Some(n) = a.inodes {
+            changed.inodes = n;
+        }
+        if a.access_key.is_some() {
+            changed.access_key = a.access_key.clone();
+        }
+        if a.secret_key.is_some() {
+            changed.secret_key = a.secret_key.clone();
+        }
+        let shown = if changed != *format {
+            let stored = meta
+                .format(&changed, false)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!("settings of {} updated", stored.name);
+            stored
+        } else {
+            changed
+        };
+        let mut shown = shown;
+        if shown.secret_key.is_some() {
+            shown.secret_key = Some("removed".into());
+        }
+        println!("{}", serde_json::to_string_pretty(&shown)?);
         Ok(())
     })
 }

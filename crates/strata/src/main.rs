@@ -31,6 +31,8 @@ enum Command {
     Status(format_cmd::StatusArgs),
     /// Show what a file or directory on a mounted volume is made of (inode, slices, objects).
     Info(info_cmd::InfoArgs),
+    /// Show a volume's settings, or change the mutable ones (trash days, limits, keys).
+    Config(format_cmd::ConfigArgs),
     /// Print the version.
     Version,
 }
@@ -43,6 +45,7 @@ fn main() -> ExitCode {
         Command::Umount(a) => mount_cmd::run_umount(a),
         Command::Status(a) => format_cmd::run_status(a),
         Command::Info(a) => info_cmd::run_info(a),
+        Command::Config(a) => format_cmd::run_config(a),
         Command::Version => {
             println!("strata {}", env!("CARGO_PKG_VERSION"));
             Ok(())

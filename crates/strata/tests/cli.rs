@@ -141,4 +141,29 @@ fn format_refuses_different_settings_without_force() {
         status.contains("\"trash_days\": 3") && status.contains("b2"),
         "{status}"
     );
+    // `config` shows and changes the mutable settings only.
+    let out = Command::new(STRATA)
+        .args(["config", &db, "--trash-days", "0", "--capacity", "5"])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        shown.contains("updated") && shown.contains("\"trash_days\": 0"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!("\"capacity\": {}", 5u64 << 30)),
+        "{shown}"
+    );
+    let again = Command::new(STRATA).args(["config", &db]).output().unwrap();
+    let again = String::from_utf8_lossy(&again.stdout);
+    assert!(
+        !again.contains("updated") && again.contains("\"trash_days\": 0"),
+        "{again}"
+    );
 }
