@@ -47,6 +47,8 @@ pub struct VfsOptions {
     /// Largest readahead window (`--max-readahead`, bytes).
     pub max_readahead: u64,
     pub read_only: bool,
+    /// Do not serve `.stats`, `.config` and `.accesslog` (`--hide-internal`).
+    pub hide_internal: bool,
 }
 
 impl Default for VfsOptions {
@@ -58,6 +60,7 @@ impl Default for VfsOptions {
             negative_ttl: Duration::ZERO,
             max_readahead: 256 << 20,
             read_only: false,
+            hide_internal: false,
         }
     }
 }
@@ -150,6 +153,7 @@ impl Vfs {
 
     pub async fn lookup(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<Entry> {
         if parent == Ino::ROOT
+            && !self.opts.hide_internal
             && let Some(ino) = internal::internal_ino(name)
         {
             return Ok(Entry {

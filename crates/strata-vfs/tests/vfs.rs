@@ -263,3 +263,39 @@ async fn accesslog_streams_lines_to_its_readers() {
         "2026.11.30 04:05:06.123456".len()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hidden_internal_files_are_not_found() {
+    let vol = Volume::new().await;
+    let shown = vol.client().await;
+    assert!(
+        shown
+            .lookup(&Ctx::root(), Ino::ROOT, b".stats")
+            .await
+            .is_ok()
+    );
+    let meta = Meta::new(vol.store.client(), test_options());
+    meta.load().await.unwrap();
+    let chunks = ChunkStore::new(
+        vol.objects.clone(),
+        Arc::new(MemoryCache::new(1 << 20)),
+        ChunkOptions::default(),
+    );
+    let hidden = Vfs::new(
+        Arc::new(meta),
+        chunks,
+        VfsOptions {
+            hide_internal: true,
+            ..VfsOptions::default()
+        },
+    );
+    for name in [&b".stats"[..], b".config", b".accesslog"] {
+        assert_eq!(
+            hidden
+                .lookup(&Ctx::root(), Ino::ROOT, name)
+                .await
+                .unwrap_err(),
+            strata_types::Errno::ENOENT
+        );
+    }
+}

@@ -91,6 +91,9 @@ pub struct MountArgs {
     /// Mount read-only
     #[arg(long)]
     read_only: bool,
+    /// Hide the internal files .stats, .config and .accesslog
+    #[arg(long)]
+    hide_internal: bool,
     /// Skip background jobs (data deletion, compaction)
     #[arg(long)]
     no_bgjob: bool,
@@ -280,6 +283,7 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         negative_ttl: secs(a.negative_entry_cache),
         max_readahead: a.max_readahead << 20,
         read_only: a.read_only,
+        hide_internal: a.hide_internal,
     };
     let vfs = Arc::new(Vfs::new(meta.clone(), chunks, vfs_opts));
     vfs.set_object_stats(object_stats);
