@@ -93,7 +93,11 @@ impl StrataFs {
                 } else {
                     vfs.options().entry_ttl
                 };
-                reply.entry(&ttl, &file_attr(e.ino, &e.attr), Generation(0));
+                reply.entry(
+                    &ttl,
+                    &file_attr(Ino(vfs.to_front(e.ino)), &e.attr),
+                    Generation(0),
+                );
             }
             Err(e) => reply.error(errno(e)),
         }
@@ -128,7 +132,7 @@ impl fuser::Filesystem for StrataFs {
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
         self.spawn(req, "lookup", |vfs| async move {
-            let r = vfs.lookup(&ctx, Ino(parent.0), &name).await;
+            let r = vfs.lookup(&ctx, vfs.from_front(parent.0), &name).await;
             if let (Err(Errno::ENOENT), ttl) = (&r, vfs.options().negative_ttl)
                 && !ttl.is_zero()
             {
@@ -144,7 +148,7 @@ impl fuser::Filesystem for StrataFs {
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         self.spawn(req, "getattr", |vfs| async move {
-            match vfs.getattr(Ino(ino.0)).await {
+            match vfs.getattr(vfs.from_front(ino.0)).await {
                 Ok(a) => reply.attr(&vfs.options().attr_ttl, &file_attr(Ino(ino.0), &a)),
                 Err(e) => reply.error(errno(e)),
             }
@@ -180,7 +184,7 @@ impl fuser::Filesystem for StrataFs {
             size_from_open_file: fh.is_some(),
         };
         self.spawn(req, "setattr", |vfs| async move {
-            match vfs.setattr(&ctx, Ino(ino.0), &set).await {
+            match vfs.setattr(&ctx, vfs.from_front(ino.0), &set).await {
                 Ok(a) => reply.attr(&vfs.options().attr_ttl, &file_attr(Ino(ino.0), &a)),
                 Err(e) => reply.error(errno(e)),
             }
@@ -189,7 +193,7 @@ impl fuser::Filesystem for StrataFs {
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
         self.spawn(req, "readlink", |vfs| async move {
-            match vfs.readlink(Ino(ino.0)).await {
+            match vfs.readlink(vfs.from_front(ino.0)).await {
                 Ok(t) => reply.data(&t),
                 Err(e) => reply.error(errno(e)),
             }
@@ -209,7 +213,7 @@ impl fuser::Filesystem for StrataFs {
         let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
         self.spawn(req, "mknod", |vfs| async move {
             let r = vfs
-                .mknod(&ctx, Ino(parent.0), &name, mode & !umask, rdev)
+                .mknod(&ctx, vfs.from_front(parent.0), &name, mode & !umask, rdev)
                 .await;
             StrataFs::reply_entry(&vfs, reply, r)
         });
@@ -226,7 +230,9 @@ impl fuser::Filesystem for StrataFs {
     ) {
         let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
         self.spawn(req, "mkdir", |vfs| async move {
-            let r = vfs.mkdir(&ctx, Ino(parent.0), &name, mode & !umask).await;
+            let r = vfs
+                .mkdir(&ctx, vfs.from_front(parent.0), &name, mode & !umask)
+                .await;
             StrataFs::reply_entry(&vfs, reply, r)
         });
     }
@@ -234,14 +240,20 @@ impl fuser::Filesystem for StrataFs {
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
         self.spawn(req, "unlink", |vfs| async move {
-            empty(reply, vfs.unlink(&ctx, Ino(parent.0), &name).await)
+            empty(
+                reply,
+                vfs.unlink(&ctx, vfs.from_front(parent.0), &name).await,
+            )
         });
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
         self.spawn(req, "rmdir", |vfs| async move {
-            empty(reply, vfs.rmdir(&ctx, Ino(parent.0), &name).await)
+            empty(
+                reply,
+                vfs.rmdir(&ctx, vfs.from_front(parent.0), &name).await,
+            )
         });
     }
 
@@ -256,7 +268,9 @@ impl fuser::Filesystem for StrataFs {
         let (ctx, name) = (ctx(req), name_bytes(link_name).to_vec());
         let target = name_bytes(target.as_os_str()).to_vec();
         self.spawn(req, "symlink", |vfs| async move {
-            let r = vfs.symlink(&ctx, Ino(parent.0), &name, &target).await;
+            let r = vfs
+                .symlink(&ctx, vfs.from_front(parent.0), &name, &target)
+                .await;
             StrataFs::reply_entry(&vfs, reply, r)
         });
     }
@@ -282,9 +296,9 @@ impl fuser::Filesystem for StrataFs {
                 reply,
                 vfs.rename(
                     &ctx,
-                    Ino(parent.0),
+                    vfs.from_front(parent.0),
                     &name,
-                    Ino(newparent.0),
+                    vfs.from_front(newparent.0),
                     &newname,
                     flags,
                 )
@@ -303,7 +317,14 @@ impl fuser::Filesystem for StrataFs {
     ) {
         let (ctx, name) = (ctx(req), name_bytes(newname).to_vec());
         self.spawn(req, "link", |vfs| async move {
-            let r = vfs.link(&ctx, Ino(ino.0), Ino(newparent.0), &name).await;
+            let r = vfs
+                .link(
+                    &ctx,
+                    vfs.from_front(ino.0),
+                    vfs.from_front(newparent.0),
+                    &name,
+                )
+                .await;
             StrataFs::reply_entry(&vfs, reply, r)
         });
     }
@@ -311,8 +332,8 @@ impl fuser::Filesystem for StrataFs {
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let ctx = ctx(req);
         self.spawn(req, "open", |vfs| async move {
-            match vfs.open(&ctx, Ino(ino.0), flags.0 as u32).await {
-                Ok((fh, _)) if strata_vfs::is_internal(Ino(ino.0)) => {
+            match vfs.open(&ctx, vfs.from_front(ino.0), flags.0 as u32).await {
+                Ok((fh, _)) if strata_vfs::is_internal(vfs.from_front(ino.0)) => {
                     reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO)
                 }
                 Ok((fh, _)) => reply.opened(FileHandle(fh), FopenFlags::empty()),
@@ -405,7 +426,7 @@ impl fuser::Filesystem for StrataFs {
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let ctx = ctx(req);
         self.spawn(req, "opendir", |vfs| async move {
-            match vfs.opendir(&ctx, Ino(ino.0)).await {
+            match vfs.opendir(&ctx, vfs.from_front(ino.0)).await {
                 Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
                 Err(e) => reply.error(errno(e)),
             }
@@ -428,7 +449,12 @@ impl fuser::Filesystem for StrataFs {
             let mut last = None;
             for e in entries {
                 let name = std::ffi::OsStr::from_bytes_compat(&e.name);
-                if reply.add(INodeNo(e.ino.0), e.next_offset, file_type(e.kind), name) {
+                if reply.add(
+                    INodeNo(vfs.to_front(e.ino)),
+                    e.next_offset,
+                    file_type(e.kind),
+                    name,
+                ) {
                     break;
                 }
                 last = Some((e.next_offset, e.name));
@@ -488,7 +514,7 @@ impl fuser::Filesystem for StrataFs {
         self.spawn(req, "setxattr", |vfs| async move {
             empty(
                 reply,
-                vfs.setxattr(&ctx, Ino(ino.0), &name, &value, flags as u32)
+                vfs.setxattr(&ctx, vfs.from_front(ino.0), &name, &value, flags as u32)
                     .await,
             )
         });
@@ -497,7 +523,10 @@ impl fuser::Filesystem for StrataFs {
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
         self.spawn(req, "getxattr", |vfs| async move {
-            match vfs.getxattr(&ctx, Ino(ino.0), &name, size as usize).await {
+            match vfs
+                .getxattr(&ctx, vfs.from_front(ino.0), &name, size as usize)
+                .await
+            {
                 Ok(v) if size == 0 => reply.size(v.len() as u32),
                 Ok(v) => reply.data(&v),
                 Err(e) => reply.error(errno(e)),
@@ -508,7 +537,10 @@ impl fuser::Filesystem for StrataFs {
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let ctx = ctx(req);
         self.spawn(req, "listxattr", |vfs| async move {
-            match vfs.listxattr(&ctx, Ino(ino.0), size as usize).await {
+            match vfs
+                .listxattr(&ctx, vfs.from_front(ino.0), size as usize)
+                .await
+            {
                 Ok(v) if size == 0 => reply.size(v.len() as u32),
                 Ok(v) => reply.data(&v),
                 Err(e) => reply.error(errno(e)),
@@ -519,7 +551,10 @@ impl fuser::Filesystem for StrataFs {
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
         self.spawn(req, "removexattr", |vfs| async move {
-            empty(reply, vfs.removexattr(&ctx, Ino(ino.0), &name).await)
+            empty(
+                reply,
+                vfs.removexattr(&ctx, vfs.from_front(ino.0), &name).await,
+            )
         });
     }
 
@@ -527,7 +562,7 @@ impl fuser::Filesystem for StrataFs {
         let ctx = ctx(req);
         let mask = mask.bits() as u32;
         self.spawn(req, "access", |vfs| async move {
-            empty(reply, vfs.access(&ctx, Ino(ino.0), mask).await)
+            empty(reply, vfs.access(&ctx, vfs.from_front(ino.0), mask).await)
         });
     }
 
@@ -543,9 +578,12 @@ impl fuser::Filesystem for StrataFs {
     ) {
         let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
         self.spawn(req, "create", |vfs| async move {
-            match vfs.create(&ctx, Ino(parent.0), &name, mode & !umask).await {
+            match vfs
+                .create(&ctx, vfs.from_front(parent.0), &name, mode & !umask)
+                .await
+            {
                 Ok((e, fh)) => {
-                    let attr = file_attr(e.ino, &e.attr);
+                    let attr = file_attr(Ino(vfs.to_front(e.ino)), &e.attr);
                     reply.created(
                         &vfs.options().entry_ttl,
                         &attr,

@@ -49,6 +49,8 @@ pub struct VfsOptions {
     pub read_only: bool,
     /// Do not serve `.stats`, `.config` and `.accesslog` (`--hide-internal`).
     pub hide_internal: bool,
+    /// The directory shown as the root of the mount (`--subdir`); the volume root by default.
+    pub root: Ino,
 }
 
 impl Default for VfsOptions {
@@ -61,6 +63,7 @@ impl Default for VfsOptions {
             max_readahead: 256 << 20,
             read_only: false,
             hide_internal: false,
+            root: Ino::ROOT,
         }
     }
 }
@@ -125,6 +128,24 @@ impl Vfs {
         self.next_fh.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// The inode a front end's inode number stands for: its root (1) is [`VfsOptions::root`].
+    pub fn from_front(&self, ino: u64) -> Ino {
+        if ino == Ino::ROOT.0 {
+            self.opts.root
+        } else {
+            Ino(ino)
+        }
+    }
+
+    /// The inode number a front end shows for `ino` (the mount's root is 1).
+    pub fn to_front(&self, ino: Ino) -> u64 {
+        if ino == self.opts.root {
+            Ino::ROOT.0
+        } else {
+            ino.0
+        }
+    }
+
     fn writable(&self) -> Result<()> {
         if self.opts.read_only {
             Err(Errno::EROFS)
@@ -152,7 +173,7 @@ impl Vfs {
     }
 
     pub async fn lookup(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<Entry> {
-        if parent == Ino::ROOT
+        if parent == self.opts.root
             && !self.opts.hide_internal
             && let Some(ino) = internal::internal_ino(name)
         {

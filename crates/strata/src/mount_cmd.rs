@@ -94,6 +94,9 @@ pub struct MountArgs {
     /// Hide the internal files .stats, .config and .accesslog
     #[arg(long)]
     hide_internal: bool,
+    /// Mount this directory of the volume (e.g. /projects/a) as the root
+    #[arg(long)]
+    subdir: Option<String>,
     /// Skip background jobs (data deletion, compaction)
     #[arg(long)]
     no_bgjob: bool,
@@ -284,6 +287,7 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         max_readahead: a.max_readahead << 20,
         read_only: a.read_only,
         hide_internal: a.hide_internal,
+        root: resolve_subdir(&meta, a.subdir.as_deref()).await?,
     };
     let vfs = Arc::new(Vfs::new(meta.clone(), chunks, vfs_opts));
     vfs.set_object_stats(object_stats);
@@ -324,6 +328,28 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         drop(session);
     }
     Ok(())
+}
+
+/// The inode of `--subdir` (the volume root without it); it must be a directory.
+async fn resolve_subdir(
+    meta: &strata_meta::Meta,
+    subdir: Option<&str>,
+) -> Result<strata_types::Ino> {
+    let mut ino = strata_types::Ino::ROOT;
+    for part in subdir.unwrap_or("").split('/').filter(|p| !p.is_empty()) {
+        let entry = meta
+            .lookup(&strata_meta::Ctx::root(), ino, part.as_bytes())
+            .await
+            .map_err(|e| anyhow::anyhow!("--subdir {}: {e}", subdir.unwrap_or("")))?;
+        if !entry.attr.is_dir() {
+            bail!(
+                "--subdir {}: {part} is not a directory",
+                subdir.unwrap_or("")
+            );
+        }
+        ino = entry.ino;
+    }
+    Ok(ino)
 }
 
 /// What `.config` shows: the volume, the session and this mount's settings.

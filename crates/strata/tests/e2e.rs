@@ -324,6 +324,46 @@ PY
 }
 
 #[test]
+fn a_subdirectory_mounts_as_the_root() {
+    let vol = Volume::new();
+    let whole = vol.mount("whole");
+    sh(
+        &whole.path,
+        "mkdir -p projects/a && echo inside > projects/a/f && echo outside > top",
+    );
+    let path = vol.dir.path().join("sub");
+    std::fs::create_dir_all(&path).unwrap();
+    run(Command::new(STRATA)
+        .args(["mount", &vol.meta_url])
+        .arg(&path)
+        .args(["-d", "--subdir", "/projects/a", "--log"])
+        .arg(vol.dir.path().join("sub.log")));
+    let sub = Mount {
+        path,
+        log: vol.dir.path().join("sub.log"),
+    };
+    let out = sh(
+        &sub.path,
+        "ls; cat f; echo new > g; test -e top || echo no-top; grep -c strata_ .stats > /dev/null && echo stats-ok",
+    );
+    assert_eq!(out, "f\ninside\nno-top\nstats-ok\n", "{}", sub.log());
+    assert_eq!(sh(&whole.path, "cat projects/a/g"), "new\n");
+    let (ok, err) = {
+        let o = Command::new(STRATA)
+            .args(["mount", &vol.meta_url])
+            .arg(vol.dir.path())
+            .args(["--subdir", "/nope"])
+            .output()
+            .unwrap();
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    assert!(!ok && err.contains("--subdir /nope"), "{err}");
+}
+
+#[test]
 fn a_killed_mount_keeps_what_was_fsynced() {
     let vol = Volume::new();
     let m = vol.mount("mnt");
