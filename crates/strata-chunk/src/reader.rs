@@ -124,10 +124,6 @@ impl ChunkStore {
         &self.shared.stats
     }
 
-    pub fn object_store(&self) -> &Arc<dyn ObjectStore> {
-        &self.shared.store
-    }
-
     /// Bytes `[off, off+len)` of a chunk whose slice list is `slices`; ranges no slice
     /// covers read as zeros.
     pub async fn read(&self, slices: &[Slice], off: u32, len: u32) -> Result<Bytes> {

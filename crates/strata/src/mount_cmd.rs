@@ -191,8 +191,8 @@ fn daemonize(a: &MountArgs) -> Result<()> {
         .stdout(file.try_clone()?)
         .stderr(file);
     use std::os::unix::process::CommandExt;
-    // SAFETY-free: setsid through the std API is not available; pre_exec needs unsafe, so
-    // detach by starting a new process group instead.
+    // Detach from the terminal's process group (Ctrl-C there must not stop the mount);
+    // setsid would need `pre_exec`, which is unsafe.
     cmd.process_group(0);
     let mut child = cmd.spawn().context("cannot start the background mount")?;
     let started = Instant::now();

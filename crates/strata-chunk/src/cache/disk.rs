@@ -194,11 +194,7 @@ impl BlockCache for DiskCache {
         if found.is_none() {
             self.forget(key);
         }
-        CacheStats::bump(if found.is_some() {
-            &self.stats.hits
-        } else {
-            &self.stats.misses
-        });
+        self.stats.record_lookup(found.is_some());
         found
     }
 

@@ -39,11 +39,7 @@ impl BlockCache for MemoryCache {
             inner.lru.touch(key);
             inner.blocks.get(key).cloned()
         });
-        CacheStats::bump(if found.is_some() {
-            &self.stats.hits
-        } else {
-            &self.stats.misses
-        });
+        self.stats.record_lookup(found.is_some());
         found
     }
 

@@ -31,6 +31,11 @@ impl CacheStats {
     pub(crate) fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
+
+    /// Count a lookup as a hit or a miss.
+    pub(crate) fn record_lookup(&self, hit: bool) {
+        Self::bump(if hit { &self.hits } else { &self.misses });
+    }
 }
 
 /// A cache of blocks by object key.

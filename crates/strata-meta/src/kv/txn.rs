@@ -173,11 +173,6 @@ impl<'a> Txn<'a> {
         Ok(())
     }
 
-    /// True when this transaction has buffered writes.
-    pub fn has_writes(&self) -> bool {
-        !self.writes.is_empty()
-    }
-
     /// Commit: validate the read set and apply the writes, or fail with `Conflict`.
     pub async fn commit(mut self) -> Result<(), KvError> {
         if self.writes.is_empty() {
