@@ -31,17 +31,27 @@ impl Window {
     /// Record a read of `[off, off+len)` and return the range to prefetch now, if any.
     pub fn on_read(&mut self, off: u64, len: u64) -> Option<(u64, u64)> {
         let end = off.saturating_add(len);
-        if off == self.next && self.max > 0 {
+        // The kernel sends readahead requests concurrently, so a sequential reader's reads
+        // can arrive slightly out of order: once sequential, anything within a block of the
+        // expected offset still counts.
+        let sequential = self.max > 0
+            && if self.size > 0 {
+                off.abs_diff(self.next) <= self.min
+            } else {
+                off == self.next
+            };
+        if sequential {
             self.size = if self.size == 0 {
                 self.min
             } else {
                 (self.size * 2).min(self.max)
             };
+            self.next = self.next.max(end);
         } else {
             self.size = 0;
             self.requested = end;
+            self.next = end;
         }
-        self.next = end;
         if self.size == 0 {
             return None;
         }
@@ -52,6 +62,12 @@ impl Window {
         }
         self.requested = stop;
         Some((start, stop - start))
+    }
+
+    /// Prefetches from `at` on were not started (no free slot): request them again with
+    /// the next read.
+    pub fn rewind(&mut self, at: u64) {
+        self.requested = self.requested.min(at);
     }
 
     /// Current window size (0 = not sequential).
@@ -90,6 +106,20 @@ mod tests {
         for off in [500u64, 1000, 52, 7000, 3] {
             assert_eq!(r.on_read(off, 4), None, "random reads never prefetch");
         }
+        let mut jittery = Window::new(8, 64);
+        assert_eq!(jittery.on_read(0, 4), Some((4, 8)));
+        assert_eq!(
+            jittery.on_read(8, 4),
+            Some((12, 16)),
+            "a bit ahead: sequential"
+        );
+        assert_eq!(jittery.on_read(4, 4), Some((28, 12)), "the late one too");
+        jittery.rewind(30);
+        assert_eq!(
+            jittery.on_read(12, 4),
+            Some((30, 50)),
+            "dropped ones asked again"
+        );
         let mut off_switch = Window::new(4, 0);
         off_switch.on_read(0, 4);
         assert_eq!(off_switch.on_read(4, 4), None, "max 0 disables readahead");

@@ -214,15 +214,16 @@ impl ChunkStore {
         fetch
     }
 
-    /// Fetch the blocks of `[off, off+len)` in the background, if a prefetch slot is free
-    /// (otherwise the prefetch is dropped: it must never delay demand reads).
-    pub fn prefetch(&self, slices: &[Slice], off: u32, len: u32) {
+    /// Fetch the blocks of `[off, off+len)` in the background while prefetch slots are
+    /// free (a prefetch must never delay demand reads). Returns how many bytes from `off`
+    /// on were scheduled; the caller asks for the rest again later.
+    pub fn prefetch(&self, slices: &[Slice], off: u32, len: u32) -> u32 {
         let end =
             u32::try_from((u64::from(off) + u64::from(len)).min(CHUNK_SIZE)).unwrap_or(u32::MAX);
         for piece in self.plan(slices, off, end) {
             let Ok(slot) = self.shared.prefetch_slots.clone().try_acquire_owned() else {
                 ChunkStats::bump(&self.shared.stats.prefetches_dropped);
-                continue;
+                return piece.out as u32;
             };
             ChunkStats::bump(&self.shared.stats.prefetches);
             let this = self.clone();
@@ -231,6 +232,7 @@ impl ChunkStore {
                 drop(slot);
             });
         }
+        end.saturating_sub(off)
     }
 
     /// Delete every block of slice `id` of `size` bytes, from the store and the cache.

@@ -25,6 +25,11 @@ pub struct FuseOptions {
     /// Largest write the kernel sends (`--max-fuse-io`).
     pub max_write: u32,
     pub threads: usize,
+    /// The kernel's readahead for this mount in KiB (its bdi `read_ahead_kb`); the
+    /// kernel's default of 128 KiB keeps only one small read in flight per file.
+    pub kernel_readahead_kib: u32,
+    /// Let the kernel buffer writes and send them in large batches (`-o writeback_cache`).
+    pub writeback_cache: bool,
 }
 
 impl Default for FuseOptions {
@@ -36,6 +41,8 @@ impl Default for FuseOptions {
             read_only: false,
             max_write: 1 << 20,
             threads: 4,
+            kernel_readahead_kib: 8192,
+            writeback_cache: false,
         }
     }
 }
@@ -46,6 +53,7 @@ pub struct StrataFs {
     pub(crate) vfs: Arc<Vfs>,
     pub(crate) rt: tokio::runtime::Handle,
     pub(crate) max_write: u32,
+    pub(crate) writeback_cache: bool,
 }
 
 /// Mount `vfs` at `mountpoint`; requests are served on `rt` until the returned session is
@@ -80,8 +88,31 @@ pub fn mount(
         vfs,
         rt,
         max_write: opts.max_write,
+        writeback_cache: opts.writeback_cache,
     };
-    fuser::spawn_mount(fs, mountpoint, &config)
+    let session = fuser::spawn_mount(fs, mountpoint, &config)?;
+    set_kernel_readahead(mountpoint, opts.kernel_readahead_kib);
+    Ok(session)
+}
+
+/// Raise the kernel's readahead of the mount at `mountpoint` through its backing device
+/// info in sysfs. Needs root; without it the kernel default stays (logged, not an error).
+fn set_kernel_readahead(mountpoint: &Path, kib: u32) {
+    use std::os::unix::fs::MetadataExt;
+    let dev = match std::fs::metadata(mountpoint) {
+        Ok(meta) => meta.dev(),
+        Err(e) => {
+            tracing::debug!("cannot stat {}: {e}", mountpoint.display());
+            return;
+        }
+    };
+    // Linux device numbers: major in bits 8..20 and 32..44, minor in 0..8 and 20..32.
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    let path = format!("/sys/class/bdi/{major}:{minor}/read_ahead_kb");
+    if let Err(e) = std::fs::write(&path, kib.to_string()) {
+        tracing::debug!("cannot set kernel readahead in {path}: {e}");
+    }
 }
 
 pub(crate) fn errno(e: Errno) -> fuser::Errno {

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bytes::{Bytes, BytesMut};
 use strata_chunk::SliceWriter;
@@ -26,6 +26,8 @@ pub(crate) struct FileHandle {
     window: std::sync::Mutex<Window>,
     /// The last lock owner seen on this handle (for releasing locks at close).
     lock_owner: AtomicU64,
+    /// Whether this handle wrote (its data went through the kernel's page cache).
+    wrote: AtomicBool,
 }
 
 /// A slice being written in one chunk.
@@ -94,6 +96,7 @@ impl Vfs {
             ino,
             window: std::sync::Mutex::new(window),
             lock_owner: AtomicU64::new(0),
+            wrote: AtomicBool::new(false),
         };
         if let Ok(mut handles) = self.handles.lock() {
             handles.insert(fh, Arc::new(handle));
@@ -114,6 +117,12 @@ impl Vfs {
         self.open_files.invalidate(ino);
         self.apply_pending_length(ino, &mut attr).await;
         Ok((self.register(ino), attr))
+    }
+
+    /// Whether the kernel may keep its cached pages of `ino` at this open: true when
+    /// nothing changed the file since the pages were read or written here.
+    pub fn keep_kernel_cache(&self, ino: Ino, attr: &Attr) -> bool {
+        !crate::is_internal(ino) && self.kernel_cache.check_at_open(ino, attr)
     }
 
     fn open_internal(&self, ino: Ino, flags: u32) -> Result<(u64, Attr)> {
@@ -185,6 +194,18 @@ impl Vfs {
         let mut single = None;
         for (index, within, at, take) in chunk_pieces(off, len) {
             let slices = self.cached_chunk(ino, index).await?;
+            // Prefetches start before this read waits, so they overlap with it.
+            if let Some((start, n)) = prefetch
+                && let Some(dropped_at) = self.prefetch_in_chunk(
+                    &slices,
+                    index,
+                    start,
+                    n.min(length.saturating_sub(start)),
+                )
+                && let Ok(mut window) = handle.window.lock()
+            {
+                window.rewind(dropped_at);
+            }
             let data = self
                 .chunks
                 .read(&slices, within, take)
@@ -194,9 +215,6 @@ impl Vfs {
                 single = Some(data.clone());
             } else {
                 out.extend_from_slice(&data);
-            }
-            if let Some((start, n)) = prefetch {
-                self.prefetch_in_chunk(&slices, index, start, n.min(length.saturating_sub(start)));
             }
         }
         Ok(single.unwrap_or_else(|| out.freeze()))
@@ -224,12 +242,18 @@ impl Vfs {
     }
 
     /// Start background fetches of the part of `[start, start+n)` inside chunk `index`.
-    fn prefetch_in_chunk(&self, slices: &[Slice], index: u32, start: u64, n: u64) {
+    /// Returns the file offset from which prefetches were dropped (no free slot), if any.
+    fn prefetch_in_chunk(&self, slices: &[Slice], index: u32, start: u64, n: u64) -> Option<u64> {
         for (i, within, _, take) in chunk_pieces(start, n) {
             if i == index {
-                self.chunks.prefetch(slices, within, take);
+                let scheduled = self.chunks.prefetch(slices, within, take);
+                if scheduled < take {
+                    let chunk_start = u64::from(i) * strata_types::CHUNK_SIZE;
+                    return Some(chunk_start + u64::from(within) + u64::from(scheduled));
+                }
             }
         }
+        None
     }
 
     /// Write `data` at `off`; buffered until flush.
@@ -240,6 +264,7 @@ impl Vfs {
             .checked_add(data.len() as u64)
             .filter(|e| *e <= strata_types::MAX_FILE_SIZE);
         let end = end.ok_or(Errno::EFBIG)?;
+        handle.wrote.store(true, Ordering::Relaxed);
         let pending = self.pending_entry(handle.ino)?;
         let mut pending = pending.lock().await;
         for (index, within, at, take) in chunk_pieces(off, data.len() as u64) {
@@ -418,6 +443,12 @@ impl Vfs {
             return Ok(());
         }
         let flushed = self.flush_inode(handle.ino).await;
+        if flushed.is_ok()
+            && handle.wrote.load(Ordering::Relaxed)
+            && let Ok(attr) = self.meta.getattr(handle.ino).await
+        {
+            self.kernel_cache.record(handle.ino, &attr);
+        }
         if let Ok(mut handles) = self.handles.lock() {
             handles.remove(&fh);
         }

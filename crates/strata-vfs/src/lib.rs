@@ -10,6 +10,7 @@ mod dir;
 pub mod errno;
 mod file;
 mod internal;
+mod kernelcache;
 mod opencache;
 
 use std::collections::HashMap;
@@ -91,6 +92,8 @@ pub struct Vfs {
     access_log: tokio::sync::broadcast::Sender<Arc<str>>,
     /// Open `.accesslog` handles.
     access_readers: Mutex<HashMap<u64, internal::AccessReader>>,
+    /// What the kernel's cached pages of each file belong to.
+    kernel_cache: kernelcache::KernelCacheTracker,
 }
 
 impl Vfs {
@@ -109,6 +112,7 @@ impl Vfs {
             internal_reads: Mutex::default(),
             access_log: tokio::sync::broadcast::channel(internal::ACCESS_LOG_LINES).0,
             access_readers: Mutex::default(),
+            kernel_cache: kernelcache::KernelCacheTracker::default(),
         }
     }
 

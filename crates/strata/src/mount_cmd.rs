@@ -103,7 +103,8 @@ pub struct MountArgs {
     /// Session heartbeat interval in seconds
     #[arg(long, default_value_t = 12)]
     heartbeat: u64,
-    /// FUSE options, comma-separated (allow_other, ...)
+    /// FUSE options, comma-separated: allow_other (automatic for root), writeback_cache
+    /// (the kernel buffers writes; faster small writes, close-to-open still holds)
     #[arg(short = 'o')]
     options: Option<String>,
 }
@@ -213,7 +214,10 @@ fn daemonize(a: &MountArgs) -> Result<()> {
     bail!("mount did not come up within 30 s; see {}", log.display())
 }
 
-fn cache_for(a: &MountArgs, uuid: &str) -> Result<Arc<dyn BlockCache>> {
+/// The block cache of a mount. A disk cache on the same device as a local-directory bucket
+/// would only hold a second copy of blocks read from that very disk, so there is none.
+fn cache_for(a: &MountArgs, format: &strata_meta::Format) -> Result<Arc<dyn BlockCache>> {
+    let (uuid, storage, bucket) = (&format.uuid, &format.storage, &format.bucket);
     let size = a.cache_size << 20;
     if size == 0 {
         return Ok(Arc::new(NoCache::default()));
@@ -230,6 +234,10 @@ fn cache_for(a: &MountArgs, uuid: &str) -> Result<Arc<dyn BlockCache>> {
         .filter(|d| !d.is_empty())
         .map(|d| Path::new(d).join(uuid))
         .collect();
+    if storage == "file" && dirs.iter().all(|d| same_device(d, Path::new(bucket))) {
+        tracing::info!("the cache would sit on the bucket's own disk: blocks are not cached twice");
+        return Ok(Arc::new(NoCache::default()));
+    }
     let cache = DiskCache::open(&dirs, size, a.free_space_ratio).context("cache directory")?;
     Ok(Arc::new(cache))
 }
@@ -264,7 +272,7 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         max_prefetch: a.prefetch,
         ..ChunkOptions::default()
     };
-    let chunks = ChunkStore::new(store, cache_for(&a, &format.uuid)?, chunk_opts);
+    let chunks = ChunkStore::new(store, cache_for(&a, &format)?, chunk_opts);
     let mountpoint = std::fs::canonicalize(&a.mountpoint)?;
     let info = SessionInfo {
         host: nix::unistd::gethostname()
@@ -297,10 +305,11 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         Duration::from_secs(a.heartbeat.max(1)),
         !a.no_bgjob,
     );
+    let fuse_flags = parse_fuse_options(a.options.as_deref())?;
     let fuse_opts = FuseOptions {
         fs_name: format!("strata:{}", format.name),
-        allow_other: nix::unistd::geteuid().is_root()
-            || a.options.as_deref().unwrap_or("").contains("allow_other"),
+        allow_other: nix::unistd::geteuid().is_root() || fuse_flags.allow_other,
+        writeback_cache: fuse_flags.writeback_cache,
         read_only: a.read_only,
         max_write: a.max_fuse_io.clamp(4, 1024) << 10,
         ..FuseOptions::default()
@@ -411,5 +420,55 @@ pub fn run_umount(a: UmountArgs) -> Result<()> {
             }
         }
         Err(e) => bail!("cannot unmount {}: {e}", a.mountpoint.display()),
+    }
+}
+
+/// Whether `path` (or its closest existing ancestor) is on the same device as `other`.
+fn same_device(path: &Path, other: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let device = |p: &Path| {
+        p.ancestors()
+            .find_map(|a| std::fs::metadata(a).ok())
+            .map(|m| m.dev())
+    };
+    matches!((device(path), device(other)), (Some(a), Some(b)) if a == b)
+}
+
+/// The `-o` options Strata understands.
+#[derive(Debug, Default, PartialEq)]
+struct FuseFlags {
+    allow_other: bool,
+    writeback_cache: bool,
+}
+
+fn parse_fuse_options(options: Option<&str>) -> Result<FuseFlags> {
+    let mut flags = FuseFlags::default();
+    for option in options.unwrap_or("").split(',').filter(|o| !o.is_empty()) {
+        match option.trim() {
+            "allow_other" => flags.allow_other = true,
+            "writeback_cache" => flags.writeback_cache = true,
+            other => bail!("unknown -o option {other:?} (known: allow_other, writeback_cache)"),
+        }
+    }
+    Ok(flags)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fuse_options_parse_and_reject_unknown() {
+        let flags = parse_fuse_options(Some("allow_other,writeback_cache")).unwrap();
+        assert_eq!(
+            flags,
+            FuseFlags {
+                allow_other: true,
+                writeback_cache: true
+            }
+        );
+        assert_eq!(parse_fuse_options(None).unwrap(), FuseFlags::default());
+        let err = parse_fuse_options(Some("allow_other,bogus")).unwrap_err();
+        assert!(err.to_string().contains("bogus"), "{err}");
     }
 }
