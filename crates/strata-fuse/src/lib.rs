@@ -164,6 +164,27 @@ pub(crate) fn file_attr(ino: Ino, a: &Attr) -> FileAttr {
     }
 }
 
+/// Attributes that say only what kind of file `ino` is (for entries without attributes).
+pub(crate) fn bare_attr(ino: Ino, kind: FileType) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(ino.0),
+        size: 0,
+        blocks: 0,
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind: file_type(kind),
+        perm: 0,
+        nlink: 1,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
 /// Supplementary groups of process `pid`, from `/proc` (empty when unknown).
 pub(crate) fn groups_of(pid: u32) -> Vec<u32> {
     let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {

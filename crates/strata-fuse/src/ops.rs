@@ -4,19 +4,19 @@
 use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
     AccessFlags, CopyFileRangeFlags, FileHandle, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLock, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use strata_types::{Errno, Ino};
 use strata_vfs::Vfs;
 use strata_vfs::{Ctx, Entry, LockKind, PosixLock, SetAttr, TimeSet};
 
-use crate::{StrataFs, errno, file_attr, file_type, groups_of, name_bytes};
+use crate::{StrataFs, bare_attr, errno, file_attr, file_type, groups_of, name_bytes};
 
 const F_RDLCK: i32 = 0;
 const F_WRLCK: i32 = 1;
@@ -125,6 +125,8 @@ impl fuser::Filesystem for StrataFs {
             InitFlags::FUSE_POSIX_LOCKS,
             InitFlags::FUSE_FLOCK_LOCKS,
             InitFlags::FUSE_PARALLEL_DIROPS,
+            InitFlags::FUSE_DO_READDIRPLUS,
+            InitFlags::FUSE_READDIRPLUS_AUTO,
         ] {
             let _ = config.add_capabilities(cap);
         }
@@ -473,6 +475,52 @@ impl fuser::Filesystem for StrataFs {
                     e.next_offset,
                     file_type(e.kind),
                     name,
+                ) {
+                    break;
+                }
+                last = Some((e.next_offset, e.name));
+            }
+            if let Some((next, name)) = last {
+                vfs.set_dir_cursor(fh.0, next, name);
+            }
+            reply.ok();
+        });
+    }
+
+    /// Directory entries with their attributes (`ls -l` costs one request per page instead
+    /// of one lookup per entry). The kernel asks for this instead of readdir when it
+    /// expects the attributes to be used.
+    fn readdirplus(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        self.spawn(req, "readdirplus", |vfs| async move {
+            let entries = match vfs.readdir(fh.0, offset, true).await {
+                Ok(e) => e,
+                Err(e) => return reply.error(errno(e)),
+            };
+            let mut last = None;
+            for e in entries {
+                let name = std::ffi::OsStr::from_bytes_compat(&e.name);
+                let front = Ino(vfs.to_front(e.ino));
+                // "." and ".." (and an entry whose inode vanished meanwhile) come without
+                // attributes: the kernel gets a zero TTL, so it caches nothing for them.
+                let (attr, ttl) = match &e.attr {
+                    Some(a) if a.is_dir() => (file_attr(front, a), vfs.options().dir_entry_ttl),
+                    Some(a) => (file_attr(front, a), vfs.options().entry_ttl),
+                    None => (bare_attr(front, e.kind), Duration::ZERO),
+                };
+                if reply.add(
+                    INodeNo(front.0),
+                    e.next_offset,
+                    name,
+                    &ttl,
+                    &attr,
+                    Generation(0),
                 ) {
                     break;
                 }
