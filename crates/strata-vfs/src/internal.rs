@@ -14,6 +14,9 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::Vfs;
 
+/// How long a read of `.accesslog` waits for a line before returning a "#" line.
+const ACCESS_LOG_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+
 pub const STATS_INO: Ino = Ino(0x7FFF_FFFF_0000_0001);
 pub const CONFIG_INO: Ino = Ino(0x7FFF_FFFF_0000_0002);
 pub const ACCESSLOG_INO: Ino = Ino(0x7FFF_FFFF_0000_0003);
@@ -89,14 +92,23 @@ impl Vfs {
         }
     }
 
-    /// Next lines for an `.accesslog` handle: waits for at least one, returns what fits.
+    /// Lines of `.accesslog` for handle `fh`: waits for the first (up to a second), then
+    /// takes whatever else is queued.
     pub(crate) async fn read_access_log(&self, fh: u64, size: usize) -> Option<Vec<u8>> {
         let reader = self.access_readers.lock().ok()?.get(&fh).cloned()?;
         let mut rx = reader.lock().await;
         let mut out = Vec::new();
         loop {
             let next = if out.is_empty() {
-                rx.recv().await
+                // A read waits at most a second: a FUSE read cannot be interrupted once the
+                // daemon has it, so an idle reader gets a "#" line and can be killed.
+                match tokio::time::timeout(ACCESS_LOG_IDLE, rx.recv()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        out.extend_from_slice(b"#\n");
+                        break;
+                    }
+                }
             } else {
                 rx.try_recv().map_err(|_| RecvError::Closed)
             };

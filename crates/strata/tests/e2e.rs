@@ -342,6 +342,13 @@ PY
         log.contains("[uid:0,gid:0,pid:") && log.contains(" <0."),
         "{log}"
     );
+    // The reader's own reads are not logged (they would feed it lines forever).
+    assert!(
+        log.lines().count() < 100 && !log.contains(" read <"),
+        "{} lines: {}",
+        log.lines().count(),
+        log.lines().take(5).collect::<Vec<_>>().join("\n")
+    );
     // `strata info` names the file's inode, slices and block objects.
     sh(&a.path, "head -c 5000000 /dev/urandom > info.bin");
     let out = run(Command::new(STRATA)
