@@ -1,0 +1,399 @@
+//! The Redis metadata engine: Strata's `Kv` trait on a Redis server.
+//!
+//! Layout (docs/FORMAT.md, "Redis engine"): every key `K` of the volume is stored as the
+//! Redis string `{prefix}:k{K}`, and `K` is also a member (score 0) of the sorted set
+//! `{prefix}:i`. Members of equal score are ordered bytewise, so `ZRANGEBYLEX` gives the
+//! ordered range scans the metadata layer needs. Both are only ever changed together,
+//! inside one script.
+//!
+//! Reads are single commands (`GET`, `MGET`) or a read-only script (scan: the index range
+//! and the values in one atomic step). A commit is one script that re-runs every read the
+//! transaction made, returns 0 if any result differs, and otherwise applies all writes;
+//! Redis runs scripts atomically, so validation and writes cannot interleave with another
+//! client. No WATCH is ever used, so the shared multiplexed connection is safe.
+//! Durability is the server's: run Redis with `appendonly yes` (and `appendfsync always`
+//! for fsync-on-commit) for a file system that survives a server crash.
+
+mod scripts;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::aio::ConnectionManager;
+use redis::{Client, RedisError, Script, Value as RedisValue};
+use strata_meta::kv::{
+    CommitRequest, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write,
+};
+use tokio::sync::OnceCell;
+
+/// How long connecting (and the first PING) may take before the engine is unavailable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one command may take.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A `redis://` META-URL taken apart: the server URL for the client library and the key
+/// prefix of the volume (`?prefix=NAME`, default `strata`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RedisUrl {
+    pub server: String,
+    pub prefix: String,
+}
+
+impl RedisUrl {
+    /// Parse `redis://[[user]:password@]host:port[/db][?prefix=NAME]` (or `rediss://`).
+    pub fn parse(url: &str) -> Result<RedisUrl, KvError> {
+        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+            return Err(KvError::Engine(format!(
+                "not a Redis URL: {url:?} (expected redis://host:port/db)"
+            )));
+        }
+        let (server, query) = match url.split_once('?') {
+            Some((s, q)) => (s.to_string(), q),
+            None => (url.to_string(), ""),
+        };
+        let mut prefix = "strata".to_string();
+        let mut rest = Vec::new();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some(("prefix", v)) if valid_prefix(v) => prefix = v.to_string(),
+                Some(("prefix", v)) => {
+                    return Err(KvError::Engine(format!(
+                        "bad prefix {v:?}: use letters, digits, '-' and '_'"
+                    )));
+                }
+                _ => rest.push(pair),
+            }
+        }
+        let server = if rest.is_empty() {
+            server
+        } else {
+            format!("{server}?{}", rest.join("&"))
+        };
+        Ok(RedisUrl { server, prefix })
+    }
+}
+
+fn valid_prefix(p: &str) -> bool {
+    !p.is_empty()
+        && p.len() <= 64
+        && p.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// A client of one volume's keys on one Redis server.
+pub struct RedisEngine {
+    client: Client,
+    conn: OnceCell<ConnectionManager>,
+    /// `{prefix}:` — every key of the volume starts with it.
+    base: Vec<u8>,
+    /// `{prefix}:i` — the sorted-set index of all keys.
+    index: Vec<u8>,
+    scan: Script,
+    commit: Script,
+}
+
+impl std::fmt::Debug for RedisEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisEngine")
+            .field("prefix", &String::from_utf8_lossy(&self.base))
+            .finish()
+    }
+}
+
+impl RedisEngine {
+    /// An engine that connects on first use (tests; the binary uses [`connect`]).
+    ///
+    /// [`connect`]: RedisEngine::connect
+    pub fn lazy(url: &RedisUrl) -> Result<RedisEngine, KvError> {
+        let client = Client::open(url.server.as_str())
+            .map_err(|e| KvError::Engine(format!("bad Redis URL: {e}")))?;
+        let base = format!("{}:", url.prefix).into_bytes();
+        let mut index = base.clone();
+        index.push(b'i');
+        Ok(RedisEngine {
+            client,
+            conn: OnceCell::new(),
+            base,
+            index,
+            scan: Script::new(scripts::SCAN),
+            commit: Script::new(scripts::COMMIT),
+        })
+    }
+
+    /// Connect now and check the server answers (bounded time, clear errors).
+    pub async fn connect(url: &RedisUrl) -> Result<RedisEngine, KvError> {
+        let engine = RedisEngine::lazy(url)?;
+        let mut conn = engine.conn().await?;
+        let pong: String = timed(redis::cmd("PING").query_async(&mut conn)).await?;
+        if pong != "PONG" {
+            return Err(KvError::Engine(format!("unexpected PING reply {pong:?}")));
+        }
+        Ok(engine)
+    }
+
+    async fn conn(&self) -> Result<ConnectionManager, KvError> {
+        let conn = self
+            .conn
+            .get_or_try_init(|| async {
+                match tokio::time::timeout(CONNECT_TIMEOUT, self.client.get_connection_manager())
+                    .await
+                {
+                    Ok(Ok(c)) => Ok(c),
+                    Ok(Err(e)) => Err(redis_error(e)),
+                    Err(_) => Err(KvError::Unavailable(format!(
+                        "no answer from Redis within {} s",
+                        CONNECT_TIMEOUT.as_secs()
+                    ))),
+                }
+            })
+            .await?;
+        Ok(conn.clone())
+    }
+
+}
+
+/// The Redis key holding the value of `key`: `{prefix}:k{key}`.
+fn value_key(base: &[u8], key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(base.len() + 1 + key.len());
+    k.extend_from_slice(base);
+    k.push(b'k');
+    k.extend_from_slice(key);
+    k
+}
+
+/// Run one Redis command with the command timeout.
+async fn timed<T>(fut: impl Future<Output = Result<T, RedisError>>) -> Result<T, KvError> {
+    match tokio::time::timeout(COMMAND_TIMEOUT, fut).await {
+        Ok(r) => r.map_err(redis_error),
+        Err(_) => Err(KvError::Unavailable(format!(
+            "Redis did not answer within {} s",
+            COMMAND_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
+/// Connection trouble is worth retrying; everything else is an engine error.
+fn redis_error(e: RedisError) -> KvError {
+    if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout()
+    {
+        KvError::Unavailable(format!("Redis: {e}"))
+    } else {
+        let text = e.to_string();
+        if text.contains("LOADING") || text.contains("BUSY") || text.contains("TRYAGAIN") {
+            KvError::Unavailable(format!("Redis: {e}"))
+        } else {
+            KvError::Engine(format!("Redis: {e}"))
+        }
+    }
+}
+
+/// `ZRANGEBYLEX` bounds for `[start, end)`.
+fn lex_bounds(start: &[u8], end: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let mut lo = vec![b'['];
+    lo.extend_from_slice(start);
+    let mut hi = vec![b'('];
+    hi.extend_from_slice(end);
+    (lo, hi)
+}
+
+/// The `LIMIT` count for a scan (negative: no limit).
+fn lex_limit(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(-1)
+}
+
+fn bytes_of(v: RedisValue) -> Result<Option<Vec<u8>>, KvError> {
+    match v {
+        RedisValue::Nil => Ok(None),
+        RedisValue::BulkString(b) => Ok(Some(b)),
+        RedisValue::SimpleString(s) => Ok(Some(s.into_bytes())),
+        other => Err(KvError::Engine(format!(
+            "unexpected Redis reply {other:?}"
+        ))),
+    }
+}
+
+/// A read view: every read is its own command (not isolated; commits validate reads).
+struct RedisSnapshot {
+    base: Vec<u8>,
+    index: Vec<u8>,
+    scan: Script,
+    conn: ConnectionManager,
+}
+
+impl RedisSnapshot {
+    fn value_key(&self, key: &[u8]) -> Vec<u8> {
+        value_key(&self.base, key)
+    }
+}
+
+#[async_trait]
+impl KvSnapshot for RedisSnapshot {
+    async fn get(&mut self, key: &[u8]) -> Result<Option<Value>, KvError> {
+        let k = self.value_key(key);
+        timed(redis::cmd("GET").arg(k).query_async(&mut self.conn)).await
+    }
+
+    async fn get_many(&mut self, keys: &[Key]) -> Result<Vec<Option<Value>>, KvError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut cmd = redis::cmd("MGET");
+        for key in keys {
+            cmd.arg(self.value_key(key));
+        }
+        timed(cmd.query_async(&mut self.conn)).await
+    }
+
+    async fn scan(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<(Key, Value)>, KvError> {
+        if start >= end || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let (lo, hi) = lex_bounds(start, end);
+        let mut call = self.scan.key(&self.index);
+        call.arg(&self.base)
+            .arg(lo)
+            .arg(hi)
+            .arg(lex_limit(limit))
+            .arg(if reverse { "1" } else { "0" });
+        let flat: Vec<RedisValue> = timed(call.invoke_async(&mut self.conn)).await?;
+        let mut out = Vec::with_capacity(flat.len() / 2);
+        let mut items = flat.into_iter();
+        while let (Some(k), Some(v)) = (items.next(), items.next()) {
+            let key = bytes_of(k)?.unwrap_or_default();
+            // A member without a value cannot happen (both change in one script).
+            if let Some(value) = bytes_of(v)? {
+                out.push((key, value));
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl KvEngine for RedisEngine {
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+
+    async fn snapshot(&self) -> Result<Box<dyn KvSnapshot>, KvError> {
+        let conn = self.conn().await?;
+        Ok(Box::new(RedisSnapshot {
+            base: self.base.clone(),
+            index: self.index.clone(),
+            scan: self.scan.clone(),
+            conn,
+        }))
+    }
+
+    async fn commit(&self, req: CommitRequest) -> Result<(), KvError> {
+        if req.writes.is_empty() && req.reads.is_empty() {
+            return Ok(());
+        }
+        let mut conn = self.conn().await?;
+        let mut call = self.commit.key(&self.index);
+        call.arg(&self.base);
+        let points: Vec<_> = req
+            .reads
+            .iter()
+            .filter_map(|r| match r {
+                ReadCheck::Point { key, value } => Some((key, value)),
+                ReadCheck::Range { .. } => None,
+            })
+            .collect();
+        call.arg(points.len());
+        for (key, value) in points {
+            call.arg(key.as_slice());
+            match value {
+                Some(v) => call.arg("1").arg(v.as_slice()),
+                None => call.arg("0").arg(""),
+            };
+        }
+        let ranges: Vec<_> = req
+            .reads
+            .iter()
+            .filter(|r| matches!(r, ReadCheck::Range { .. }))
+            .collect();
+        call.arg(ranges.len());
+        for r in ranges {
+            if let ReadCheck::Range {
+                start,
+                end,
+                limit,
+                reverse,
+                entries,
+            } = r
+            {
+                let (lo, hi) = lex_bounds(start, end);
+                let empty = start >= end || *limit == 0;
+                call.arg(lo)
+                    .arg(hi)
+                    .arg(if empty { 0 } else { lex_limit(*limit) })
+                    .arg(if *reverse { "1" } else { "0" })
+                    .arg(if empty { "1" } else { "0" })
+                    .arg(entries.len());
+                for (k, v) in entries {
+                    call.arg(k.as_slice()).arg(v.as_slice());
+                }
+            }
+        }
+        call.arg(req.writes.len());
+        for (key, write) in &req.writes {
+            match write {
+                Write::Put(v) => call.arg("P").arg(key.as_slice()).arg(v.as_slice()),
+                Write::Delete => call.arg("D").arg(key.as_slice()),
+                Write::Fields(_) => {
+                    return Err(KvError::Engine(
+                        "field updates reach the Redis engine unconverted".into(),
+                    ));
+                }
+            };
+        }
+        let applied: i64 = timed(call.invoke_async(&mut conn)).await?;
+        if applied == 1 {
+            Ok(())
+        } else {
+            Err(KvError::Conflict)
+        }
+    }
+
+    fn snapshot_isolation(&self) -> bool {
+        false
+    }
+
+    fn native_field_ops(&self) -> bool {
+        // Lua numbers are doubles: nanosecond times do not survive arithmetic in a script.
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_split_into_server_and_prefix() {
+        let u = RedisUrl::parse("redis://:pw@127.0.0.1:6379/2?prefix=vol_a").unwrap();
+        assert_eq!(u.server, "redis://:pw@127.0.0.1:6379/2");
+        assert_eq!(u.prefix, "vol_a");
+        let d = RedisUrl::parse("rediss://host:6380/0?protocol=resp3").unwrap();
+        assert_eq!(d.prefix, "strata");
+        assert_eq!(d.server, "rediss://host:6380/0?protocol=resp3");
+        assert!(RedisUrl::parse("postgres://x").is_err());
+        assert!(RedisUrl::parse("redis://h/0?prefix=a:b").is_err());
+    }
+
+    #[test]
+    fn lex_bounds_include_start_and_exclude_end() {
+        let (lo, hi) = lex_bounds(b"A1", b"A2");
+        assert_eq!(lo, b"[A1");
+        assert_eq!(hi, b"(A2");
+        assert_eq!(lex_limit(usize::MAX), -1);
+        assert_eq!(lex_limit(5), 5);
+    }
+}
