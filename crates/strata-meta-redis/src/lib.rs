@@ -21,9 +21,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use redis::aio::ConnectionManager;
 use redis::{Client, RedisError, Script, Value as RedisValue};
-use strata_meta::kv::{
-    CommitRequest, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write,
-};
+use strata_meta::kv::{CommitRequest, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write};
 use tokio::sync::OnceCell;
 
 /// How long connecting (and the first PING) may take before the engine is unavailable.
@@ -149,7 +147,6 @@ impl RedisEngine {
             .await?;
         Ok(conn.clone())
     }
-
 }
 
 /// The Redis key holding the value of `key`: `{prefix}:k{key}`.
@@ -174,8 +171,7 @@ async fn timed<T>(fut: impl Future<Output = Result<T, RedisError>>) -> Result<T,
 
 /// Connection trouble is worth retrying; everything else is an engine error.
 fn redis_error(e: RedisError) -> KvError {
-    if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout()
-    {
+    if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout() {
         KvError::Unavailable(format!("Redis: {e}"))
     } else {
         let text = e.to_string();
@@ -206,9 +202,7 @@ fn bytes_of(v: RedisValue) -> Result<Option<Vec<u8>>, KvError> {
         RedisValue::Nil => Ok(None),
         RedisValue::BulkString(b) => Ok(Some(b)),
         RedisValue::SimpleString(s) => Ok(Some(s.into_bytes())),
-        other => Err(KvError::Engine(format!(
-            "unexpected Redis reply {other:?}"
-        ))),
+        other => Err(KvError::Engine(format!("unexpected Redis reply {other:?}"))),
     }
 }
 

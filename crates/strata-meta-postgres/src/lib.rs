@@ -1,0 +1,365 @@
+//! The PostgreSQL metadata engine: Strata's `Kv` trait on a PostgreSQL database.
+//!
+//! Layout (docs/FORMAT.md, "PostgreSQL engine"): one table per volume,
+//! `strata_{prefix}(k BYTEA PRIMARY KEY, v BYTEA NOT NULL)`; `bytea` compares bytewise, so
+//! the primary-key index gives ordered range scans. Several volumes share a database by
+//! using different prefixes (`?prefix=NAME`, default `strata`).
+//!
+//! Reads run outside transactions (not isolated; every read is validated at commit). A
+//! commit is one SERIALIZABLE transaction: it re-runs every read the transaction made
+//! (point reads in one query, range reads concurrently), and if all still hold, applies
+//! the writes (one upsert, one delete). PostgreSQL reports a concurrent conflict as a
+//! serialization failure (SQLSTATE 40001) or deadlock (40P01), which becomes
+//! `KvError::Conflict` and is retried by the transaction layer. Connections come from a
+//! small pool; broken ones are dropped and replaced.
+
+mod pool;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use strata_meta::kv::{CommitRequest, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write};
+use tokio_postgres::Row;
+use tokio_postgres::error::SqlState;
+
+use crate::pool::{Pool, Pooled};
+
+/// How long connecting may take before the engine is unavailable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one statement may take.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Connections per engine.
+const POOL_SIZE: usize = 8;
+
+/// A `postgres://` META-URL taken apart: the connection string for the client library and
+/// the volume's table prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PostgresUrl {
+    pub conninfo: String,
+    pub prefix: String,
+}
+
+impl PostgresUrl {
+    /// Parse `postgres://user:password@host:port/db[?sslmode=disable][&prefix=NAME]`.
+    pub fn parse(url: &str) -> Result<PostgresUrl, KvError> {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(KvError::Engine(format!(
+                "not a PostgreSQL URL: {url:?} (expected postgres://user:pass@host:port/db)"
+            )));
+        }
+        let (base, query) = url.split_once('?').unwrap_or((url, ""));
+        let mut prefix = "strata".to_string();
+        let mut rest = Vec::new();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some(("prefix", v)) if valid_prefix(v) => prefix = v.to_lowercase(),
+                Some(("prefix", v)) => {
+                    return Err(KvError::Engine(format!(
+                        "bad prefix {v:?}: use letters, digits and '_'"
+                    )));
+                }
+                _ => rest.push(pair),
+            }
+        }
+        let conninfo = if rest.is_empty() {
+            base.to_string()
+        } else {
+            format!("{base}?{}", rest.join("&"))
+        };
+        Ok(PostgresUrl { conninfo, prefix })
+    }
+
+    /// The volume's table.
+    pub fn table(&self) -> String {
+        format!("strata_{}", self.prefix)
+    }
+}
+
+fn valid_prefix(p: &str) -> bool {
+    !p.is_empty() && p.len() <= 48 && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// A client of one volume's table in one PostgreSQL database.
+#[derive(Debug)]
+pub struct PostgresEngine {
+    pool: Pool,
+}
+
+impl PostgresEngine {
+    /// An engine that connects on first use (tests; the binary uses [`connect`]).
+    ///
+    /// [`connect`]: PostgresEngine::connect
+    pub fn lazy(url: &PostgresUrl) -> Result<PostgresEngine, KvError> {
+        let config: tokio_postgres::Config = url
+            .conninfo
+            .parse()
+            .map_err(|e| KvError::Engine(format!("bad PostgreSQL URL: {e}")))?;
+        Ok(PostgresEngine {
+            pool: Pool::new(config, url.table(), POOL_SIZE),
+        })
+    }
+
+    /// Connect now (creating the volume's table if needed), in bounded time.
+    pub async fn connect(url: &PostgresUrl) -> Result<PostgresEngine, KvError> {
+        let engine = PostgresEngine::lazy(url)?;
+        drop(engine.pool.get().await?);
+        Ok(engine)
+    }
+}
+
+/// Run one statement with the query timeout.
+async fn timed<T>(
+    fut: impl Future<Output = Result<T, tokio_postgres::Error>>,
+) -> Result<T, KvError> {
+    match tokio::time::timeout(QUERY_TIMEOUT, fut).await {
+        Ok(r) => r.map_err(pg_error),
+        Err(_) => Err(KvError::Unavailable(format!(
+            "PostgreSQL did not answer within {} s",
+            QUERY_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
+/// Conflicts are retried as conflicts, lost connections as unavailability.
+pub(crate) fn pg_error(e: tokio_postgres::Error) -> KvError {
+    match e.code() {
+        Some(c)
+            if *c == SqlState::T_R_SERIALIZATION_FAILURE
+                || *c == SqlState::T_R_DEADLOCK_DETECTED =>
+        {
+            KvError::Conflict
+        }
+        Some(c)
+            if *c == SqlState::INVALID_PASSWORD
+                || *c == SqlState::INVALID_AUTHORIZATION_SPECIFICATION =>
+        {
+            KvError::Engine(format!(
+                "PostgreSQL: authentication failed: {}",
+                db_message(&e)
+            ))
+        }
+        Some(c) if *c == SqlState::INVALID_CATALOG_NAME => {
+            KvError::Engine(format!("PostgreSQL: {}", db_message(&e)))
+        }
+        Some(c) if c.code().starts_with("08") || c.code().starts_with("57P") => {
+            KvError::Unavailable(format!("PostgreSQL: {}", db_message(&e)))
+        }
+        Some(_) => KvError::Engine(format!("PostgreSQL: {}", db_message(&e))),
+        None if e.is_closed() => KvError::Unavailable("PostgreSQL connection closed".into()),
+        None => KvError::Unavailable(format!("PostgreSQL: {e}")),
+    }
+}
+
+fn db_message(e: &tokio_postgres::Error) -> String {
+    e.as_db_error()
+        .map(|d| d.message().to_string())
+        .unwrap_or_else(|| e.to_string())
+}
+
+fn pairs(rows: Vec<Row>) -> Result<Vec<(Key, Value)>, KvError> {
+    rows.into_iter()
+        .map(|r| {
+            let k: Vec<u8> = r.try_get(0).map_err(pg_error)?;
+            let v: Vec<u8> = r.try_get(1).map_err(pg_error)?;
+            Ok((k, v))
+        })
+        .collect()
+}
+
+/// Rows `start <= k < end`, ordered, at most `limit`.
+async fn scan_rows(
+    conn: &Pooled,
+    start: &[u8],
+    end: &[u8],
+    limit: usize,
+    reverse: bool,
+) -> Result<Vec<(Key, Value)>, KvError> {
+    if start >= end || limit == 0 {
+        return Ok(Vec::new());
+    }
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let stmt = if reverse {
+        &conn.stmts.scan_desc
+    } else {
+        &conn.stmts.scan_asc
+    };
+    let rows = timed(conn.client.query(stmt, &[&start, &end, &limit])).await?;
+    pairs(rows)
+}
+
+/// Values of `keys`, in order.
+async fn get_rows(conn: &Pooled, keys: &[Key]) -> Result<Vec<Option<Value>>, KvError> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = timed(conn.client.query(&conn.stmts.get_many, &[&keys])).await?;
+    let found: std::collections::HashMap<Key, Value> = pairs(rows)?.into_iter().collect();
+    Ok(keys.iter().map(|k| found.get(k).cloned()).collect())
+}
+
+/// A read view: each read borrows a pooled connection (not isolated).
+struct PostgresSnapshot {
+    pool: Pool,
+}
+
+#[async_trait]
+impl KvSnapshot for PostgresSnapshot {
+    async fn get(&mut self, key: &[u8]) -> Result<Option<Value>, KvError> {
+        let conn = self.pool.get().await?;
+        let row = timed(conn.client.query_opt(&conn.stmts.get, &[&key])).await?;
+        row.map(|r| r.try_get(0).map_err(pg_error)).transpose()
+    }
+
+    async fn get_many(&mut self, keys: &[Key]) -> Result<Vec<Option<Value>>, KvError> {
+        let conn = self.pool.get().await?;
+        get_rows(&conn, keys).await
+    }
+
+    async fn scan(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<(Key, Value)>, KvError> {
+        let conn = self.pool.get().await?;
+        scan_rows(&conn, start, end, limit, reverse).await
+    }
+}
+
+/// Whether every read of `req` still returns what it returned, inside the transaction.
+async fn reads_hold(conn: &Pooled, reads: &[ReadCheck]) -> Result<bool, KvError> {
+    let (keys, expected): (Vec<Key>, Vec<Option<Value>>) = reads
+        .iter()
+        .filter_map(|r| match r {
+            ReadCheck::Point { key, value } => Some((key.clone(), value.clone())),
+            ReadCheck::Range { .. } => None,
+        })
+        .unzip();
+    let ranges = reads.iter().filter_map(|r| match r {
+        ReadCheck::Range {
+            start,
+            end,
+            limit,
+            reverse,
+            entries,
+        } => Some(async move {
+            Ok::<bool, KvError>(scan_rows(conn, start, end, *limit, *reverse).await? == *entries)
+        }),
+        ReadCheck::Point { .. } => None,
+    });
+    let (points, ranges) =
+        futures::future::join(get_rows(conn, &keys), futures::future::try_join_all(ranges)).await;
+    Ok(points? == expected && ranges?.into_iter().all(|held| held))
+}
+
+#[async_trait]
+impl KvEngine for PostgresEngine {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn snapshot(&self) -> Result<Box<dyn KvSnapshot>, KvError> {
+        Ok(Box::new(PostgresSnapshot {
+            pool: self.pool.clone(),
+        }))
+    }
+
+    async fn commit(&self, req: CommitRequest) -> Result<(), KvError> {
+        if req.writes.is_empty() && req.reads.is_empty() {
+            return Ok(());
+        }
+        let mut puts: (Vec<&[u8]>, Vec<&[u8]>) = (Vec::new(), Vec::new());
+        let mut deletes: Vec<&[u8]> = Vec::new();
+        for (key, write) in &req.writes {
+            match write {
+                Write::Put(v) => {
+                    puts.0.push(key);
+                    puts.1.push(v);
+                }
+                Write::Delete => deletes.push(key),
+                Write::Fields(_) => {
+                    return Err(KvError::Engine(
+                        "field updates reach the PostgreSQL engine unconverted".into(),
+                    ));
+                }
+            }
+        }
+        let mut conn = self.pool.get().await?;
+        let outcome = commit_on(&mut conn, &req.reads, &puts, &deletes).await;
+        if matches!(outcome, Err(KvError::Unavailable(_))) {
+            conn.broken = true;
+        }
+        outcome
+    }
+
+    fn snapshot_isolation(&self) -> bool {
+        false
+    }
+
+    fn native_field_ops(&self) -> bool {
+        // Under SERIALIZABLE, two updates of one row conflict however they are written.
+        false
+    }
+}
+
+async fn commit_on(
+    conn: &mut Pooled,
+    reads: &[ReadCheck],
+    puts: &(Vec<&[u8]>, Vec<&[u8]>),
+    deletes: &[&[u8]],
+) -> Result<(), KvError> {
+    timed(
+        conn.client
+            .batch_execute("BEGIN ISOLATION LEVEL SERIALIZABLE"),
+    )
+    .await?;
+    let result = async {
+        if !reads_hold(conn, reads).await? {
+            return Err(KvError::Conflict);
+        }
+        let upsert = async {
+            if puts.0.is_empty() {
+                return Ok(0);
+            }
+            timed(conn.client.execute(&conn.stmts.upsert, &[&puts.0, &puts.1])).await
+        };
+        let delete = async {
+            if deletes.is_empty() {
+                return Ok(0);
+            }
+            timed(conn.client.execute(&conn.stmts.delete, &[&deletes])).await
+        };
+        let (u, d) = futures::future::join(upsert, delete).await;
+        u?;
+        d?;
+        timed(conn.client.batch_execute("COMMIT")).await
+    }
+    .await;
+    if result.is_err() {
+        // Best effort: a failed COMMIT already ended the transaction; a broken connection
+        // is dropped by the pool.
+        let _ = timed(conn.client.batch_execute("ROLLBACK")).await;
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_split_into_conninfo_and_table() {
+        let u = PostgresUrl::parse("postgres://u:p@127.0.0.1:5432/db?sslmode=disable&prefix=Vol_1")
+            .unwrap();
+        assert_eq!(
+            u.conninfo,
+            "postgres://u:p@127.0.0.1:5432/db?sslmode=disable"
+        );
+        assert_eq!(u.table(), "strata_vol_1");
+        let d = PostgresUrl::parse("postgresql://h/db").unwrap();
+        assert_eq!(d.table(), "strata_strata");
+        assert!(PostgresUrl::parse("redis://h").is_err());
+        assert!(PostgresUrl::parse("postgres://h/db?prefix=a;drop").is_err());
+    }
+}

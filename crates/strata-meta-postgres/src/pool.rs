@@ -1,0 +1,197 @@
+//! A small pool of PostgreSQL connections, each with its statements prepared. A connection
+//! is made when none is idle (up to the pool size); one that broke is dropped, not reused.
+//! The first connection of an engine creates the volume's table if it does not exist.
+
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, Mutex};
+
+use strata_meta::kv::KvError;
+use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
+use tokio_postgres::{Client, Config, NoTls, Statement};
+
+use crate::{CONNECT_TIMEOUT, pg_error};
+
+/// The prepared statements of one connection.
+pub(crate) struct Statements {
+    pub get: Statement,
+    pub get_many: Statement,
+    pub scan_asc: Statement,
+    pub scan_desc: Statement,
+    pub upsert: Statement,
+    pub delete: Statement,
+}
+
+/// One connection and its statements.
+pub(crate) struct Conn {
+    pub client: Client,
+    pub stmts: Statements,
+}
+
+struct Inner {
+    config: Config,
+    table: String,
+    idle: Mutex<Vec<Conn>>,
+    slots: Arc<Semaphore>,
+    table_ready: OnceCell<()>,
+}
+
+/// Connections to one database for one volume's table.
+#[derive(Clone)]
+pub(crate) struct Pool {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("table", &self.inner.table)
+            .finish()
+    }
+}
+
+/// A connection taken from the pool; goes back when dropped unless marked broken.
+pub(crate) struct Pooled {
+    conn: Option<Conn>,
+    pool: Arc<Inner>,
+    _permit: OwnedSemaphorePermit,
+    pub broken: bool,
+}
+
+impl Deref for Pooled {
+    type Target = Conn;
+    fn deref(&self) -> &Conn {
+        // Only `Drop` takes the connection out.
+        self.conn
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("pooled connection taken"))
+    }
+}
+
+impl DerefMut for Pooled {
+    fn deref_mut(&mut self) -> &mut Conn {
+        self.conn
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("pooled connection taken"))
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take()
+            && !self.broken
+            && !conn.client.is_closed()
+            && let Ok(mut idle) = self.pool.idle.lock()
+        {
+            idle.push(conn);
+        }
+    }
+}
+
+impl Pool {
+    pub fn new(config: Config, table: String, size: usize) -> Pool {
+        Pool {
+            inner: Arc::new(Inner {
+                config,
+                table,
+                idle: Mutex::new(Vec::new()),
+                slots: Arc::new(Semaphore::new(size.max(1))),
+                table_ready: OnceCell::new(),
+            }),
+        }
+    }
+
+    /// An idle connection, or a new one.
+    pub async fn get(&self) -> Result<Pooled, KvError> {
+        let permit = self
+            .inner
+            .slots
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| KvError::Engine("connection pool closed".into()))?;
+        let idle = self.inner.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let conn = match idle {
+            Some(conn) if !conn.client.is_closed() => conn,
+            _ => self.connect().await?,
+        };
+        Ok(Pooled {
+            conn: Some(conn),
+            pool: self.inner.clone(),
+            _permit: permit,
+            broken: false,
+        })
+    }
+
+    async fn connect(&self) -> Result<Conn, KvError> {
+        let connecting = self.inner.config.connect(NoTls);
+        let (client, connection) = match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
+            Ok(Ok(pair)) => pair,
+            Ok(Err(e)) => return Err(connect_error(e)),
+            Err(_) => {
+                return Err(KvError::Unavailable(format!(
+                    "no answer from PostgreSQL within {} s",
+                    CONNECT_TIMEOUT.as_secs()
+                )));
+            }
+        };
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("PostgreSQL connection ended: {e}");
+            }
+        });
+        self.inner
+            .table_ready
+            .get_or_try_init(|| create_table(&client, &self.inner.table))
+            .await?;
+        let stmts = prepare(&client, &self.inner.table).await?;
+        Ok(Conn { client, stmts })
+    }
+}
+
+/// Errors while connecting: refused or unreachable servers are unavailable (maybe later);
+/// a wrong password or database is a clear engine error.
+fn connect_error(e: tokio_postgres::Error) -> KvError {
+    match pg_error(e) {
+        KvError::Unavailable(m) if !m.contains("PostgreSQL:") => {
+            KvError::Unavailable(format!("cannot connect to PostgreSQL: {m}"))
+        }
+        other => other,
+    }
+}
+
+async fn create_table(client: &Client, table: &str) -> Result<(), KvError> {
+    let sql = format!("CREATE TABLE IF NOT EXISTS {table} (k BYTEA PRIMARY KEY, v BYTEA NOT NULL)");
+    match client.batch_execute(&sql).await {
+        Ok(()) => Ok(()),
+        // Two clients creating the table at once: one wins, the other sees it exist.
+        Err(e)
+            if e.code()
+                .is_some_and(|c| matches!(c.code(), "23505" | "42P07")) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(pg_error(e)),
+    }
+}
+
+async fn prepare(client: &Client, table: &str) -> Result<Statements, KvError> {
+    let p = |sql: String| async move { client.prepare(&sql).await.map_err(pg_error) };
+    Ok(Statements {
+        get: p(format!("SELECT v FROM {table} WHERE k = $1")).await?,
+        get_many: p(format!("SELECT k, v FROM {table} WHERE k = ANY($1)")).await?,
+        scan_asc: p(format!(
+            "SELECT k, v FROM {table} WHERE k >= $1 AND k < $2 ORDER BY k LIMIT $3"
+        ))
+        .await?,
+        scan_desc: p(format!(
+            "SELECT k, v FROM {table} WHERE k >= $1 AND k < $2 ORDER BY k DESC LIMIT $3"
+        ))
+        .await?,
+        upsert: p(format!(
+            "INSERT INTO {table} (k, v) SELECT * FROM UNNEST($1::bytea[], $2::bytea[]) \
+             ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"
+        ))
+        .await?,
+        delete: p(format!("DELETE FROM {table} WHERE k = ANY($1)")).await?,
+    })
+}
