@@ -19,6 +19,13 @@ command -v fusermount3 >/dev/null 2>&1 || need_apt+=(fuse3)
 command -v setfattr >/dev/null 2>&1 || need_apt+=(attr)
 command -v git >/dev/null 2>&1 || need_apt+=(git)
 command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
+# Metadata engines the conformance and multi-client tests run against; protoc for etcd-client.
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
+command -v etcdctl >/dev/null 2>&1 || need_apt+=(etcd-client)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+command -v psql >/dev/null 2>&1 || need_apt+=(postgresql-client)
+command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing system packages: ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -78,6 +85,7 @@ if [ "$code" != 200 ]; then
   echo "SeaweedFS did not start (last status $code):" >&2; tail -20 "$WORK/seaweed.log" >&2; exit 1
 fi
 export STRATA_TEST_SEAWEEDFS=http://127.0.0.1:18333
+source scripts/metadata-servers.sh
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -1,0 +1,414 @@
+//! The etcd metadata engine: Strata's `Kv` trait on an etcd cluster.
+//!
+//! Layout (docs/FORMAT.md, "etcd engine"): key `K` of the volume is the etcd key
+//! `{prefix}/{K}`; etcd orders keys bytewise, so range reads are native.
+//!
+//! A read view pins one revision: its first read takes the cluster's current revision and
+//! every later read asks for that revision, so all reads of one transaction see one state
+//! (`snapshot_isolation`). A commit is one etcd transaction whose compares re-check what
+//! the transaction read — a point read by value (or "does not exist"), a range read by the
+//! value of every key it returned plus "no key in the scanned span changed since the range
+//! was re-read at commit" — and whose success branch holds the writes. A failed compare is
+//! `KvError::Conflict`, retried by the transaction layer.
+//!
+//! etcd limits a transaction to `--max-txn-ops` operations (128 by default) and a request
+//! to `--max-request-bytes` (1.5 MiB); Strata's slice cap keeps single values small, and
+//! servers should run with `--max-txn-ops 10000` (scripts/test.sh does) so large deletes
+//! fit in one transaction.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, KvClient, SortOrder, SortTarget, Txn,
+    TxnOp,
+};
+use strata_meta::kv::{CommitRequest, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write};
+use tokio::sync::OnceCell;
+
+/// How long connecting may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one request may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// An `etcd://` META-URL taken apart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EtcdUrl {
+    /// `http://host:port` per member.
+    pub endpoints: Vec<String>,
+    /// Key prefix of the volume (the URL's path; `strata` when empty).
+    pub prefix: String,
+    pub user: Option<(String, String)>,
+}
+
+impl EtcdUrl {
+    /// Parse `etcd://[user:password@]host1:2379,host2:2379,host3:2379/prefix`.
+    pub fn parse(url: &str) -> Result<EtcdUrl, KvError> {
+        let rest = url.strip_prefix("etcd://").ok_or_else(|| {
+            KvError::Engine(format!(
+                "not an etcd URL: {url:?} (expected etcd://host1:2379,host2:2379/prefix)"
+            ))
+        })?;
+        let (hosts, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        let (user, hosts) = match hosts.rsplit_once('@') {
+            Some((cred, hosts)) => {
+                let (name, pass) = cred.split_once(':').unwrap_or((cred, ""));
+                (Some((name.to_string(), pass.to_string())), hosts)
+            }
+            None => (None, hosts),
+        };
+        let endpoints: Vec<String> = hosts
+            .split(',')
+            .filter(|h| !h.is_empty())
+            .map(|h| format!("http://{h}"))
+            .collect();
+        if endpoints.is_empty() {
+            return Err(KvError::Engine(format!("etcd URL {url:?} names no host")));
+        }
+        let prefix = prefix.trim_matches('/');
+        let prefix = if prefix.is_empty() { "strata" } else { prefix };
+        Ok(EtcdUrl {
+            endpoints,
+            prefix: prefix.to_string(),
+            user,
+        })
+    }
+}
+
+/// A client of one volume's keys on one etcd cluster.
+pub struct EtcdEngine {
+    url: EtcdUrl,
+    client: OnceCell<KvClient>,
+    /// `{prefix}/`
+    base: Vec<u8>,
+}
+
+impl std::fmt::Debug for EtcdEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdEngine")
+            .field("endpoints", &self.url.endpoints)
+            .field("prefix", &self.url.prefix)
+            .finish()
+    }
+}
+
+impl EtcdEngine {
+    /// An engine that connects on first use (tests; the binary uses [`connect`]).
+    ///
+    /// [`connect`]: EtcdEngine::connect
+    pub fn lazy(url: &EtcdUrl) -> EtcdEngine {
+        EtcdEngine {
+            url: url.clone(),
+            client: OnceCell::new(),
+            base: format!("{}/", url.prefix).into_bytes(),
+        }
+    }
+
+    /// Connect now and check the cluster answers, in bounded time.
+    pub async fn connect(url: &EtcdUrl) -> Result<EtcdEngine, KvError> {
+        let engine = EtcdEngine::lazy(url);
+        let mut kv = engine.kv().await?;
+        timed(kv.get(engine.base.clone(), Some(GetOptions::new().with_limit(1)))).await?;
+        Ok(engine)
+    }
+
+    async fn kv(&self) -> Result<KvClient, KvError> {
+        let kv = self
+            .client
+            .get_or_try_init(|| async {
+                let mut options = ConnectOptions::new()
+                    .with_connect_timeout(CONNECT_TIMEOUT)
+                    .with_timeout(REQUEST_TIMEOUT)
+                    .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5));
+                if let Some((name, pass)) = &self.url.user {
+                    options = options.with_user(name.clone(), pass.clone());
+                }
+                let connecting = Client::connect(&self.url.endpoints, Some(options));
+                match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
+                    Ok(Ok(client)) => Ok(client.kv_client()),
+                    Ok(Err(e)) => Err(etcd_error(e)),
+                    Err(_) => Err(KvError::Unavailable(format!(
+                        "no answer from etcd within {} s",
+                        CONNECT_TIMEOUT.as_secs()
+                    ))),
+                }
+            })
+            .await?;
+        Ok(kv.clone())
+    }
+
+    fn full_key(&self, key: &[u8]) -> Vec<u8> {
+        full_key(&self.base, key)
+    }
+}
+
+fn full_key(base: &[u8], key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(base.len() + key.len());
+    k.extend_from_slice(base);
+    k.extend_from_slice(key);
+    k
+}
+
+async fn timed<T>(fut: impl Future<Output = Result<T, etcd_client::Error>>) -> Result<T, KvError> {
+    match tokio::time::timeout(REQUEST_TIMEOUT, fut).await {
+        Ok(r) => r.map_err(etcd_error),
+        Err(_) => Err(KvError::Unavailable(format!(
+            "etcd did not answer within {} s",
+            REQUEST_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
+/// Unreachable members and lost leaders are worth retrying; a compacted snapshot revision
+/// means the transaction must start over (a conflict).
+fn etcd_error(e: etcd_client::Error) -> KvError {
+    use etcd_client::Error as E;
+    match e {
+        E::GRpcStatus(status) => {
+            let message = status.message().to_string();
+            if message.contains("compacted") {
+                return KvError::Conflict;
+            }
+            // gRPC codes: 4 deadline exceeded, 10 aborted, 14 unavailable; 7 permission
+            // denied, 16 unauthenticated.
+            match status.code() as i32 {
+                4 | 10 | 14 => KvError::Unavailable(format!("etcd: {message}")),
+                7 | 16 => KvError::Engine(format!("etcd: authentication failed: {message}")),
+                _ if message.contains("leader") || message.contains("timed out") => {
+                    KvError::Unavailable(format!("etcd: {message}"))
+                }
+                _ => KvError::Engine(format!("etcd: {message}")),
+            }
+        }
+        E::TransportError(t) => KvError::Unavailable(format!("etcd: {t}")),
+        E::IoError(io) => KvError::Unavailable(format!("etcd: {io}")),
+        other => KvError::Engine(format!("etcd: {other}")),
+    }
+}
+
+/// Read view pinned at one revision.
+struct EtcdSnapshot {
+    kv: KvClient,
+    base: Vec<u8>,
+    revision: Option<i64>,
+}
+
+impl EtcdSnapshot {
+    fn options(&self) -> GetOptions {
+        match self.revision {
+            Some(r) => GetOptions::new().with_revision(r),
+            None => GetOptions::new(),
+        }
+    }
+
+    fn pin(&mut self, header: Option<&etcd_client::ResponseHeader>) {
+        if self.revision.is_none() {
+            self.revision = header.map(|h| h.revision());
+        }
+    }
+}
+
+#[async_trait]
+impl KvSnapshot for EtcdSnapshot {
+    async fn get(&mut self, key: &[u8]) -> Result<Option<Value>, KvError> {
+        let options = self.options();
+        let resp = timed(self.kv.get(full_key(&self.base, key), Some(options))).await?;
+        self.pin(resp.header());
+        Ok(resp.kvs().first().map(|kv| kv.value().to_vec()))
+    }
+
+    async fn get_many(&mut self, keys: &[Key]) -> Result<Vec<Option<Value>>, KvError> {
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            out.push(self.get(key).await?);
+        }
+        Ok(out)
+    }
+
+    async fn scan(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<(Key, Value)>, KvError> {
+        if start >= end || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let order = if reverse {
+            SortOrder::Descend
+        } else {
+            SortOrder::Ascend
+        };
+        let options = self
+            .options()
+            .with_range(full_key(&self.base, end))
+            .with_limit(i64::try_from(limit).unwrap_or(0))
+            .with_sort(SortTarget::Key, order);
+        let resp = timed(self.kv.get(full_key(&self.base, start), Some(options))).await?;
+        self.pin(resp.header());
+        let skip = self.base.len();
+        Ok(resp
+            .kvs()
+            .iter()
+            .map(|kv| (kv.key()[skip..].to_vec(), kv.value().to_vec()))
+            .collect())
+    }
+}
+
+#[async_trait]
+impl KvEngine for EtcdEngine {
+    fn name(&self) -> &'static str {
+        "etcd"
+    }
+
+    async fn snapshot(&self) -> Result<Box<dyn KvSnapshot>, KvError> {
+        Ok(Box::new(EtcdSnapshot {
+            kv: self.kv().await?,
+            base: self.base.clone(),
+            revision: None,
+        }))
+    }
+
+    async fn commit(&self, req: CommitRequest) -> Result<(), KvError> {
+        if req.writes.is_empty() {
+            // Reads of one pinned revision are consistent: nothing to validate.
+            return Ok(());
+        }
+        let mut kv = self.kv().await?;
+        let mut compares = Vec::new();
+        for read in &req.reads {
+            match read {
+                ReadCheck::Point { key, value } => {
+                    compares.push(point_compare(self.full_key(key), value))
+                }
+                ReadCheck::Range { .. } => {
+                    if !self.range_compares(&mut kv, read, &mut compares).await? {
+                        return Err(KvError::Conflict);
+                    }
+                }
+            }
+        }
+        let mut ops = Vec::with_capacity(req.writes.len());
+        for (key, write) in &req.writes {
+            match write {
+                Write::Put(v) => ops.push(TxnOp::put(self.full_key(key), v.clone(), None)),
+                Write::Delete => ops.push(TxnOp::delete(self.full_key(key), None)),
+                Write::Fields(_) => {
+                    return Err(KvError::Engine(
+                        "field updates reach the etcd engine unconverted".into(),
+                    ));
+                }
+            }
+        }
+        let resp = timed(kv.txn(Txn::new().when(compares).and_then(ops))).await?;
+        if resp.succeeded() {
+            Ok(())
+        } else {
+            Err(KvError::Conflict)
+        }
+    }
+
+    fn snapshot_isolation(&self) -> bool {
+        true
+    }
+
+    fn native_field_ops(&self) -> bool {
+        false
+    }
+}
+
+/// "The key still holds `value`" (or still does not exist).
+fn point_compare(key: Vec<u8>, value: &Option<Value>) -> Compare {
+    match value {
+        Some(v) => Compare::value(key, CompareOp::Equal, v.clone()),
+        None => Compare::version(key, CompareOp::Equal, 0),
+    }
+}
+
+impl EtcdEngine {
+    /// Re-read a range now; if it still returns what the transaction saw, add compares
+    /// that hold only while nothing in the scanned span changes: each returned key keeps
+    /// its value (catches updates and deletions) and no key of the span was modified
+    /// after the re-read (catches insertions). Returns false if the range already changed.
+    async fn range_compares(
+        &self,
+        kv: &mut KvClient,
+        read: &ReadCheck,
+        compares: &mut Vec<Compare>,
+    ) -> Result<bool, KvError> {
+        let ReadCheck::Range {
+            start,
+            end,
+            limit,
+            reverse,
+            entries,
+        } = read
+        else {
+            return Ok(true);
+        };
+        let mut now = EtcdSnapshot {
+            kv: kv.clone(),
+            base: self.base.clone(),
+            revision: None,
+        };
+        if now.scan(start, end, *limit, *reverse).await? != *entries {
+            return Ok(false);
+        }
+        let Some(revision) = now.revision else {
+            return Ok(true); // an empty range (start >= end or limit 0) cannot change
+        };
+        // The span the scan covered: all of [start, end) unless it stopped at the limit.
+        let (lo, hi) = match (entries.len() >= *limit, entries.last(), *reverse) {
+            (true, Some((last, _)), false) => (start.clone(), next_key(last)),
+            (true, Some((last, _)), true) => (last.clone(), end.clone()),
+            _ => (start.clone(), end.clone()),
+        };
+        compares.push(
+            Compare::mod_revision(self.full_key(&lo), CompareOp::Less, revision + 1)
+                .with_range(self.full_key(&hi)),
+        );
+        for (k, v) in entries {
+            compares.push(Compare::value(
+                self.full_key(k),
+                CompareOp::Equal,
+                v.clone(),
+            ));
+        }
+        Ok(true)
+    }
+}
+
+/// The smallest key after `key`.
+fn next_key(key: &[u8]) -> Vec<u8> {
+    let mut k = key.to_vec();
+    k.push(0);
+    k
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_name_members_prefix_and_user() {
+        let u = EtcdUrl::parse("etcd://127.0.0.1:2379,127.0.0.1:22379/vols/a").unwrap();
+        assert_eq!(
+            u.endpoints,
+            vec!["http://127.0.0.1:2379", "http://127.0.0.1:22379"]
+        );
+        assert_eq!(u.prefix, "vols/a");
+        assert_eq!(u.user, None);
+        let v = EtcdUrl::parse("etcd://root:pw@h:2379").unwrap();
+        assert_eq!(v.prefix, "strata");
+        assert_eq!(v.user, Some(("root".into(), "pw".into())));
+        assert!(EtcdUrl::parse("etcd:///x").is_err());
+        assert!(EtcdUrl::parse("redis://h").is_err());
+    }
+
+    #[test]
+    fn next_key_is_the_immediate_successor() {
+        assert_eq!(next_key(b"ab"), b"ab\0");
+        assert!(next_key(b"ab").as_slice() > b"ab".as_slice());
+    }
+}
