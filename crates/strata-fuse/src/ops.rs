@@ -429,11 +429,17 @@ impl fuser::Filesystem for StrataFs {
         _ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
         self.spawn(req, "release", |vfs| async move {
+            // Set when the file had flock() locks: they end with the open file.
+            if let Some(owner) = lock_owner
+                && let Err(e) = vfs.release_locks(fh.0, owner.0).await
+            {
+                tracing::warn!("cannot release flock locks at close: {e:?}");
+            }
             empty(reply, vfs.release(fh.0).await)
         });
     }

@@ -121,6 +121,19 @@ impl RedisEngine {
     /// Connect now and check the server answers (bounded time, clear errors).
     pub async fn connect(url: &RedisUrl) -> Result<RedisEngine, KvError> {
         let engine = RedisEngine::lazy(url)?;
+        // One plain connection first: a refused or unauthenticated server fails at once,
+        // where the reconnecting manager would keep retrying.
+        let probe = engine.client.get_multiplexed_async_connection();
+        match tokio::time::timeout(CONNECT_TIMEOUT, probe).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(redis_error(e)),
+            Err(_) => {
+                return Err(KvError::Unavailable(format!(
+                    "no answer from Redis within {} s",
+                    CONNECT_TIMEOUT.as_secs()
+                )));
+            }
+        }
         let mut conn = engine.conn().await?;
         let pong: String = timed(redis::cmd("PING").query_async(&mut conn)).await?;
         if pong != "PONG" {

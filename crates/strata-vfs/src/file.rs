@@ -429,6 +429,16 @@ impl Vfs {
         self.flush_inode(handle.ino).await
     }
 
+    /// Release the locks `owner` holds on the handle's file: the kernel asks this at the
+    /// last close of a file that had flock() locks (their owner is the open file).
+    pub async fn release_locks(&self, fh: u64, owner: u64) -> Result<()> {
+        let handle = self.handle(fh)?;
+        self.meta
+            .unlock_all(handle.ino, owner)
+            .await
+            .map_err(from_meta)
+    }
+
     /// Last close of a handle.
     pub async fn release(&self, fh: u64) -> Result<()> {
         let handle = self.handle(fh)?;

@@ -110,7 +110,10 @@ pub fn run_format(a: FormatArgs) -> Result<()> {
         if format.storage == "s3" {
             check_store(&backend).await?;
         }
-        let meta = Meta::new(wiring::open_engine(&a.meta_url)?, MetaOptions::default());
+        let meta = Meta::new(
+            wiring::open_engine(&a.meta_url).await?,
+            MetaOptions::default(),
+        );
         // Reformatting an existing volume changes only the settings given on the command line.
         if let Ok(old) = meta.load().await {
             format.trash_days = a.trash_days.unwrap_or(old.trash_days);

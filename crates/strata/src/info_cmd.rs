@@ -37,7 +37,8 @@ fn meta_url_of(path: &Path) -> Result<String> {
 pub fn run_info(a: InfoArgs) -> Result<()> {
     let path = std::fs::canonicalize(&a.path).with_context(|| format!("{}", a.path.display()))?;
     let ino = Ino(std::fs::symlink_metadata(&path)?.ino());
-    let url = meta_url_of(&path)?;
+    // `.config` hides the engine's password; it comes from META_PASSWORD instead.
+    let url = meta_url_of(&path)?.replace(":****@", "@");
     let rt = wiring::runtime()?;
     rt.block_on(async {
         let (meta, format) = wiring::load_meta(&url).await?;

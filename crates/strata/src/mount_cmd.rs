@@ -100,7 +100,9 @@ pub struct MountArgs {
     /// Skip background jobs (data deletion, compaction)
     #[arg(long)]
     no_bgjob: bool,
-    /// Session heartbeat interval in seconds
+    /// Session heartbeat interval in seconds; a client silent for 5 intervals (at least
+    /// 5 s) is considered dead and cleaned up by the others (its locks released, its
+    /// unlinked-but-open files freed)
     #[arg(long, default_value_t = 12)]
     heartbeat: u64,
     /// FUSE options, comma-separated: allow_other (automatic for root), writeback_cache
@@ -243,7 +245,11 @@ fn cache_for(a: &MountArgs, format: &strata_meta::Format) -> Result<Arc<dyn Bloc
 }
 
 async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
-    let (meta, format) = wiring::load_meta(&a.meta_url).await?;
+    let meta_opts = strata_meta::MetaOptions {
+        session_timeout: session_timeout(a.heartbeat),
+        ..strata_meta::MetaOptions::default()
+    };
+    let (meta, format) = wiring::load_meta_with(&a.meta_url, meta_opts).await?;
     let backend = wiring::open_backend(&format)?;
     let stack = StackOptions {
         prefix: format.name.clone(),
@@ -366,7 +372,7 @@ fn config_text(a: &MountArgs, format: &strata_meta::Format, mountpoint: &Path, s
     let mut shown = format.clone();
     shown.secret_key = shown.secret_key.map(|_| "removed".into());
     let json = serde_json::json!({
-        "meta_url": a.meta_url,
+        "meta_url": wiring::redact_url(&a.meta_url),
         "mountpoint": mountpoint,
         "sid": sid,
         "format": shown,
@@ -432,6 +438,11 @@ fn same_device(path: &Path, other: &Path) -> bool {
             .map(|m| m.dev())
     };
     matches!((device(path), device(other)), (Some(a), Some(b)) if a == b)
+}
+
+/// How long a session may stay silent before other clients clean it: five heartbeats.
+fn session_timeout(heartbeat_secs: u64) -> Duration {
+    Duration::from_secs(heartbeat_secs.max(1).saturating_mul(5).max(5))
 }
 
 /// The `-o` options Strata understands.

@@ -8,34 +8,106 @@ use anyhow::{Context, Result, bail};
 use strata_meta::kv::KvEngine;
 use strata_meta::kv::sqlite::SqliteEngine;
 use strata_meta::{Format, Meta, MetaError, MetaOptions};
+use strata_meta_etcd::{EtcdEngine, EtcdUrl};
+use strata_meta_postgres::{PostgresEngine, PostgresUrl};
+use strata_meta_redis::{RedisEngine, RedisUrl};
 use strata_object::ObjectStore;
 use strata_object::backend::{Backend, S3Config};
 
-/// Open the metadata engine named by a META-URL.
-pub fn open_engine(url: &str) -> Result<Arc<dyn KvEngine>> {
+/// How long opening a network engine may take before the command gives up.
+const ENGINE_OPEN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Open the metadata engine named by a META-URL (a password may come from `META_PASSWORD`
+/// instead of the URL). Network engines are connected and checked here, in bounded time.
+pub async fn open_engine(url: &str) -> Result<Arc<dyn KvEngine>> {
     let Some((scheme, rest)) = url.split_once("://") else {
         bail!("malformed META-URL {url:?}: expected e.g. sqlite3://strata.db");
     };
-    match scheme {
+    let password = std::env::var("META_PASSWORD").ok();
+    let full = match &password {
+        Some(p) if !p.is_empty() => with_password(url, p),
+        _ => url.to_string(),
+    };
+    let shown = redact_url(url);
+    let opened: Result<Arc<dyn KvEngine>, strata_meta::kv::KvError> = match scheme {
         "sqlite" | "sqlite3" => {
             let path = rest.split('?').next().unwrap_or(rest);
             if path.is_empty() {
                 bail!("malformed META-URL {url:?}: no database path");
             }
-            let engine = SqliteEngine::open(Path::new(path))
-                .map_err(|e| anyhow::anyhow!("cannot open metadata engine {url}: {e}"))?;
-            Ok(Arc::new(engine))
+            SqliteEngine::open(Path::new(path)).map(|e| Arc::new(e) as Arc<dyn KvEngine>)
         }
-        "redis" | "rediss" | "postgres" | "postgresql" | "etcd" => {
-            bail!("metadata engine {scheme} is not available in this build yet (use sqlite3://)")
+        "redis" | "rediss" => {
+            let parsed = RedisUrl::parse(&full).map_err(|e| anyhow::anyhow!("{e}"))?;
+            timed_open(RedisEngine::connect(&parsed)).await
         }
-        other => bail!("unknown metadata engine {other:?} in META-URL (supported: sqlite3://PATH)"),
+        "postgres" | "postgresql" => {
+            let parsed = PostgresUrl::parse(&full).map_err(|e| anyhow::anyhow!("{e}"))?;
+            timed_open(PostgresEngine::connect(&parsed)).await
+        }
+        "etcd" => {
+            let parsed = EtcdUrl::parse(&full).map_err(|e| anyhow::anyhow!("{e}"))?;
+            timed_open(EtcdEngine::connect(&parsed)).await
+        }
+        other => bail!(
+            "unknown metadata engine {other:?} in META-URL (supported: sqlite3://PATH, \
+             redis://HOST:PORT/DB, postgres://USER@HOST:PORT/DB, etcd://HOST:PORT,.../PREFIX)"
+        ),
+    };
+    opened.map_err(|e| anyhow::anyhow!("cannot open metadata engine {shown}: {e}"))
+}
+
+async fn timed_open<E: KvEngine + 'static>(
+    connecting: impl Future<Output = Result<E, strata_meta::kv::KvError>>,
+) -> Result<Arc<dyn KvEngine>, strata_meta::kv::KvError> {
+    match tokio::time::timeout(ENGINE_OPEN_TIMEOUT, connecting).await {
+        Ok(r) => r.map(|e| Arc::new(e) as Arc<dyn KvEngine>),
+        Err(_) => Err(strata_meta::kv::KvError::Unavailable(format!(
+            "no answer within {} s",
+            ENGINE_OPEN_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
+/// The `user:password@` part of a URL's authority, and where it sits.
+fn userinfo(url: &str) -> Option<(usize, usize)> {
+    let start = url.find("://")? + 3;
+    let authority_end = url[start..].find('/').map_or(url.len(), |i| start + i);
+    let at = url[start..authority_end].rfind('@')? + start;
+    Some((start, at))
+}
+
+/// `url` with `password` as its password (kept if the URL already has one).
+pub fn with_password(url: &str, password: &str) -> String {
+    match userinfo(url) {
+        Some((start, at)) if url[start..at].contains(':') => url.to_string(),
+        Some((_, at)) => format!("{}:{password}{}", &url[..at], &url[at..]),
+        None => match url.find("://") {
+            Some(i) => format!("{}:{password}@{}", &url[..i + 3], &url[i + 3..]),
+            None => url.to_string(),
+        },
+    }
+}
+
+/// `url` with its password replaced by `****` (for messages and `.config`).
+pub fn redact_url(url: &str) -> String {
+    match userinfo(url) {
+        Some((start, at)) => match url[start..at].find(':') {
+            Some(colon) => format!("{}:****{}", &url[..start + colon], &url[at..]),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
     }
 }
 
 /// A client of the volume at `url`, its format loaded.
 pub async fn load_meta(url: &str) -> Result<(Arc<Meta>, Arc<Format>)> {
-    let meta = Meta::new(open_engine(url)?, MetaOptions::default());
+    load_meta_with(url, MetaOptions::default()).await
+}
+
+/// [`load_meta`] with non-default metadata client options.
+pub async fn load_meta_with(url: &str, opts: MetaOptions) -> Result<(Arc<Meta>, Arc<Format>)> {
+    let meta = Meta::new(open_engine(url).await?, opts);
     let format = match meta.load().await {
         Ok(f) => f,
         Err(MetaError::NotFormatted) => {
@@ -99,4 +171,39 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 pub fn home_path(rest: &str) -> PathBuf {
     let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
     PathBuf::from(home).join(".strata").join(rest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_added_and_hidden() {
+        assert_eq!(
+            with_password("redis://h:6379/1", "pw"),
+            "redis://:pw@h:6379/1"
+        );
+        assert_eq!(
+            with_password("postgres://u@h:5432/db", "pw"),
+            "postgres://u:pw@h:5432/db"
+        );
+        assert_eq!(
+            with_password("postgres://u:old@h/db", "pw"),
+            "postgres://u:old@h/db",
+            "a password in the URL wins"
+        );
+        assert_eq!(redact_url("redis://:pw@h:6379/1"), "redis://:****@h:6379/1");
+        assert_eq!(
+            redact_url("postgres://u:p@h/db?x=a@b"),
+            "postgres://u:****@h/db?x=a@b"
+        );
+        assert_eq!(
+            redact_url("sqlite3:///var/lib/a.db"),
+            "sqlite3:///var/lib/a.db"
+        );
+        assert_eq!(
+            redact_url("etcd://h1:2379,h2:2379/p"),
+            "etcd://h1:2379,h2:2379/p"
+        );
+    }
 }

@@ -1,0 +1,143 @@
+//! Helpers of the end-to-end tests: volumes in temporary directories, background mounts
+//! through the `strata` binary, shell steps. Mounts are unmounted on drop.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)] // test code
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+pub const STRATA: &str = env!("CARGO_BIN_EXE_strata");
+
+/// A formatted volume in a temporary directory.
+pub struct Volume {
+    pub dir: tempfile::TempDir,
+    pub meta_url: String,
+}
+
+/// A mount of a volume; unmounted on drop.
+pub struct Mount {
+    pub path: PathBuf,
+    pub log: PathBuf,
+}
+
+pub fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Run a shell script in `dir`; returns stdout.
+pub fn sh(dir: &Path, script: &str) -> String {
+    let out = run(Command::new("bash")
+        .arg("-euo")
+        .arg("pipefail")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+impl Volume {
+    /// A volume on the embedded SQLite engine.
+    pub fn new() -> Volume {
+        let dir = tempfile::tempdir().unwrap();
+        let meta_url = format!("sqlite3://{}", dir.path().join("meta.db").display());
+        Volume::format_in(dir, meta_url)
+    }
+
+    /// A volume on the engine at `meta_url` (a fresh prefix of a shared server).
+    pub fn on_engine(meta_url: &str) -> Volume {
+        Volume::format_in(tempfile::tempdir().unwrap(), meta_url.to_string())
+    }
+
+    fn format_in(dir: tempfile::TempDir, meta_url: String) -> Volume {
+        assert!(
+            Path::new("/dev/fuse").exists(),
+            "end-to-end tests need /dev/fuse"
+        );
+        assert!(
+            nix_is_root(),
+            "end-to-end tests need root (CI runs as root)"
+        );
+        let bucket = dir.path().join("bucket");
+        run(Command::new(STRATA)
+            .args([
+                "format",
+                &meta_url,
+                "e2e-vol",
+                "--trash-days",
+                "0",
+                "--bucket",
+            ])
+            .arg(&bucket));
+        Volume { dir, meta_url }
+    }
+
+    pub fn mount(&self, name: &str) -> Mount {
+        self.mount_with(name, &[])
+    }
+
+    pub fn mount_with(&self, name: &str, extra: &[&str]) -> Mount {
+        let path = self.dir.path().join(name);
+        std::fs::create_dir_all(&path).unwrap();
+        let log = self.dir.path().join(format!("{name}.log"));
+        let cache = self.dir.path().join(format!("{name}-cache"));
+        run(Command::new(STRATA)
+            .args(["mount", &self.meta_url])
+            .arg(&path)
+            .args(["-d", "--log"])
+            .arg(&log)
+            .arg("--cache-dir")
+            .arg(&cache)
+            .args(extra));
+        Mount { path, log }
+    }
+}
+
+pub fn nix_is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout.starts_with(b"0"))
+        .unwrap_or(false)
+}
+
+pub fn is_mounted(path: &Path) -> bool {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    mounts
+        .lines()
+        .any(|l| l.split(' ').nth(4) == Some(path.to_str().unwrap_or("")))
+}
+
+impl Mount {
+    pub fn unmount(&self) {
+        if is_mounted(&self.path) {
+            let _ = Command::new(STRATA).arg("umount").arg(&self.path).output();
+            let started = Instant::now();
+            while is_mounted(&self.path) && started.elapsed() < Duration::from_secs(20) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        self.unmount();
+        if is_mounted(&self.path) {
+            let _ = Command::new(STRATA)
+                .args(["umount", "--force"])
+                .arg(&self.path)
+                .output();
+        }
+    }
+}
