@@ -1,5 +1,6 @@
 //! The metadata conformance suite on etcd. The cluster comes from `STRATA_TEST_ETCD`
 //! (`scripts/test.sh` starts a 3-member cluster); each test gets its own key prefix.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code
 use std::sync::Arc;
 
 use strata_meta::conformance::TestStore;

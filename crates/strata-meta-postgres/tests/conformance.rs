@@ -1,5 +1,6 @@
 //! The metadata conformance suite on PostgreSQL. The database comes from
 //! `STRATA_TEST_POSTGRES` (`scripts/test.sh` starts a server); each test gets its own table.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code
 use std::sync::Arc;
 
 use strata_meta::conformance::TestStore;

@@ -1,5 +1,6 @@
 //! The metadata conformance suite on Redis. The server comes from `STRATA_TEST_REDIS`
 //! (`scripts/test.sh` starts one on loopback); each test gets its own key prefix.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code
 use std::sync::Arc;
 
 use strata_meta::conformance::TestStore;
