@@ -146,7 +146,7 @@ pub(crate) fn pg_error(e: tokio_postgres::Error) -> KvError {
         }
         Some(_) => KvError::Engine(format!("PostgreSQL: {}", db_message(&e))),
         None if e.is_closed() => KvError::Unavailable("PostgreSQL connection closed".into()),
-        None => KvError::Unavailable(format!("PostgreSQL: {e}")),
+        None => KvError::Unavailable(format!("PostgreSQL: {}", pool::with_causes(&e))),
     }
 }
 

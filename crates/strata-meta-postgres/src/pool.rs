@@ -151,12 +151,22 @@ impl Pool {
 /// Errors while connecting: refused or unreachable servers are unavailable (maybe later);
 /// a wrong password or database is a clear engine error.
 fn connect_error(e: tokio_postgres::Error) -> KvError {
-    match pg_error(e) {
-        KvError::Unavailable(m) if !m.contains("PostgreSQL:") => {
-            KvError::Unavailable(format!("cannot connect to PostgreSQL: {m}"))
-        }
-        other => other,
+    if e.code().is_some() {
+        return pg_error(e);
     }
+    KvError::Unavailable(format!("cannot connect to PostgreSQL: {}", with_causes(&e)))
+}
+
+/// An error and its causes, as one line.
+pub(crate) fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 async fn create_table(client: &Client, table: &str) -> Result<(), KvError> {

@@ -167,3 +167,51 @@ fn format_refuses_different_settings_without_force() {
         "{again}"
     );
 }
+
+/// Network engines: a wrong password, an unreachable host or a missing database ends with
+/// one line, quickly (the servers come from scripts/test.sh).
+#[test]
+fn network_engine_errors_are_one_clear_line_in_bounded_time() {
+    let var = |name: &str| {
+        std::env::var(name).unwrap_or_else(|_| panic!("{name} must be set (scripts/test.sh)"))
+    };
+    let redis = var("STRATA_TEST_REDIS");
+    let postgres = var("STRATA_TEST_POSTGRES");
+    let etcd = var("STRATA_TEST_ETCD");
+    let wrong_pg_password = postgres.replacen(":strata-pg@", ":wrong@", 1);
+    let wrong_pg_db = postgres.replacen("/strata_test", "/no_such_db", 1);
+    let wrong_redis_password = redis.replacen("redis://", "redis://:wrong@", 1);
+    let first_etcd = etcd.split(',').next().unwrap().to_string();
+    let cases = [
+        (wrong_pg_password.as_str(), "authentication failed"),
+        (wrong_pg_db.as_str(), "does not exist"),
+        ("postgres://strata@127.0.0.1:1/db", "cannot connect"),
+        (wrong_redis_password.as_str(), "uthentication"),
+        ("redis://127.0.0.1:1/0", "refused"),
+        ("etcd://127.0.0.1:1/vol", "unavailable"),
+    ];
+    for (url, expect) in cases {
+        let started = std::time::Instant::now();
+        fails_with_one_line(&["status", url], expect);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(25),
+            "{url} took {:?}",
+            started.elapsed()
+        );
+    }
+    // The password never shows in messages.
+    let (_, err) = strata(&["status", &wrong_pg_password]);
+    assert!(!err.contains("wrong"), "{err}");
+    // A volume that is not formatted there says how to make one.
+    let (ok, err) = strata(&["status", &format!("etcd://{first_etcd}/never-formatted")]);
+    assert!(!ok && err.contains("no volume here"), "{err}");
+    // The password may come from META_PASSWORD instead of the URL.
+    let no_password = postgres.replacen(":strata-pg@", "@", 1);
+    let out = Command::new(STRATA)
+        .args(["status", &format!("{no_password}?prefix=never_formatted")])
+        .env("META_PASSWORD", "strata-pg")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no volume here"), "META_PASSWORD used: {err}");
+}
