@@ -26,7 +26,10 @@ echo "== starting PostgreSQL on 127.0.0.1:15432"
 mkdir -p "$WORK/pg"
 echo strata-pg > "$WORK/pg/pw"
 PG_USER=root
-if [ "$(id -u)" -eq 0 ]; then PG_USER=postgres; chown -R postgres "$WORK/pg"; fi
+if [ "$(id -u)" -eq 0 ]; then
+  # PostgreSQL refuses to run as root: its own user needs a way into the work directory.
+  PG_USER=postgres; chmod 755 "$WORK"; chown -R postgres "$WORK/pg"
+fi
 as_pg() { if [ "$PG_USER" = postgres ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 as_pg "$PG_BIN/initdb" -D "$WORK/pg/data" -A md5 --pwfile="$WORK/pg/pw" -U strata >/dev/null
 as_pg "$PG_BIN/postgres" -D "$WORK/pg/data" -p 15432 -k "$WORK/pg" \

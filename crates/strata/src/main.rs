@@ -2,6 +2,7 @@
 //! user feels at home. This is the only place that names concrete backends: META-URL →
 //! metadata engine, format record → object store.
 
+mod bench_cmd;
 mod format_cmd;
 mod info_cmd;
 mod mount_cmd;
@@ -33,6 +34,8 @@ enum Command {
     Info(info_cmd::InfoArgs),
     /// Show a volume's settings, or change the mutable ones (trash days, limits, keys).
     Config(format_cmd::ConfigArgs),
+    /// Benchmarks that run on any directory (`bench meta DIR`: a metadata storm).
+    Bench(bench_cmd::BenchArgs),
     /// Print the version.
     Version,
 }
@@ -46,6 +49,7 @@ fn main() -> ExitCode {
         Command::Status(a) => format_cmd::run_status(a),
         Command::Info(a) => info_cmd::run_info(a),
         Command::Config(a) => format_cmd::run_config(a),
+        Command::Bench(a) => bench_cmd::run_bench(a),
         Command::Version => {
             println!("strata {}", env!("CARGO_PKG_VERSION"));
             Ok(())

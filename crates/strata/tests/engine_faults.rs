@@ -45,7 +45,14 @@ fn start_redis(dir: &Path, port: u16) -> Server {
     let child = Command::new("redis-server")
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
         .arg(dir)
-        .args(["--appendonly", "yes", "--appendfsync", "always", "--save", ""])
+        .args([
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "always",
+            "--save",
+            "",
+        ])
         .stdout(Stdio::null())
         .spawn()
         .expect("redis-server (scripts/test.sh installs it)");
@@ -118,7 +125,10 @@ fn check_written(mount: &Path, log: &Path) -> (usize, Vec<String>, f64) {
 fn tail_ok(log: &Path, last: usize) -> bool {
     let text = std::fs::read_to_string(log).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    lines.len() > last && lines[lines.len() - last..].iter().all(|l| l.starts_with("ok "))
+    lines.len() > last
+        && lines[lines.len() - last..]
+            .iter()
+            .all(|l| l.starts_with("ok "))
 }
 
 #[test]
@@ -145,10 +155,17 @@ fn redis_restarted_mid_workload() {
     );
     let (ok, errors, slowest) = check_written(&m.path, &log);
     assert!(ok > 20, "the workload made progress ({ok} files)");
-    assert!(slowest > 1.0, "a write waited out the outage ({slowest} s at most)");
+    assert!(
+        slowest > 1.0,
+        "a write waited out the outage ({slowest} s at most)"
+    );
     // Failures are allowed only as EIO (errno 5), and writes work again afterwards.
     assert!(errors.iter().all(|e| e.ends_with(":5")), "{errors:?}");
-    assert!(tail_ok(&log, 5), "writes succeed after the restart: {}", m.log());
+    assert!(
+        tail_ok(&log, 5),
+        "writes succeed after the restart: {}",
+        m.log()
+    );
     // The mount is alive and its files survive a remount.
     m.unmount();
     let again = vol.mount("m2");
@@ -173,7 +190,12 @@ fn start_etcd_member(dir: &Path, n: usize, ports: &[(u16, u16)], cluster: &str) 
         .arg(format!("http://127.0.0.1:{peer}"))
         .arg("--initial-advertise-peer-urls")
         .arg(format!("http://127.0.0.1:{peer}"))
-        .args(["--initial-cluster", cluster, "--initial-cluster-state", "new"])
+        .args([
+            "--initial-cluster",
+            cluster,
+            "--initial-cluster-state",
+            "new",
+        ])
         .args(["--max-txn-ops", "10000"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -216,9 +238,15 @@ fn etcd_keeps_working_with_one_member_killed() {
     members[0] = None; // killed
     assert!(writer.wait().unwrap().success());
     let (ok, errors, _) = check_written(&m.path, &log);
-    assert!(errors.is_empty(), "no failures with two of three members: {errors:?}");
+    assert!(
+        errors.is_empty(),
+        "no failures with two of three members: {errors:?}"
+    );
     assert!(ok > 20, "the workload made progress ({ok} files)");
     assert!(tail_ok(&log, 5), "{}", m.log());
-    let out = sh(&m.path, "mkdir after && echo still-working > after/x && cat after/x");
+    let out = sh(
+        &m.path,
+        "mkdir after && echo still-working > after/x && cat after/x",
+    );
     assert_eq!(out, "still-working\n");
 }
