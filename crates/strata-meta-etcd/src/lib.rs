@@ -169,10 +169,12 @@ fn etcd_error(e: etcd_client::Error) -> KvError {
             if message.contains("compacted") {
                 return KvError::Conflict;
             }
-            // gRPC codes: 4 deadline exceeded, 10 aborted, 14 unavailable; 7 permission
+            // gRPC codes: 1 cancelled, 2 unknown (a broken stream), 4 deadline exceeded,
+            // 10 aborted, 13 internal (a closing transport), 14 unavailable: the member
+            // or the connection went away, another member may answer. 7 permission
             // denied, 16 unauthenticated.
             match status.code() as i32 {
-                4 | 10 | 14 => KvError::Unavailable(format!("etcd: {message}")),
+                1 | 2 | 4 | 10 | 13 | 14 => KvError::Unavailable(format!("etcd: {message}")),
                 7 | 16 => KvError::Engine(format!("etcd: authentication failed: {message}")),
                 _ if message.contains("leader") || message.contains("timed out") => {
                     KvError::Unavailable(format!("etcd: {message}"))

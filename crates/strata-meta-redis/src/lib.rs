@@ -15,22 +15,24 @@
 //! for fsync-on-commit) for a file system that survives a server crash.
 
 mod scripts;
+mod source;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use redis::aio::ConnectionManager;
-use redis::{Client, RedisError, Script, Value as RedisValue};
+use redis::{RedisError, Script, Value as RedisValue};
 use strata_meta::kv::{CommitRequest, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write};
-use tokio::sync::OnceCell;
 
 /// How long connecting (and the first PING) may take before the engine is unavailable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one command may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A `redis://` META-URL taken apart: the server URL for the client library and the key
-/// prefix of the volume (`?prefix=NAME`, default `strata`).
+/// A `redis://` META-URL taken apart: the server URL for the client library (or the
+/// Sentinel form `redis://[:PASSWORD@]MASTER,HOST:PORT,.../DB`) and the key prefix of the
+/// volume (`?prefix=NAME`, default `strata`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RedisUrl {
     pub server: String,
@@ -80,8 +82,9 @@ fn valid_prefix(p: &str) -> bool {
 
 /// A client of one volume's keys on one Redis server.
 pub struct RedisEngine {
-    client: Client,
-    conn: OnceCell<ConnectionManager>,
+    source: source::Source,
+    /// The connection in use; dropped after a failure when following a Sentinel group.
+    conn: ConnSlot,
     /// `{prefix}:` — every key of the volume starts with it.
     base: Vec<u8>,
     /// `{prefix}:i` — the sorted-set index of all keys.
@@ -103,14 +106,16 @@ impl RedisEngine {
     ///
     /// [`connect`]: RedisEngine::connect
     pub fn lazy(url: &RedisUrl) -> Result<RedisEngine, KvError> {
-        let client = Client::open(url.server.as_str())
-            .map_err(|e| KvError::Engine(format!("bad Redis URL: {e}")))?;
+        let source = source::Source::new(&url.server)?;
         let base = format!("{}:", url.prefix).into_bytes();
         let mut index = base.clone();
         index.push(b'i');
         Ok(RedisEngine {
-            client,
-            conn: OnceCell::new(),
+            conn: ConnSlot {
+                current: Arc::new(Mutex::new(None)),
+                resettable: source.follows_failover(),
+            },
+            source,
             base,
             index,
             scan: Script::new(scripts::SCAN),
@@ -123,7 +128,8 @@ impl RedisEngine {
         let engine = RedisEngine::lazy(url)?;
         // One plain connection first: a refused or unauthenticated server fails at once,
         // where the reconnecting manager would keep retrying.
-        let probe = engine.client.get_multiplexed_async_connection();
+        let client = engine.source.client().await?;
+        let probe = client.get_multiplexed_async_connection();
         match tokio::time::timeout(CONNECT_TIMEOUT, probe).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => return Err(redis_error(e)),
@@ -143,22 +149,55 @@ impl RedisEngine {
     }
 
     async fn conn(&self) -> Result<ConnectionManager, KvError> {
-        let conn = self
-            .conn
-            .get_or_try_init(|| async {
-                match tokio::time::timeout(CONNECT_TIMEOUT, self.client.get_connection_manager())
-                    .await
-                {
-                    Ok(Ok(c)) => Ok(c),
-                    Ok(Err(e)) => Err(redis_error(e)),
-                    Err(_) => Err(KvError::Unavailable(format!(
+        if let Some(conn) = self.conn.get() {
+            return Ok(conn);
+        }
+        let client = self.source.client().await?;
+        let conn =
+            match tokio::time::timeout(CONNECT_TIMEOUT, client.get_connection_manager()).await {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => return Err(redis_error(e)),
+                Err(_) => {
+                    return Err(KvError::Unavailable(format!(
                         "no answer from Redis within {} s",
                         CONNECT_TIMEOUT.as_secs()
-                    ))),
+                    )));
                 }
-            })
-            .await?;
-        Ok(conn.clone())
+            };
+        self.conn.set(conn.clone());
+        Ok(conn)
+    }
+}
+
+/// The connection an engine uses, shared with its read views.
+#[derive(Clone)]
+struct ConnSlot {
+    current: Arc<Mutex<Option<ConnectionManager>>>,
+    /// Drop the connection when it fails (the server may have moved: Sentinel).
+    resettable: bool,
+}
+
+impl ConnSlot {
+    fn get(&self) -> Option<ConnectionManager> {
+        self.current.lock().ok().and_then(|c| c.clone())
+    }
+
+    fn set(&self, conn: ConnectionManager) {
+        if let Ok(mut current) = self.current.lock() {
+            *current = Some(conn);
+        }
+    }
+
+    /// Pass `result` through; an unavailable server makes a Sentinel client look up the
+    /// master again at its next use.
+    fn check<T>(&self, result: Result<T, KvError>) -> Result<T, KvError> {
+        if self.resettable
+            && matches!(result, Err(KvError::Unavailable(_)))
+            && let Ok(mut current) = self.current.lock()
+        {
+            *current = None;
+        }
+        result
     }
 }
 
@@ -188,7 +227,12 @@ fn redis_error(e: RedisError) -> KvError {
         KvError::Unavailable(format!("Redis: {e}"))
     } else {
         let text = e.to_string();
-        if text.contains("LOADING") || text.contains("BUSY") || text.contains("TRYAGAIN") {
+        // LOADING/BUSY/TRYAGAIN: a server starting or busy; READONLY: a demoted master;
+        // Sentinel errors: a failover in progress.
+        if ["LOADING", "BUSY", "TRYAGAIN", "READONLY", "entinel"]
+            .iter()
+            .any(|t| text.contains(t))
+        {
             KvError::Unavailable(format!("Redis: {e}"))
         } else {
             KvError::Engine(format!("Redis: {e}"))
@@ -225,6 +269,7 @@ struct RedisSnapshot {
     index: Vec<u8>,
     scan: Script,
     conn: ConnectionManager,
+    slot: ConnSlot,
 }
 
 impl RedisSnapshot {
@@ -237,7 +282,8 @@ impl RedisSnapshot {
 impl KvSnapshot for RedisSnapshot {
     async fn get(&mut self, key: &[u8]) -> Result<Option<Value>, KvError> {
         let k = self.value_key(key);
-        timed(redis::cmd("GET").arg(k).query_async(&mut self.conn)).await
+        let got = timed(redis::cmd("GET").arg(k).query_async(&mut self.conn)).await;
+        self.slot.check(got)
     }
 
     async fn get_many(&mut self, keys: &[Key]) -> Result<Vec<Option<Value>>, KvError> {
@@ -248,7 +294,8 @@ impl KvSnapshot for RedisSnapshot {
         for key in keys {
             cmd.arg(self.value_key(key));
         }
-        timed(cmd.query_async(&mut self.conn)).await
+        let got = timed(cmd.query_async(&mut self.conn)).await;
+        self.slot.check(got)
     }
 
     async fn scan(
@@ -268,7 +315,9 @@ impl KvSnapshot for RedisSnapshot {
             .arg(hi)
             .arg(lex_limit(limit))
             .arg(if reverse { "1" } else { "0" });
-        let flat: Vec<RedisValue> = timed(call.invoke_async(&mut self.conn)).await?;
+        let flat: Vec<RedisValue> = self
+            .slot
+            .check(timed(call.invoke_async(&mut self.conn)).await)?;
         let mut out = Vec::with_capacity(flat.len() / 2);
         let mut items = flat.into_iter();
         while let (Some(k), Some(v)) = (items.next(), items.next()) {
@@ -295,6 +344,7 @@ impl KvEngine for RedisEngine {
             index: self.index.clone(),
             scan: self.scan.clone(),
             conn,
+            slot: self.conn.clone(),
         }))
     }
 
@@ -361,7 +411,7 @@ impl KvEngine for RedisEngine {
                 }
             };
         }
-        let applied: i64 = timed(call.invoke_async(&mut conn)).await?;
+        let applied: i64 = self.conn.check(timed(call.invoke_async(&mut conn)).await)?;
         if applied == 1 {
             Ok(())
         } else {

@@ -356,6 +356,13 @@ where
             _ => false,
         };
         if !retryable {
+            if let Some(kv) = err.as_kv() {
+                // Operations fail with EIO for these: say why in the client's log.
+                tracing::warn!(
+                    "metadata transaction failed after {} attempts: {kv}",
+                    attempt + 1
+                );
+            }
             return match err.as_kv() {
                 Some(KvError::Conflict) => Err(E::from(KvError::RetriesExhausted {
                     attempts: attempt + 1,
