@@ -26,7 +26,10 @@ return out
 /// - point reads: count, then per read `key, has ("1"/"0"), value`;
 /// - range reads: count, then per read `low, high, limit, reverse, empty, n` and `n`
 ///   pairs `key, value` it returned;
-/// - writes: count, then per write `"P", key, value` or `"D", key`.
+/// - writes: count, then per write `"P", key, value`, `"D", key`, or `"F", key, n` and
+///   `n` field updates `slot, op ("A" add, "M" max, "S" set), operand` — the operand is
+///   an 8-byte little-endian `i64`, and the arithmetic is exact (two 32-bit halves, since
+///   Lua numbers are doubles). Field updates of a missing key do nothing.
 ///
 /// Returns 1 when applied, 0 when a read no longer holds (nothing written).
 pub const COMMIT: &str = r#"
@@ -63,9 +66,58 @@ for _ = 1, tonumber(nxt()) do
     if redis.call('GET', base .. 'k' .. k) ~= v then return 0 end
   end
 end
+local TWO32 = 4294967296
+local function u32(s, i)
+  local a, b, c, d = string.byte(s, i, i + 3)
+  return a + b * 256 + c * 65536 + d * 16777216
+end
+local function bytes32(n)
+  local out = {}
+  for j = 1, 4 do
+    local byte = n % 256
+    out[j] = byte
+    n = (n - byte) / 256
+  end
+  return string.char(out[1], out[2], out[3], out[4])
+end
+local function load64(s, off)
+  local lo, hi = u32(s, off + 1), u32(s, off + 5)
+  if hi >= 2147483648 then hi = hi - TWO32 end
+  return hi, lo
+end
+local function store64(hi, lo)
+  return bytes32(lo) .. bytes32(hi % TWO32)
+end
+local function apply_field(cur, slot, op, operand)
+  local off = slot * 8
+  if #cur < off + 8 then return cur end
+  local h1, l1 = load64(cur, off)
+  local h2, l2 = load64(operand, 0)
+  local h, l = h1, l1
+  if op == 'S' then
+    h, l = h2, l2
+  elseif op == 'M' then
+    if h2 > h1 or (h2 == h1 and l2 > l1) then h, l = h2, l2 end
+  else
+    l = l1 + l2
+    local carry = 0
+    if l >= TWO32 then l = l - TWO32; carry = 1 end
+    h = (h1 + h2 + carry) % TWO32
+    if h >= 2147483648 then h = h - TWO32 end
+  end
+  return string.sub(cur, 1, off) .. store64(h, l) .. string.sub(cur, off + 9)
+end
 for _ = 1, tonumber(nxt()) do
   local kind, k = nxt(), nxt()
-  if kind == 'P' then
+  if kind == 'F' then
+    local cur = redis.call('GET', base .. 'k' .. k)
+    local n = tonumber(nxt())
+    for _ = 1, n do
+      local slot, op, operand = tonumber(nxt()), nxt(), nxt()
+      if cur then cur = apply_field(cur, slot, op, operand) end
+    end
+    if cur then redis.call('SET', base .. 'k' .. k, cur) end
+  elseif kind == 'P' then
     redis.call('SET', base .. 'k' .. k, nxt())
     redis.call('ZADD', idx, 0, k)
   else

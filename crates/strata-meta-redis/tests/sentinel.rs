@@ -46,14 +46,23 @@ fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
 
 fn redis(dir: &Path, port: u16, extra: &[&str]) -> Server {
     let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", ""])
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+        ])
         .arg("--dir")
         .arg(dir)
         .args(extra)
         .stdout(Stdio::null())
         .spawn()
         .expect("redis-server (scripts/test.sh installs it)");
-    wait_for("redis up", Duration::from_secs(20), || cli(port, &["ping"]) == "PONG");
+    wait_for("redis up", Duration::from_secs(20), || {
+        cli(port, &["ping"]) == "PONG"
+    });
     Server(child)
 }
 
@@ -106,7 +115,10 @@ async fn sentinel_url_finds_the_master_and_follows_a_failover() {
     let engine = RedisEngine::connect(&url).await.unwrap();
     engine.commit(put(b"k", b"before")).await.unwrap();
     let mut snap = engine.snapshot().await.unwrap();
-    assert_eq!(snap.get(b"k").await.unwrap().as_deref(), Some(&b"before"[..]));
+    assert_eq!(
+        snap.get(b"k").await.unwrap().as_deref(),
+        Some(&b"before"[..])
+    );
     wait_for("replicated", Duration::from_secs(20), || {
         cli(replica_port, &["get", "sen:kk"]) == "before"
     });
@@ -122,7 +134,14 @@ async fn sentinel_url_finds_the_master_and_follows_a_failover() {
             Err(e) => panic!("commit after failover: {e}"),
         }
     }
-    assert_eq!(cli(replica_port, &["get", "sen:kk"]), "after", "written to the new master");
+    assert_eq!(
+        cli(replica_port, &["get", "sen:kk"]),
+        "after",
+        "written to the new master"
+    );
     let mut snap = engine.snapshot().await.unwrap();
-    assert_eq!(snap.get(b"k").await.unwrap().as_deref(), Some(&b"after"[..]));
+    assert_eq!(
+        snap.get(b"k").await.unwrap().as_deref(),
+        Some(&b"after"[..])
+    );
 }

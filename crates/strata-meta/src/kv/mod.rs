@@ -161,7 +161,9 @@ pub struct CommitRequest {
     pub writes: Vec<(Key, Write)>,
 }
 
-/// A read view of an engine.
+/// A read view of an engine. Each call returns values of one consistent state (a single
+/// atomic command or statement); a read-only transaction that made one call is therefore
+/// not re-checked.
 #[async_trait]
 pub trait KvSnapshot: Send {
     async fn get(&mut self, key: &[u8]) -> Result<Option<Value>, KvError>;

@@ -20,6 +20,8 @@ pub struct Txn<'a> {
     snapshot: Box<dyn KvSnapshot>,
     reads: Vec<ReadCheck>,
     writes: BTreeMap<Key, Write>,
+    /// Calls made to the engine's read view (each one returns one consistent state).
+    engine_calls: u32,
 }
 
 impl std::fmt::Debug for Txn<'_> {
@@ -41,6 +43,7 @@ impl<'a> Txn<'a> {
             snapshot,
             reads: Vec::new(),
             writes: BTreeMap::new(),
+            engine_calls: 0,
         })
     }
 
@@ -65,6 +68,7 @@ impl<'a> Txn<'a> {
         let fetched = if missing.is_empty() {
             Vec::new()
         } else {
+            self.engine_calls += 1;
             self.snapshot.get_many(&missing).await?
         };
         for (key, value) in missing.iter().zip(fetched) {
@@ -96,6 +100,7 @@ impl<'a> Txn<'a> {
             .collect();
         // Buffered deletes may hide engine entries: ask for enough to still fill `limit`.
         let engine_limit = limit.saturating_add(buffered.len());
+        self.engine_calls += 1;
         let entries = self
             .snapshot
             .scan(start, end, engine_limit, reverse)
@@ -199,6 +204,7 @@ impl<'a> Txn<'a> {
             snapshot,
             reads,
             writes,
+            ..
         } = self;
         drop(snapshot);
         engine
@@ -209,10 +215,17 @@ impl<'a> Txn<'a> {
             .await
     }
 
+    /// Whether everything this transaction read came from one consistent state: on an
+    /// engine with snapshot isolation, or from at most one call to the read view (every
+    /// call is atomic), so a read-only transaction needs no re-check.
+    fn reads_are_one_view(&self) -> bool {
+        self.engine.snapshot_isolation() || self.reads.is_empty() || self.engine_calls <= 1
+    }
+
     /// End a transaction that wrote nothing: on engines without snapshot isolation its
     /// reads are re-checked so the caller never acts on a torn view.
     async fn finish_read_only(self) -> Result<(), KvError> {
-        if self.engine.snapshot_isolation() || self.reads.is_empty() {
+        if self.reads_are_one_view() {
             return Ok(());
         }
         let Txn {
@@ -247,6 +260,7 @@ impl<'a> Txn<'a> {
                 return Ok(value.clone());
             }
         }
+        self.engine_calls += 1;
         let value = self.snapshot.get(key).await?;
         self.record_point(key, value.clone());
         Ok(value)
@@ -400,7 +414,7 @@ where
         }
         Err(e) if e.as_kv().is_some_and(KvError::is_retryable) => Err(e),
         Err(e) => {
-            if !engine.snapshot_isolation() && !txn.reads.is_empty() {
+            if !txn.reads_are_one_view() {
                 let Txn {
                     snapshot, reads, ..
                 } = txn;
