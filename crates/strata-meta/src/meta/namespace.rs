@@ -76,6 +76,28 @@ pub(crate) async fn get_entry(
     }
 }
 
+/// A directory and its entry `name`, read together (one engine call).
+pub(crate) async fn get_dir_and_entry(
+    tx: &mut Txn<'_>,
+    dir: Ino,
+    name: &[u8],
+) -> Result<(Dir, Option<(FileType, Ino)>)> {
+    let ks = vec![keys::inode_core(dir), keys::dentry(dir, name)];
+    let vals = tx.get_many(&ks).await?;
+    let core = match &vals[0] {
+        Some(v) => InodeCore::decode(&ks[0], v)?,
+        None => return posix(Errno::ENOENT),
+    };
+    if core.kind != FileType::Directory {
+        return posix(Errno::ENOTDIR);
+    }
+    let entry = match &vals[1] {
+        Some(v) => Some(codec::decode_dentry(&ks[1], v)?),
+        None => None,
+    };
+    Ok((Dir { ino: dir, core }, entry))
+}
+
 /// True when a directory has no entries.
 pub(crate) async fn dir_is_empty(tx: &mut Txn<'_>, dir: Ino) -> Result<bool> {
     let prefix = keys::dentry_prefix(dir);
@@ -101,13 +123,13 @@ impl Meta {
         }
         self.txn(|tx| {
             Box::pin(async move {
-                let dir = get_dir(tx, parent).await?;
+                let (dir, entry) = get_dir_and_entry(tx, parent, name).await?;
                 check_access(ctx, &dir.core, MAY_EXEC)?;
                 let ino = match name {
                     b"." => parent,
                     b".." => dir.core.parent,
                     _ if parent == Ino::ROOT && name == TRASH_NAME => Ino::TRASH,
-                    _ => match get_entry(tx, parent, name).await? {
+                    _ => match entry {
                         Some((_, ino)) => ino,
                         None => return posix(Errno::ENOENT),
                     },
@@ -212,12 +234,12 @@ impl Meta {
         let entry = self
             .txn(|tx| {
                 Box::pin(async move {
-                    let dir = get_dir(tx, parent).await?;
+                    let (dir, existing) = get_dir_and_entry(tx, parent, name).await?;
                     if in_trash(&dir) || (parent == Ino::ROOT && name == TRASH_NAME) {
                         return posix(Errno::EPERM);
                     }
                     check_access(ctx, &dir.core, MAY_WRITE | MAY_EXEC)?;
-                    if get_entry(tx, parent, name).await?.is_some() {
+                    if existing.is_some() {
                         return posix(Errno::EEXIST);
                     }
                     let now = now_ns();
