@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::ConnectionManager;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Script, Value as RedisValue};
 use strata_meta::kv::{
     CommitRequest, FieldUpdate, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write,
@@ -157,20 +157,65 @@ impl RedisEngine {
             return Ok(conn);
         }
         let client = self.source.client().await?;
-        let conn =
-            match tokio::time::timeout(CONNECT_TIMEOUT, client.get_connection_manager()).await {
-                Ok(Ok(c)) => c,
-                Ok(Err(e)) => return Err(redis_error(e)),
-                Err(_) => {
-                    return Err(KvError::Unavailable(format!(
-                        "no answer from Redis within {} s",
-                        CONNECT_TIMEOUT.as_secs()
-                    )));
-                }
-            };
+        // The library's default 500 ms response timeout would turn a slow commit into an
+        // error the client cannot interpret; commands get COMMAND_TIMEOUT.
+        let config = ConnectionManagerConfig::new().set_response_timeout(Some(COMMAND_TIMEOUT));
+        let conn = match tokio::time::timeout(
+            CONNECT_TIMEOUT,
+            client.get_connection_manager_with_config(config),
+        )
+        .await
+        {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => return Err(redis_error(e)),
+            Err(_) => {
+                return Err(KvError::Unavailable(format!(
+                    "no answer from Redis within {} s",
+                    CONNECT_TIMEOUT.as_secs()
+                )));
+            }
+        };
         self.conn.set(conn.clone());
         Ok(conn)
     }
+}
+
+impl RedisEngine {
+    /// A commit whose answer was lost (timeout, dropped connection) may or may not have
+    /// been applied. Ask for its marker until the server answers: applied means success;
+    /// not applied means the transaction can safely be retried.
+    async fn settle_lost_commit(&self, commit_id: &str, why: String) -> Result<(), KvError> {
+        let mut marker = self.base.clone();
+        marker.push(b'c');
+        marker.extend_from_slice(commit_id.as_bytes());
+        let started = std::time::Instant::now();
+        while started.elapsed() < COMMAND_TIMEOUT {
+            if let Ok(mut conn) = self.conn().await {
+                let asked = timed(redis::cmd("EXISTS").arg(&marker).query_async(&mut conn)).await;
+                match self.conn.check(asked) {
+                    Ok(1i64) => return Ok(()),
+                    Ok(_) => return Err(KvError::Unavailable(why)),
+                    Err(_) => {}
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Err(KvError::Engine(format!(
+            "Redis: cannot tell whether a commit was applied ({why})"
+        )))
+    }
+}
+
+/// A commit id unique across clients: process, time and a counter.
+fn new_commit_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{:x}.{nanos:x}.{n:x}", std::process::id())
 }
 
 /// The connection an engine uses, shared with its read views.
@@ -358,7 +403,12 @@ impl KvEngine for RedisEngine {
         }
         let mut conn = self.conn().await?;
         let mut call = self.commit.key(&self.index);
-        call.arg(&self.base);
+        let commit_id = if req.writes.is_empty() {
+            String::new()
+        } else {
+            new_commit_id()
+        };
+        call.arg(&self.base).arg(&commit_id);
         let points: Vec<_> = req
             .reads
             .iter()
@@ -422,7 +472,13 @@ impl KvEngine for RedisEngine {
                 }
             };
         }
-        let applied: i64 = self.conn.check(timed(call.invoke_async(&mut conn)).await)?;
+        let applied: i64 = match self.conn.check(timed(call.invoke_async(&mut conn)).await) {
+            Ok(applied) => applied,
+            Err(KvError::Unavailable(why)) if !commit_id.is_empty() => {
+                return self.settle_lost_commit(&commit_id, why).await;
+            }
+            Err(e) => return Err(e),
+        };
         if applied == 1 {
             Ok(())
         } else {

@@ -22,7 +22,9 @@ end
 return out
 "#;
 
-/// Validated commit. `ARGV` after the base:
+/// Validated commit. `ARGV` after the base: a commit id (empty for a read-only check; when
+/// set, the key `{base}c{id}` is written with the commit so a client whose answer got lost
+/// can ask whether it was applied), then:
 /// - point reads: count, then per read `key, has ("1"/"0"), value`;
 /// - range reads: count, then per read `low, high, limit, reverse, empty, n` and `n`
 ///   pairs `key, value` it returned;
@@ -33,8 +35,8 @@ return out
 ///
 /// Returns 1 when applied, 0 when a read no longer holds (nothing written).
 pub const COMMIT: &str = r#"
-local idx, base = KEYS[1], ARGV[1]
-local i = 2
+local idx, base, commit_id = KEYS[1], ARGV[1], ARGV[2]
+local i = 3
 local function nxt()
   local v = ARGV[i]
   i = i + 1
@@ -124,6 +126,9 @@ for _ = 1, tonumber(nxt()) do
     redis.call('DEL', base .. 'k' .. k)
     redis.call('ZREM', idx, k)
   end
+end
+if commit_id ~= '' then
+  redis.call('SET', base .. 'c' .. commit_id, '1', 'EX', 600)
 end
 return 1
 "#;
