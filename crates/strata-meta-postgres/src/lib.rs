@@ -286,7 +286,21 @@ impl KvEngine for PostgresEngine {
             }
         }
         let mut conn = self.pool.get().await?;
-        let outcome = commit_on(&mut conn, &req.reads, &puts, &deletes).await;
+        let only_points = req
+            .reads
+            .iter()
+            .all(|r| matches!(r, ReadCheck::Point { .. }));
+        let outcome = if req.writes.is_empty() && only_points {
+            // A read-only check of point reads is one statement, and one statement sees
+            // one snapshot: no transaction needed.
+            match reads_hold(&conn, &req.reads).await {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(KvError::Conflict),
+                Err(e) => Err(e),
+            }
+        } else {
+            commit_on(&mut conn, &req.reads, &puts, &deletes).await
+        };
         if matches!(outcome, Err(KvError::Unavailable(_))) {
             conn.broken = true;
         }
