@@ -111,6 +111,26 @@ fn empty(reply: ReplyEmpty, r: Result<(), Errno>) {
     }
 }
 
+/// Add directory entries to a reply page with `add` (true = page full) and remember where
+/// the page ended, so the next page continues by name.
+fn fill_page(
+    vfs: &Vfs,
+    fh: u64,
+    entries: Vec<strata_vfs::DirEntryPlus>,
+    mut add: impl FnMut(&strata_vfs::DirEntryPlus) -> bool,
+) {
+    let mut last = None;
+    for e in entries {
+        if add(&e) {
+            break;
+        }
+        last = Some((e.next_offset, e.name));
+    }
+    if let Some((next, name)) = last {
+        vfs.set_dir_cursor(fh, next, name);
+    }
+}
+
 /// Background requests (readahead, writeback) the kernel may have in flight.
 const MAX_BACKGROUND: u16 = 64;
 
@@ -480,22 +500,15 @@ impl fuser::Filesystem for StrataFs {
                 Ok(e) => e,
                 Err(e) => return reply.error(errno(e)),
             };
-            let mut last = None;
-            for e in entries {
+            fill_page(&vfs, fh.0, entries, |e| {
                 let name = std::ffi::OsStr::from_bytes_compat(&e.name);
-                if reply.add(
+                reply.add(
                     INodeNo(vfs.to_front(e.ino)),
                     e.next_offset,
                     file_type(e.kind),
                     name,
-                ) {
-                    break;
-                }
-                last = Some((e.next_offset, e.name));
-            }
-            if let Some((next, name)) = last {
-                vfs.set_dir_cursor(fh.0, next, name);
-            }
+                )
+            });
             reply.ok();
         });
     }
@@ -516,8 +529,7 @@ impl fuser::Filesystem for StrataFs {
                 Ok(e) => e,
                 Err(e) => return reply.error(errno(e)),
             };
-            let mut last = None;
-            for e in entries {
+            fill_page(&vfs, fh.0, entries, |e| {
                 let name = std::ffi::OsStr::from_bytes_compat(&e.name);
                 let front = Ino(vfs.to_front(e.ino));
                 // "." and ".." (and an entry whose inode vanished meanwhile) come without
@@ -527,21 +539,15 @@ impl fuser::Filesystem for StrataFs {
                     Some(a) => (file_attr(front, a), vfs.options().entry_ttl),
                     None => (bare_attr(front, e.kind), Duration::ZERO),
                 };
-                if reply.add(
+                reply.add(
                     INodeNo(front.0),
                     e.next_offset,
                     name,
                     &ttl,
                     &attr,
                     Generation(0),
-                ) {
-                    break;
-                }
-                last = Some((e.next_offset, e.name));
-            }
-            if let Some((next, name)) = last {
-                vfs.set_dir_cursor(fh.0, next, name);
-            }
+                )
+            });
             reply.ok();
         });
     }

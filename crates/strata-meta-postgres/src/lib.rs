@@ -18,7 +18,9 @@ mod pool;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use strata_meta::kv::{CommitRequest, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write};
+use strata_meta::kv::{
+    CommitRequest, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write, take_prefix_param,
+};
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 
@@ -47,25 +49,8 @@ impl PostgresUrl {
                 "not a PostgreSQL URL: {url:?} (expected postgres://user:pass@host:port/db)"
             )));
         }
-        let (base, query) = url.split_once('?').unwrap_or((url, ""));
-        let mut prefix = "strata".to_string();
-        let mut rest = Vec::new();
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            match pair.split_once('=') {
-                Some(("prefix", v)) if valid_prefix(v) => prefix = v.to_lowercase(),
-                Some(("prefix", v)) => {
-                    return Err(KvError::Engine(format!(
-                        "bad prefix {v:?}: use letters, digits and '_'"
-                    )));
-                }
-                _ => rest.push(pair),
-            }
-        }
-        let conninfo = if rest.is_empty() {
-            base.to_string()
-        } else {
-            format!("{base}?{}", rest.join("&"))
-        };
+        let (conninfo, prefix) = take_prefix_param(url, "strata", valid_prefix)?;
+        let prefix = prefix.to_lowercase();
         Ok(PostgresUrl { conninfo, prefix })
     }
 

@@ -27,6 +27,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Script, Value as RedisValue};
 use strata_meta::kv::{
     CommitRequest, FieldUpdate, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write,
+    take_prefix_param,
 };
 
 /// How long connecting (and the first PING) may take before the engine is unavailable.
@@ -51,28 +52,7 @@ impl RedisUrl {
                 "not a Redis URL: {url:?} (expected redis://host:port/db)"
             )));
         }
-        let (server, query) = match url.split_once('?') {
-            Some((s, q)) => (s.to_string(), q),
-            None => (url.to_string(), ""),
-        };
-        let mut prefix = "strata".to_string();
-        let mut rest = Vec::new();
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            match pair.split_once('=') {
-                Some(("prefix", v)) if valid_prefix(v) => prefix = v.to_string(),
-                Some(("prefix", v)) => {
-                    return Err(KvError::Engine(format!(
-                        "bad prefix {v:?}: use letters, digits, '-' and '_'"
-                    )));
-                }
-                _ => rest.push(pair),
-            }
-        }
-        let server = if rest.is_empty() {
-            server
-        } else {
-            format!("{server}?{}", rest.join("&"))
-        };
+        let (server, prefix) = take_prefix_param(url, "strata", valid_prefix)?;
         Ok(RedisUrl { server, prefix })
     }
 }

@@ -62,6 +62,34 @@ pub fn display_key(key: &[u8]) -> String {
     out
 }
 
+/// Take the `prefix=NAME` parameter out of an engine URL's query: returns the URL without
+/// it and NAME (`default` when absent). Engines use NAME to keep volumes apart on one
+/// server; `valid` says which names the engine accepts.
+pub fn take_prefix_param(
+    url: &str,
+    default: &str,
+    valid: impl Fn(&str) -> bool,
+) -> Result<(String, String), KvError> {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut prefix = default.to_string();
+    let mut rest = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("prefix", v)) if valid(v) => prefix = v.to_string(),
+            Some(("prefix", v)) => {
+                return Err(KvError::Engine(format!("bad prefix {v:?} in {base}")));
+            }
+            _ => rest.push(pair),
+        }
+    }
+    let url = if rest.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", rest.join("&"))
+    };
+    Ok((url, prefix))
+}
+
 /// The smallest key greater than every key starting with `prefix`.
 pub fn prefix_end(prefix: &[u8]) -> Key {
     let mut end = prefix.to_vec();
