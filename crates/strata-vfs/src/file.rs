@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::{Bytes, BytesMut};
 use strata_chunk::SliceWriter;
@@ -26,8 +26,6 @@ pub(crate) struct FileHandle {
     window: std::sync::Mutex<Window>,
     /// The last lock owner seen on this handle (for releasing locks at close).
     lock_owner: AtomicU64,
-    /// Whether this handle wrote (its data went through the kernel's page cache).
-    wrote: AtomicBool,
 }
 
 /// A slice being written in one chunk.
@@ -96,7 +94,6 @@ impl Vfs {
             ino,
             window: std::sync::Mutex::new(window),
             lock_owner: AtomicU64::new(0),
-            wrote: AtomicBool::new(false),
         };
         if let Ok(mut handles) = self.handles.lock() {
             handles.insert(fh, Arc::new(handle));
@@ -264,7 +261,6 @@ impl Vfs {
             .checked_add(data.len() as u64)
             .filter(|e| *e <= strata_types::MAX_FILE_SIZE);
         let end = end.ok_or(Errno::EFBIG)?;
-        handle.wrote.store(true, Ordering::Relaxed);
         let pending = self.pending_entry(handle.ino)?;
         let mut pending = pending.lock().await;
         for (index, within, at, take) in chunk_pieces(off, data.len() as u64) {
@@ -329,6 +325,8 @@ impl Vfs {
         let now = strata_meta::now_ns();
         match self.meta.write_chunk(ino, index, slice, now).await {
             Ok(outcome) => {
+                // The bytes went through the kernel's page cache on their way here.
+                self.kernel_cache.record(ino, &outcome.attr);
                 if outcome.slice_count >= self.meta.options().compact_threshold {
                     self.compact_chunk(ino, index).await?;
                 }
@@ -336,11 +334,13 @@ impl Vfs {
             }
             Err(MetaError::TooManySlices { .. }) => {
                 self.compact_chunk(ino, index).await?;
-                self.meta
+                let outcome = self
+                    .meta
                     .write_chunk(ino, index, slice, now)
                     .await
-                    .map(drop)
-                    .map_err(from_meta)
+                    .map_err(from_meta)?;
+                self.kernel_cache.record(ino, &outcome.attr);
+                Ok(())
             }
             Err(e) => {
                 // The slice is not referenced: free its blocks now.
@@ -453,12 +453,6 @@ impl Vfs {
             return Ok(());
         }
         let flushed = self.flush_inode(handle.ino).await;
-        if flushed.is_ok()
-            && handle.wrote.load(Ordering::Relaxed)
-            && let Ok(attr) = self.meta.getattr(handle.ino).await
-        {
-            self.kernel_cache.record(handle.ino, &attr);
-        }
         if let Ok(mut handles) = self.handles.lock() {
             handles.remove(&fh);
         }

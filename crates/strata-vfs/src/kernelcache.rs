@@ -2,8 +2,8 @@
 //!
 //! The kernel drops a FUSE file's cached pages at every open unless told to keep them.
 //! This client remembers, per inode, the modification time and length the cached pages
-//! belong to: the attributes seen at this client's last open, or after its last close of a
-//! handle that wrote (its writes went through the page cache). An open that finds the
+//! belong to: the attributes seen at this client's last open, or those its last committed
+//! write left (written bytes go through the page cache). An open that finds the
 //! same modification time and length keeps the pages; any change — by this client or
 //! another — drops them, so close-to-open consistency holds.
 
