@@ -23,7 +23,9 @@ use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, GetOptions, KvClient, SortOrder, SortTarget, Txn,
     TxnOp,
 };
-use strata_meta::kv::{CommitRequest, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write};
+use strata_meta::kv::{
+    CommitRequest, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write, within,
+};
 use tokio::sync::OnceCell;
 
 /// How long connecting may take.
@@ -123,15 +125,13 @@ impl EtcdEngine {
                 if let Some((name, pass)) = &self.url.user {
                     options = options.with_user(name.clone(), pass.clone());
                 }
-                let connecting = Client::connect(&self.url.endpoints, Some(options));
-                match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
-                    Ok(Ok(client)) => Ok(client.kv_client()),
-                    Ok(Err(e)) => Err(etcd_error(e)),
-                    Err(_) => Err(KvError::Unavailable(format!(
-                        "no answer from etcd within {} s",
-                        CONNECT_TIMEOUT.as_secs()
-                    ))),
-                }
+                let connecting = async {
+                    Client::connect(&self.url.endpoints, Some(options))
+                        .await
+                        .map(|client| client.kv_client())
+                        .map_err(etcd_error)
+                };
+                within(CONNECT_TIMEOUT, "etcd", connecting).await
             })
             .await?;
         Ok(kv.clone())
@@ -150,13 +150,10 @@ fn full_key(base: &[u8], key: &[u8]) -> Vec<u8> {
 }
 
 async fn timed<T>(fut: impl Future<Output = Result<T, etcd_client::Error>>) -> Result<T, KvError> {
-    match tokio::time::timeout(REQUEST_TIMEOUT, fut).await {
-        Ok(r) => r.map_err(etcd_error),
-        Err(_) => Err(KvError::Unavailable(format!(
-            "etcd did not answer within {} s",
-            REQUEST_TIMEOUT.as_secs()
-        ))),
-    }
+    within(REQUEST_TIMEOUT, "etcd", async {
+        fut.await.map_err(etcd_error)
+    })
+    .await
 }
 
 /// Unreachable members and lost leaders are worth retrying; a compacted snapshot revision

@@ -20,6 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use strata_meta::kv::{
     CommitRequest, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write, take_prefix_param,
+    within,
 };
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
@@ -96,13 +97,10 @@ impl PostgresEngine {
 async fn timed<T>(
     fut: impl Future<Output = Result<T, tokio_postgres::Error>>,
 ) -> Result<T, KvError> {
-    match tokio::time::timeout(QUERY_TIMEOUT, fut).await {
-        Ok(r) => r.map_err(pg_error),
-        Err(_) => Err(KvError::Unavailable(format!(
-            "PostgreSQL did not answer within {} s",
-            QUERY_TIMEOUT.as_secs()
-        ))),
-    }
+    within(QUERY_TIMEOUT, "PostgreSQL", async {
+        fut.await.map_err(pg_error)
+    })
+    .await
 }
 
 /// Conflicts are retried as conflicts, lost connections as unavailability.

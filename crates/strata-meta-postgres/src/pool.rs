@@ -5,7 +5,7 @@
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex};
 
-use strata_meta::kv::KvError;
+use strata_meta::kv::{KvError, within};
 use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
 use tokio_postgres::{Client, Config, NoTls, Statement};
 
@@ -123,17 +123,14 @@ impl Pool {
     }
 
     async fn connect(&self) -> Result<Conn, KvError> {
-        let connecting = self.inner.config.connect(NoTls);
-        let (client, connection) = match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
-            Ok(Ok(pair)) => pair,
-            Ok(Err(e)) => return Err(connect_error(e)),
-            Err(_) => {
-                return Err(KvError::Unavailable(format!(
-                    "no answer from PostgreSQL within {} s",
-                    CONNECT_TIMEOUT.as_secs()
-                )));
-            }
+        let connecting = async {
+            self.inner
+                .config
+                .connect(NoTls)
+                .await
+                .map_err(connect_error)
         };
+        let (client, connection) = within(CONNECT_TIMEOUT, "PostgreSQL", connecting).await?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!("PostgreSQL connection ended: {e}");

@@ -27,7 +27,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Script, Value as RedisValue};
 use strata_meta::kv::{
     CommitRequest, FieldUpdate, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write,
-    take_prefix_param,
+    take_prefix_param, within,
 };
 
 /// How long connecting (and the first PING) may take before the engine is unavailable.
@@ -113,17 +113,13 @@ impl RedisEngine {
         // One plain connection first: a refused or unauthenticated server fails at once,
         // where the reconnecting manager would keep retrying.
         let client = engine.source.client().await?;
-        let probe = client.get_multiplexed_async_connection();
-        match tokio::time::timeout(CONNECT_TIMEOUT, probe).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => return Err(redis_error(e)),
-            Err(_) => {
-                return Err(KvError::Unavailable(format!(
-                    "no answer from Redis within {} s",
-                    CONNECT_TIMEOUT.as_secs()
-                )));
-            }
-        }
+        let probe = async {
+            client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(redis_error)
+        };
+        within(CONNECT_TIMEOUT, "Redis", probe).await?;
         let mut conn = engine.conn().await?;
         let pong: String = timed(redis::cmd("PING").query_async(&mut conn)).await?;
         if pong != "PONG" {
@@ -140,21 +136,13 @@ impl RedisEngine {
         // The library's default 500 ms response timeout would turn a slow commit into an
         // error the client cannot interpret; commands get COMMAND_TIMEOUT.
         let config = ConnectionManagerConfig::new().set_response_timeout(Some(COMMAND_TIMEOUT));
-        let conn = match tokio::time::timeout(
-            CONNECT_TIMEOUT,
-            client.get_connection_manager_with_config(config),
-        )
-        .await
-        {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => return Err(redis_error(e)),
-            Err(_) => {
-                return Err(KvError::Unavailable(format!(
-                    "no answer from Redis within {} s",
-                    CONNECT_TIMEOUT.as_secs()
-                )));
-            }
+        let connecting = async {
+            client
+                .get_connection_manager_with_config(config)
+                .await
+                .map_err(redis_error)
         };
+        let conn = within(CONNECT_TIMEOUT, "Redis", connecting).await?;
         self.conn.set(conn.clone());
         Ok(conn)
     }
@@ -241,13 +229,10 @@ fn value_key(base: &[u8], key: &[u8]) -> Vec<u8> {
 
 /// Run one Redis command with the command timeout.
 async fn timed<T>(fut: impl Future<Output = Result<T, RedisError>>) -> Result<T, KvError> {
-    match tokio::time::timeout(COMMAND_TIMEOUT, fut).await {
-        Ok(r) => r.map_err(redis_error),
-        Err(_) => Err(KvError::Unavailable(format!(
-            "Redis did not answer within {} s",
-            COMMAND_TIMEOUT.as_secs()
-        ))),
-    }
+    within(COMMAND_TIMEOUT, "Redis", async {
+        fut.await.map_err(redis_error)
+    })
+    .await
 }
 
 /// Connection trouble is worth retrying; everything else is an engine error.

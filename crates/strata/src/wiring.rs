@@ -60,13 +60,9 @@ pub async fn open_engine(url: &str) -> Result<Arc<dyn KvEngine>> {
 async fn timed_open<E: KvEngine + 'static>(
     connecting: impl Future<Output = Result<E, strata_meta::kv::KvError>>,
 ) -> Result<Arc<dyn KvEngine>, strata_meta::kv::KvError> {
-    match tokio::time::timeout(ENGINE_OPEN_TIMEOUT, connecting).await {
-        Ok(r) => r.map(|e| Arc::new(e) as Arc<dyn KvEngine>),
-        Err(_) => Err(strata_meta::kv::KvError::Unavailable(format!(
-            "no answer within {} s",
-            ENGINE_OPEN_TIMEOUT.as_secs()
-        ))),
-    }
+    strata_meta::kv::within(ENGINE_OPEN_TIMEOUT, "the engine", connecting)
+        .await
+        .map(|e| Arc::new(e) as Arc<dyn KvEngine>)
 }
 
 /// The `user:password@` part of a URL's authority, and where it sits.

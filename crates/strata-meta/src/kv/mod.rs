@@ -62,6 +62,22 @@ pub fn display_key(key: &[u8]) -> String {
     out
 }
 
+/// Await an engine call for at most `limit`; past it the engine is unavailable
+/// ("no answer from {what} within N s"), which the transaction layer retries.
+pub async fn within<T>(
+    limit: std::time::Duration,
+    what: &str,
+    call: impl Future<Output = Result<T, KvError>>,
+) -> Result<T, KvError> {
+    match tokio::time::timeout(limit, call).await {
+        Ok(result) => result,
+        Err(_) => Err(KvError::Unavailable(format!(
+            "no answer from {what} within {} s",
+            limit.as_secs()
+        ))),
+    }
+}
+
 /// Take the `prefix=NAME` parameter out of an engine URL's query: returns the URL without
 /// it and NAME (`default` when absent). Engines use NAME to keep volumes apart on one
 /// server; `valid` says which names the engine accepts.
