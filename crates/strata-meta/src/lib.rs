@@ -17,8 +17,8 @@ pub mod conformance;
 pub use error::{MetaError, Result};
 pub use format::{Format, META_VERSION};
 pub use meta::{
-    CompactCandidate, Ctx, DirEntry, Entry, FallocateMode, LockKind, MAX_SLICES_PER_CHUNK,
-    MAY_EXEC, MAY_READ, MAY_WRITE, Meta, MetaOptions, PosixLock, RenameFlags, SessionInfo, SetAttr,
-    SliceDeletion, StatFs, TRASH_NAME, TimeSet, WriteOutcome, XattrFlags, hour_name, now_ns,
-    trash_entry_name,
+    ChunkRecord, CompactCandidate, Ctx, DirEntry, Entry, FallocateMode, LockKind,
+    MAX_SLICES_PER_CHUNK, MAY_EXEC, MAY_READ, MAY_WRITE, Meta, MetaOptions, NamespaceProblem,
+    NamespaceReport, PosixLock, RenameFlags, ScanCursor, SessionInfo, SetAttr, SliceDeletion,
+    StatFs, TRASH_NAME, TimeSet, WriteOutcome, XattrFlags, hour_name, now_ns, trash_entry_name,
 };

@@ -237,4 +237,23 @@ impl ObjectStore for Backend {
         }
         Ok(out)
     }
+
+    async fn scan_all(&self, prefix: &str, each: &mut crate::ObjectVisitor<'_>) -> Result<()> {
+        let trimmed = prefix.trim_end_matches('/');
+        let prefix_path = if trimmed.is_empty() {
+            None
+        } else {
+            Some(path(trimmed)?)
+        };
+        let mut stream = self.inner.list(prefix_path.as_ref());
+        while let Some(meta) = stream.next().await {
+            match meta {
+                Ok(meta) => each(info(meta))?,
+                // A file deleted while the walk passes it.
+                Err(object_store::Error::NotFound { .. }) => continue,
+                Err(e) => return Err(map_err(prefix, e)),
+            }
+        }
+        Ok(())
+    }
 }

@@ -326,6 +326,50 @@ pub async fn listing_is_ordered_and_paged<B: TestBackend>() {
     assert_eq!(s.list("chunks/", None, 1000).await.unwrap().len(), 56);
 }
 
+pub async fn scan_all_streams_every_object_once<B: TestBackend>() {
+    let b = B::start();
+    let s = scoped(&b);
+    let mut keys = BTreeSet::new();
+    for i in 0..1203u32 {
+        let key = format!("chunks/{}/{}/{i}_0_3", i % 2, i % 7);
+        keys.insert(key);
+    }
+    let puts = keys.iter().map(|k| s.put(k, Bytes::from_static(b"abc")));
+    for r in futures::future::join_all(puts).await {
+        r.unwrap();
+    }
+    s.put("meta/dump-1.json", Bytes::from_static(b"{}"))
+        .await
+        .unwrap();
+    let mut seen = BTreeSet::new();
+    let mut duplicates = 0;
+    s.scan_all("chunks/", &mut |info| {
+        assert_eq!(info.size, 3, "{}", info.key);
+        assert!(info.modified > 0, "modification time of {}", info.key);
+        if !seen.insert(info.key) {
+            duplicates += 1;
+        }
+        Ok(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(duplicates, 0);
+    assert_eq!(seen, keys, "every key under the prefix, nothing else");
+    let mut count = 0;
+    let stopped = s
+        .scan_all("", &mut |_| {
+            count += 1;
+            if count == 5 {
+                Err(ObjectError::Other("stop".into()))
+            } else {
+                Ok(())
+            }
+        })
+        .await;
+    assert!(stopped.is_err(), "an error from the visitor ends the scan");
+    assert_eq!(count, 5);
+}
+
 pub async fn concurrent_requests<B: TestBackend>() {
     let b = B::start();
     let s = scoped(&b);
@@ -391,7 +435,7 @@ pub async fn missing_bucket_is_reported<B: S3TestBackend>() {
 macro_rules! object_conformance_tests {
     ($backend:ty) => {
         $crate::object_conformance_tests!(@cases $backend; put_get_round_trip, range_reads, missing_objects,
-            listing_is_ordered_and_paged, concurrent_requests);
+            listing_is_ordered_and_paged, scan_all_streams_every_object_once, concurrent_requests);
     };
     ($backend:ty, s3) => {
         $crate::object_conformance_tests!($backend);

@@ -108,7 +108,28 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
         start_after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<ObjectInfo>>;
+
+    /// Every object whose key starts with `prefix`, handed to `each` as the listing
+    /// streams, in no particular order: one pass whose memory does not grow with the
+    /// number of objects (gc and fsck of huge buckets). The default pages through
+    /// [`list`](Self::list); backends that can stream override it.
+    async fn scan_all(&self, prefix: &str, each: &mut ObjectVisitor<'_>) -> Result<()> {
+        let mut after: Option<String> = None;
+        loop {
+            let page = self.list(prefix, after.as_deref(), 1000).await?;
+            let Some(last) = page.last() else {
+                return Ok(());
+            };
+            after = Some(last.key.clone());
+            for info in page {
+                each(info)?;
+            }
+        }
+    }
 }
+
+/// What [`ObjectStore::scan_all`] calls for each object; an error stops the scan.
+pub type ObjectVisitor<'a> = dyn FnMut(ObjectInfo) -> Result<()> + Send + 'a;
 
 /// The concatenation of `parts` (no copy for a single part).
 pub fn concat(mut parts: Vec<Bytes>) -> Bytes {

@@ -89,6 +89,18 @@ impl<S: ObjectStore> ObjectStore for Prefixed<S> {
         }
         Ok(page)
     }
+
+    async fn scan_all(&self, prefix: &str, each: &mut crate::ObjectVisitor<'_>) -> Result<()> {
+        let full_prefix = format!("{}{prefix}", self.prefix);
+        let strip = self.prefix.clone();
+        let mut stripped = |mut info: ObjectInfo| {
+            if let Some(rest) = info.key.strip_prefix(&strip) {
+                info.key = rest.to_string();
+            }
+            each(info)
+        };
+        self.inner.scan_all(&full_prefix, &mut stripped).await
+    }
 }
 
 /// Report keys as the caller named them.

@@ -79,4 +79,8 @@ impl<S: ObjectStore + ?Sized> ObjectStore for Arc<S> {
     ) -> Result<Vec<ObjectInfo>> {
         (**self).list(prefix, start_after, limit).await
     }
+
+    async fn scan_all(&self, prefix: &str, each: &mut crate::ObjectVisitor<'_>) -> Result<()> {
+        (**self).scan_all(prefix, each).await
+    }
 }

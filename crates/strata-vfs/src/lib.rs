@@ -11,6 +11,7 @@ pub mod errno;
 mod file;
 mod internal;
 mod kernelcache;
+pub mod maintenance;
 mod opencache;
 
 use std::collections::HashMap;

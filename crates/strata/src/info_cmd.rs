@@ -3,9 +3,9 @@
 //! The volume is found through the `.config` file at the root of the mount.
 
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
 use strata_chunk::{block_key, block_sizes};
 use strata_types::{CHUNK_SIZE, FileType, Ino};
@@ -18,27 +18,11 @@ pub struct InfoArgs {
     path: PathBuf,
 }
 
-/// The META-URL of the mount holding `path`, from its root's `.config`.
-fn meta_url_of(path: &Path) -> Result<String> {
-    for dir in path.ancestors() {
-        let Ok(text) = std::fs::read_to_string(dir.join(".config")) else {
-            continue;
-        };
-        let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) else {
-            continue;
-        };
-        if let Some(url) = json["meta_url"].as_str() {
-            return Ok(url.to_string());
-        }
-    }
-    bail!("{} is not on a mounted Strata volume", path.display())
-}
-
 pub fn run_info(a: InfoArgs) -> Result<()> {
     let path = std::fs::canonicalize(&a.path).with_context(|| format!("{}", a.path.display()))?;
     let ino = Ino(std::fs::symlink_metadata(&path)?.ino());
     // `.config` hides the engine's password; it comes from META_PASSWORD instead.
-    let url = meta_url_of(&path)?.replace(":****@", "@");
+    let url = wiring::meta_url_of_path(&path)?;
     let rt = wiring::runtime()?;
     rt.block_on(async {
         let (meta, format) = wiring::load_meta(&url).await?;

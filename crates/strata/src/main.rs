@@ -3,9 +3,12 @@
 //! metadata engine, format record → object store.
 
 mod bench_cmd;
+mod compact_cmd;
 mod format_cmd;
 mod info_cmd;
+mod maint_cmd;
 mod mount_cmd;
+mod progress;
 mod wiring;
 
 use std::process::ExitCode;
@@ -34,6 +37,14 @@ enum Command {
     Info(info_cmd::InfoArgs),
     /// Show a volume's settings, or change the mutable ones (trash days, limits, keys).
     Config(format_cmd::ConfigArgs),
+    /// Find objects no file references (leaked) and finish pending deletions; deletes
+    /// only with --delete.
+    Gc(maint_cmd::GcArgs),
+    /// Check that every block of every file exists and that directory usage and link
+    /// counts add up; --repair fixes the counters.
+    Fsck(maint_cmd::FsckArgs),
+    /// Merge the fragmented chunks of a file or tree on a mounted volume into one slice each.
+    Compact(compact_cmd::CompactArgs),
     /// Benchmarks that run on any directory (`bench meta DIR`: a metadata storm).
     Bench(bench_cmd::BenchArgs),
     /// Print the version.
@@ -49,6 +60,9 @@ fn main() -> ExitCode {
         Command::Status(a) => format_cmd::run_status(a),
         Command::Info(a) => info_cmd::run_info(a),
         Command::Config(a) => format_cmd::run_config(a),
+        Command::Gc(a) => maint_cmd::run_gc(a),
+        Command::Fsck(a) => maint_cmd::run_fsck(a),
+        Command::Compact(a) => compact_cmd::run_compact(a),
         Command::Bench(a) => bench_cmd::run_bench(a),
         Command::Version => {
             println!("strata {}", env!("CARGO_PKG_VERSION"));

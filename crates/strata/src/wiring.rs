@@ -5,6 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
+use strata_chunk::ChunkStore;
+use strata_chunk::cache::NoCache;
+use strata_chunk::reader::ChunkOptions;
 use strata_meta::kv::KvEngine;
 use strata_meta::kv::sqlite::SqliteEngine;
 use strata_meta::{Format, Meta, MetaError, MetaOptions};
@@ -13,6 +16,10 @@ use strata_meta_postgres::{PostgresEngine, PostgresUrl};
 use strata_meta_redis::{RedisEngine, RedisUrl};
 use strata_object::ObjectStore;
 use strata_object::backend::{Backend, S3Config};
+use strata_object::compress::Codec;
+use strata_object::prefix::Prefixed;
+use strata_object::stack::{StackOptions, build};
+use strata_vfs::{Vfs, VfsOptions};
 
 /// How long opening a network engine may take before the command gives up.
 const ENGINE_OPEN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
@@ -152,6 +159,69 @@ fn s3_config(format: &Format) -> Result<S3Config> {
         secret_key: format.secret_key.clone().unwrap_or_default(),
         path_style: true,
     })
+}
+
+/// A volume opened for an admin command: metadata client, format, and the bucket as raw
+/// objects under the volume's prefix (for listing and deleting blocks) and as the full
+/// stack (compression, checksums, retries: for reading and writing data).
+#[derive(Debug)]
+pub struct AdminVolume {
+    pub meta: Arc<Meta>,
+    pub format: Arc<Format>,
+    pub raw: Arc<dyn ObjectStore>,
+    pub data: Arc<dyn ObjectStore>,
+}
+
+/// Open the volume at `url` and check that its bucket answers.
+pub async fn open_admin_volume(url: &str) -> Result<AdminVolume> {
+    let (meta, format) = load_meta(url).await?;
+    let backend = open_backend(&format)?;
+    let raw: Arc<dyn ObjectStore> = Arc::new(Prefixed::new(backend.clone(), &format.name));
+    raw.list("", None, 1)
+        .await
+        .map_err(|e| anyhow::anyhow!("bucket {}: {e}", format.bucket))?;
+    let stack = StackOptions {
+        prefix: format.name.clone(),
+        compression: Codec::parse(&format.compression).map_err(|e| anyhow::anyhow!("{e}"))?,
+        ..StackOptions::default()
+    };
+    let (data, _) = build(backend, &stack);
+    Ok(AdminVolume {
+        meta,
+        format,
+        raw,
+        data,
+    })
+}
+
+impl AdminVolume {
+    /// A file-system client of this volume without a mount (no cache, no session), for
+    /// commands that read or rewrite file data (compact, gc --compact).
+    pub fn vfs(&self) -> Arc<Vfs> {
+        let chunk_opts = ChunkOptions {
+            block_size: self.format.block_size_kib << 10,
+            ..ChunkOptions::default()
+        };
+        let chunks = ChunkStore::new(self.data.clone(), Arc::new(NoCache::default()), chunk_opts);
+        Arc::new(Vfs::new(self.meta.clone(), chunks, VfsOptions::default()))
+    }
+}
+
+/// The META-URL of the mount holding `path`, from its root's `.config` (whose hidden
+/// password comes from `META_PASSWORD` instead).
+pub fn meta_url_of_path(path: &Path) -> Result<String> {
+    for dir in path.ancestors() {
+        let Ok(text) = std::fs::read_to_string(dir.join(".config")) else {
+            continue;
+        };
+        let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) else {
+            continue;
+        };
+        if let Some(url) = json["meta_url"].as_str() {
+            return Ok(url.replace(":****@", "@"));
+        }
+    }
+    bail!("{} is not on a mounted Strata volume", path.display())
 }
 
 /// A multi-threaded runtime for a command.

@@ -10,6 +10,7 @@
 pub mod clients;
 pub mod data;
 pub mod kv;
+pub mod lifecycle;
 pub mod namespace;
 pub mod posix;
 
@@ -169,7 +170,9 @@ macro_rules! meta_conformance_tests {
             data::fallocate_modes, data::copy_file_range_shares_slices, data::compaction_support,
             data::deletion_queues,
             clients::sustained_files, clients::stale_sessions_are_cleaned, clients::flocks_conflict,
-            clients::posix_locks_conflict, clients::concurrent_creates, clients::concurrent_renames
+            clients::posix_locks_conflict, clients::concurrent_creates, clients::concurrent_renames,
+            lifecycle::scans_see_every_chunk_and_queued_slice,
+            lifecycle::namespace_check_finds_and_repairs_counters
         );
     };
     (@cases $store:ty; $($module:ident :: $case:ident),* $(,)?) => {

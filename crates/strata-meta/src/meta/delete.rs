@@ -352,6 +352,10 @@ pub(crate) async fn add_slice_ref(tx: &mut Txn<'_>, s: &Slice) -> Result<()> {
         Some(v) => codec::decode_counter(&key, Some(&v))?,
     };
     tx.put(key, codec::encode_slots(&[refs + 1]));
+    // A scan (gc) that passed the new place before this commit must learn about it.
+    let epoch = keys::counter(super::SHARE_EPOCH);
+    let current = codec::decode_counter(&epoch, tx.get(&epoch).await?.as_deref())?;
+    tx.put(epoch, codec::encode_slots(&[current + 1]));
     Ok(())
 }
 

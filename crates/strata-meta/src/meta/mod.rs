@@ -5,10 +5,12 @@
 
 mod access;
 mod attr;
+mod check;
 mod data;
 mod delete;
 mod locks;
 mod namespace;
+mod scan;
 mod session;
 mod xattr;
 
@@ -21,10 +23,12 @@ use strata_types::{Errno, FileType, Ino, MAX_NAME_LEN, Nanos, align_4k};
 
 pub use access::{MAY_EXEC, MAY_READ, MAY_WRITE};
 pub use attr::{SetAttr, StatFs, TimeSet};
+pub use check::{NamespaceProblem, NamespaceReport};
 pub use data::{CompactCandidate, FallocateMode, WriteOutcome};
 pub use delete::{SliceDeletion, hour_name, trash_entry_name};
 pub use locks::{LockKind, PosixLock};
 pub use namespace::{DirEntry, Entry, RenameFlags};
+pub use scan::{ChunkRecord, ScanCursor};
 pub use session::SessionInfo;
 pub use xattr::XattrFlags;
 
@@ -108,6 +112,8 @@ pub(crate) const NEXT_SLICE: &str = "nextSlice";
 pub(crate) const NEXT_SESSION: &str = "nextSession";
 pub(crate) const USED_SPACE: &str = "usedSpace";
 pub(crate) const TOTAL_INODES: &str = "totalInodes";
+/// Bumped whenever a slice gains a reference in a new place (see `scan.rs`).
+pub(crate) const SHARE_EPOCH: &str = "shareEpoch";
 /// Name of the trash directory at the root.
 pub const TRASH_NAME: &[u8] = b".trash";
 

@@ -1,0 +1,149 @@
+//! Conformance cases of the lifecycle tools' metadata side: whole-volume scans (gc),
+//! namespace checks and repairs (fsck).
+
+use strata_types::{Ino, Slice};
+
+use super::{TestStore, mkdir, touch, volume};
+use crate::codec;
+use crate::keys;
+use crate::kv::{RetryPolicy, run_txn};
+use crate::meta::{Ctx, Meta};
+
+/// Overwrite one key with `value`, bypassing the file-system logic (to break things).
+async fn poke(meta: &Meta, key: Vec<u8>, value: Vec<u8>) {
+    run_txn(meta.engine().as_ref(), &RetryPolicy::default(), |tx| {
+        let (key, value) = (key.clone(), value.clone());
+        Box::pin(async move {
+            tx.put(key, value);
+            Ok::<_, crate::MetaError>(())
+        })
+    })
+    .await
+    .unwrap();
+}
+
+fn slice(id: u64, len: u32) -> Slice {
+    Slice {
+        pos: 0,
+        id,
+        size: len,
+        off: 0,
+        len,
+    }
+}
+
+pub async fn scans_see_every_chunk_and_queued_slice<S: TestStore>() {
+    let store = S::create();
+    let meta = volume(&store).await;
+    let mut expected = Vec::new();
+    let mut f5_slice = 0;
+    for i in 0..30u64 {
+        let f = touch(&meta, Ino::ROOT, &format!("f{i}")).await;
+        let id = meta.new_slice_id().await.unwrap();
+        meta.write_chunk(f.ino, (i % 3) as u32, slice(id, 100), 1)
+            .await
+            .unwrap();
+        expected.push((f.ino, (i % 3) as u32, id));
+        if i == 5 {
+            f5_slice = id;
+        }
+    }
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let (page, next) = meta.chunk_page(&cursor, 7).await.unwrap();
+        seen.extend(page.iter().map(|c| (c.ino, c.index, c.slices[0].id)));
+        cursor = next;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    expected.sort();
+    assert_eq!(seen, expected, "every chunk once, in key order");
+
+    let epoch = meta.share_epoch().await.unwrap();
+    let (src, dst) = (expected[0].0, expected[1].0);
+    meta.copy_file_range(src, 0, dst, 0, 100, 0).await.unwrap();
+    assert!(
+        meta.share_epoch().await.unwrap() > epoch,
+        "sharing a slice moves the share epoch"
+    );
+
+    meta.unlink(&Ctx::root(), Ino::ROOT, b"f5").await.unwrap();
+    while let Some(ino) = meta
+        .pending_file_deletions(10)
+        .await
+        .unwrap()
+        .first()
+        .copied()
+    {
+        while !meta.free_file_chunks(ino).await.unwrap() {}
+    }
+    let (queued, next) = meta.queued_slice_page(&None, 100).await.unwrap();
+    assert_eq!(
+        queued,
+        vec![(f5_slice, 100)],
+        "the deleted file's slice is queued"
+    );
+    assert!(next.is_none());
+}
+
+pub async fn namespace_check_finds_and_repairs_counters<S: TestStore>() {
+    let store = S::create();
+    let meta = volume(&store).await;
+    let d = mkdir(&meta, Ino::ROOT, "d").await;
+    mkdir(&meta, d.ino, "sub").await;
+    let f = touch(&meta, d.ino, "f").await;
+    let id = meta.new_slice_id().await.unwrap();
+    meta.write_chunk(f.ino, 0, slice(id, 5000), 1)
+        .await
+        .unwrap();
+    let g = touch(&meta, d.ino, "g").await;
+    meta.link(&Ctx::root(), g.ino, Ino::ROOT, b"g-link")
+        .await
+        .unwrap();
+
+    let clean = meta.check_namespace(false, |_| {}).await.unwrap();
+    assert_eq!(clean.problems, vec![], "a fresh volume is clean");
+    assert_eq!(clean.files, 3, "f, g and g-link");
+
+    poke(&meta, keys::dir_usage(d.ino), codec::encode_slots(&[1, 99])).await;
+    let length = meta.getattr(f.ino).await.unwrap().length;
+    let mut record = codec::InodeFields {
+        atime: 1,
+        mtime: 1,
+        ctime: 1,
+        nlink: 3,
+        length,
+    };
+    poke(&meta, keys::inode_fields(f.ino), record.encode()).await;
+    record.nlink = 7;
+    record.length = 4096;
+    poke(&meta, keys::inode_fields(d.ino), record.encode()).await;
+
+    let found = meta.check_namespace(false, |_| {}).await.unwrap();
+    let about = |ino: Ino| found.problems.iter().filter(|p| p.ino == ino).count();
+    assert_eq!(
+        about(d.ino),
+        2,
+        "usage and link count of d: {:?}",
+        found.problems
+    );
+    assert_eq!(about(f.ino), 1, "link count of f: {:?}", found.problems);
+    assert!(found.problems.iter().all(|p| !p.repaired));
+
+    let repaired = meta.check_namespace(true, |_| {}).await.unwrap();
+    assert_eq!(repaired.problems.len(), 3);
+    assert!(repaired.problems.iter().all(|p| p.repaired));
+    let after = meta.check_namespace(false, |_| {}).await.unwrap();
+    assert_eq!(after.problems, vec![], "repairs hold");
+    assert_eq!(meta.getattr(d.ino).await.unwrap().nlink, 3);
+    assert_eq!(
+        meta.dir_usage(d.ino).await.unwrap(),
+        (4096 + 8192, 3),
+        "sub, f (5000 B), g (empty)"
+    );
+
+    assert_eq!(meta.path_of(f.ino).await.unwrap().as_deref(), Some("/d/f"));
+    assert!(meta.path_of(g.ino).await.unwrap().is_some());
+}

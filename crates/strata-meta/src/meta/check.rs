@@ -1,0 +1,372 @@
+//! Namespace checks for `fsck`: walk every directory from the root and the trash and
+//! verify what the operations keep incrementally — each directory's usage record (bytes
+//! and inodes of its direct children), link counts of directories (2 + subdirectories)
+//! and files (one per name), entry types, and entries whose inode is gone. `repair` fixes
+//! the counters; nothing else is changed. Also finds a path for an inode, for reports.
+
+use std::collections::{HashMap, HashSet};
+
+use strata_types::{FileType, Ino};
+
+use super::{Meta, get_inode, space_of};
+use crate::codec::{self, Inode, InodeCore, InodeFields, slot, usage_slot};
+use crate::error::{MetaError, Result};
+use crate::keys;
+use crate::kv::{FieldOp, FieldUpdate, prefix_end};
+
+/// Entries read per page while walking a directory.
+const PAGE: usize = 1000;
+
+/// Something wrong in the namespace.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamespaceProblem {
+    pub ino: Ino,
+    pub what: String,
+    /// Fixed by `repair`.
+    pub repaired: bool,
+}
+
+/// What a namespace walk saw.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NamespaceReport {
+    pub directories: u64,
+    pub files: u64,
+    pub problems: Vec<NamespaceProblem>,
+}
+
+/// Usage and link counts of one directory's children, summed while walking it.
+#[derive(Default)]
+struct DirTally {
+    bytes: i64,
+    inodes: i64,
+    subdirs: i64,
+    /// Names in this directory per multiply-linked child.
+    multi: HashMap<Ino, i64>,
+}
+
+impl Meta {
+    /// Walk the namespace (root and trash) and check its counters; with `repair`, fix
+    /// usage records and link counts. Meant for a quiet volume: counters changed by
+    /// clients during the walk may be reported (and "repaired") wrongly.
+    pub async fn check_namespace(
+        &self,
+        repair: bool,
+        mut on_dir: impl FnMut(u64) + Send,
+    ) -> Result<NamespaceReport> {
+        let mut report = NamespaceReport::default();
+        let mut stack = vec![Ino::ROOT, Ino::TRASH];
+        let mut seen_multi: HashSet<Ino> = HashSet::new();
+        while let Some(dir) = stack.pop() {
+            report.directories += 1;
+            let tally = self
+                .walk_dir(dir, &mut stack, &mut seen_multi, repair, &mut report)
+                .await?;
+            on_dir(report.files);
+            self.check_dir_counters(dir, &tally, repair, &mut report)
+                .await?;
+        }
+        Ok(report)
+    }
+
+    /// Read every entry of `dir`, check each child, and sum what the directory's
+    /// counters should say.
+    async fn walk_dir(
+        &self,
+        dir: Ino,
+        stack: &mut Vec<Ino>,
+        seen_multi: &mut HashSet<Ino>,
+        repair: bool,
+        report: &mut NamespaceReport,
+    ) -> Result<DirTally> {
+        let mut tally = DirTally::default();
+        let prefix = keys::dentry_prefix(dir);
+        let mut start = prefix.clone();
+        loop {
+            let page = self.entry_page(&start, &prefix).await?;
+            let Some(last) = page.last() else { break };
+            start = [&last.0[..], &[0u8][..]].concat();
+            for (key, kind, child, inode) in &page_children(&page, self).await? {
+                let Some(inode) = inode else {
+                    report.problems.push(problem(
+                        dir,
+                        format!(
+                            "entry {} points to missing inode {child}",
+                            show_name(key, &prefix)
+                        ),
+                    ));
+                    continue;
+                };
+                if inode.core.kind != *kind {
+                    report.problems.push(problem(
+                        *child,
+                        format!("entry type {kind:?} but inode type {:?}", inode.core.kind),
+                    ));
+                }
+                tally.bytes += space_of(inode.core.kind, inode.fields.length);
+                tally.inodes += 1;
+                if inode.core.kind == FileType::Directory {
+                    tally.subdirs += 1;
+                    stack.push(*child);
+                    continue;
+                }
+                report.files += 1;
+                if inode.core.parent == Ino(0) {
+                    *tally.multi.entry(*child).or_default() += 1;
+                    if seen_multi.insert(*child) {
+                        self.check_link_records(inode, repair, report).await?;
+                    }
+                } else if inode.fields.nlink != 1 {
+                    let fixed = repair && self.set_nlink(*child, 1).await.is_ok();
+                    report.problems.push(NamespaceProblem {
+                        ino: *child,
+                        what: format!("link count {} but one name", inode.fields.nlink),
+                        repaired: fixed,
+                    });
+                }
+            }
+            if page.len() < PAGE {
+                break;
+            }
+        }
+        for (child, names) in &tally.multi {
+            let key = keys::link_parent(*child, dir);
+            let recorded = self.read_counter_key(&key).await?;
+            if recorded != *names {
+                report.problems.push(problem(
+                    *child,
+                    format!("{names} names in directory {dir} but parent record says {recorded}"),
+                ));
+            }
+        }
+        Ok(tally)
+    }
+
+    async fn entry_page(&self, start: &[u8], prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.txn(|tx| {
+            Box::pin(async move { Ok(tx.scan(start, &prefix_end(prefix), PAGE, false).await?) })
+        })
+        .await
+    }
+
+    /// A multiply-linked file's link count must equal the sum of its parent records.
+    async fn check_link_records(
+        &self,
+        inode: &Inode,
+        repair: bool,
+        report: &mut NamespaceReport,
+    ) -> Result<()> {
+        let ino = inode.ino;
+        let total: i64 = self
+            .txn(|tx| {
+                Box::pin(async move {
+                    let prefix = keys::link_parent_prefix(ino);
+                    let rows = tx
+                        .scan(&prefix, &prefix_end(&prefix), usize::MAX, false)
+                        .await?;
+                    let mut sum = 0;
+                    for (k, v) in &rows {
+                        sum += codec::decode_counter(k, Some(v))?;
+                    }
+                    Ok(sum)
+                })
+            })
+            .await?;
+        if u32::try_from(total).ok() != Some(inode.fields.nlink) {
+            let fixed = repair && total > 0 && self.set_nlink(ino, total).await.is_ok();
+            report.problems.push(NamespaceProblem {
+                ino,
+                what: format!("link count {} but {total} names", inode.fields.nlink),
+                repaired: fixed,
+            });
+        }
+        Ok(())
+    }
+
+    /// Compare a directory's usage record and link count with what its entries add up to.
+    async fn check_dir_counters(
+        &self,
+        dir: Ino,
+        tally: &DirTally,
+        repair: bool,
+        report: &mut NamespaceReport,
+    ) -> Result<()> {
+        let (fields, usage) = self
+            .txn(|tx| {
+                Box::pin(async move {
+                    let inode = get_inode(tx, dir).await?;
+                    let key = keys::dir_usage(dir);
+                    let usage = match tx.get(&key).await? {
+                        Some(v) => Some(codec::decode_slots(&key, &v, usage_slot::COUNT)?),
+                        None => None,
+                    };
+                    Ok((inode.map(|i| i.fields), usage))
+                })
+            })
+            .await?;
+        let Some(fields) = fields else {
+            return Ok(()); // removed while we walked
+        };
+        let want_nlink = 2 + tally.subdirs;
+        if i64::try_from(fields.nlink).ok() != Some(want_nlink) {
+            let fixed = repair && self.set_nlink(dir, want_nlink).await.is_ok();
+            report.problems.push(NamespaceProblem {
+                ino: dir,
+                what: format!(
+                    "directory link count {} but {} subdirectories",
+                    fields.nlink, tally.subdirs
+                ),
+                repaired: fixed,
+            });
+        }
+        let stored = usage.as_deref().map(|u| (u[0], u[1]));
+        if stored != Some((tally.bytes, tally.inodes)) {
+            let fixed = repair && self.set_usage(dir, tally.bytes, tally.inodes).await.is_ok();
+            let (b, i) = stored.unwrap_or((-1, -1));
+            report.problems.push(NamespaceProblem {
+                ino: dir,
+                what: format!(
+                    "usage record says {b} bytes / {i} inodes, entries add up to {} / {}",
+                    tally.bytes, tally.inodes
+                ),
+                repaired: fixed,
+            });
+        }
+        Ok(())
+    }
+
+    async fn read_counter_key(&self, key: &[u8]) -> Result<i64> {
+        self.txn(|tx| {
+            Box::pin(async move { codec::decode_counter(key, tx.get(key).await?.as_deref()) })
+        })
+        .await
+    }
+
+    async fn set_nlink(&self, ino: Ino, nlink: i64) -> Result<()> {
+        self.txn(|tx| {
+            Box::pin(async move {
+                let op = FieldOp {
+                    slot: slot::NLINK,
+                    update: FieldUpdate::Set(nlink),
+                };
+                tx.update_fields(keys::inode_fields(ino), &[op])?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn set_usage(&self, dir: Ino, bytes: i64, inodes: i64) -> Result<()> {
+        self.txn(|tx| {
+            Box::pin(async move {
+                tx.put(keys::dir_usage(dir), codec::encode_slots(&[bytes, inodes]));
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    /// A path of `ino` (`/a/b`, `/.trash/...`), following parents up to the root; `None`
+    /// when the inode no longer exists or is linked nowhere (deleted but open).
+    pub async fn path_of(&self, ino: Ino) -> Result<Option<String>> {
+        let mut parts: Vec<String> = Vec::new();
+        let mut current = ino;
+        for _ in 0..4096 {
+            if current == Ino::ROOT {
+                parts.reverse();
+                return Ok(Some(format!("/{}", parts.join("/"))));
+            }
+            if current == Ino::TRASH {
+                parts.push(".trash".into());
+                current = Ino::ROOT;
+                continue;
+            }
+            let Some((parent, name)) = self.name_in_parent(current).await? else {
+                return Ok(None);
+            };
+            parts.push(String::from_utf8_lossy(&name).into_owned());
+            current = parent;
+        }
+        Err(MetaError::Invalid(format!(
+            "inode {ino}: parent chain too deep"
+        )))
+    }
+
+    /// One (parent, name) of `ino`.
+    async fn name_in_parent(&self, ino: Ino) -> Result<Option<(Ino, Vec<u8>)>> {
+        self.txn(|tx| {
+            Box::pin(async move {
+                let key = keys::inode_core(ino);
+                let Some(v) = tx.get(&key).await? else {
+                    return Ok(None);
+                };
+                let mut parent = InodeCore::decode(&key, &v)?.parent;
+                if parent == Ino(0) {
+                    let prefix = keys::link_parent_prefix(ino);
+                    let rows = tx.scan(&prefix, &prefix_end(&prefix), 1, false).await?;
+                    match rows.first().and_then(|(k, _)| keys::be_u64(k, 10)) {
+                        Some(p) => parent = Ino(p),
+                        None => return Ok(None),
+                    }
+                }
+                let prefix = keys::dentry_prefix(parent);
+                let end = prefix_end(&prefix);
+                let mut start = prefix.clone();
+                loop {
+                    let rows = tx.scan(&start, &end, PAGE, false).await?;
+                    for (k, v) in &rows {
+                        if codec::decode_dentry(k, v)?.1 == ino {
+                            return Ok(Some((parent, k[prefix.len()..].to_vec())));
+                        }
+                    }
+                    match rows.last() {
+                        Some((k, _)) if rows.len() == PAGE => start = [&k[..], &[0u8][..]].concat(),
+                        _ => return Ok(None),
+                    }
+                }
+            })
+        })
+        .await
+    }
+}
+
+fn problem(ino: Ino, what: String) -> NamespaceProblem {
+    NamespaceProblem {
+        ino,
+        what,
+        repaired: false,
+    }
+}
+
+fn show_name(key: &[u8], prefix: &[u8]) -> String {
+    format!("{:?}", String::from_utf8_lossy(&key[prefix.len()..]))
+}
+
+type Child = (Vec<u8>, FileType, Ino, Option<Inode>);
+
+/// Decode a page of entries and load their inodes in one round trip.
+async fn page_children(page: &[(Vec<u8>, Vec<u8>)], meta: &Meta) -> Result<Vec<Child>> {
+    let mut out = Vec::with_capacity(page.len());
+    let mut ks = Vec::with_capacity(page.len() * 2);
+    for (k, v) in page {
+        let (kind, child) = codec::decode_dentry(k, v)?;
+        ks.push(keys::inode_core(child));
+        ks.push(keys::inode_fields(child));
+        out.push((k.clone(), kind, child, None));
+    }
+    let vals = meta
+        .txn(|tx| {
+            let ks = ks.clone();
+            Box::pin(async move { Ok(tx.get_many(&ks).await?) })
+        })
+        .await?;
+    for (i, entry) in out.iter_mut().enumerate() {
+        if let (Some(core), Some(fields)) = (&vals[2 * i], &vals[2 * i + 1]) {
+            entry.3 = Some(Inode {
+                ino: entry.2,
+                core: InodeCore::decode(&ks[2 * i], core)?,
+                fields: InodeFields::decode(&ks[2 * i + 1], fields)?,
+            });
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,111 @@
+//! Whole-volume scans for the maintenance tools (gc, fsck, dump): every chunk's slice list
+//! page by page, the queue of slices awaiting deletion, and the *share epoch* — a counter
+//! bumped whenever a slice gains a reference in a new place (copy_file_range, clone), so a
+//! scan that runs while clients work can tell whether a slice may have moved past it.
+
+use strata_types::{Ino, Slice};
+
+use super::{Meta, SHARE_EPOCH};
+use crate::codec;
+use crate::error::{MetaError, Result};
+use crate::keys;
+use crate::kv::Key;
+
+/// One chunk's slice list, as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChunkRecord {
+    pub ino: Ino,
+    pub index: u32,
+    pub slices: Vec<Slice>,
+}
+
+/// Where a paged scan stopped; pass it back to continue (None = done).
+pub type ScanCursor = Option<Key>;
+
+/// The first key strictly after `key`.
+fn after(key: &[u8]) -> Key {
+    let mut k = key.to_vec();
+    k.push(0);
+    k
+}
+
+impl Meta {
+    /// The next page of chunk records in key order (inode, then chunk index), reading at
+    /// most `limit` keys of the inode space. Start with `None`; the returned cursor is
+    /// `None` after the last page.
+    pub async fn chunk_page(
+        &self,
+        cursor: &ScanCursor,
+        limit: usize,
+    ) -> Result<(Vec<ChunkRecord>, ScanCursor)> {
+        let start = cursor.as_deref().map_or_else(|| b"A".to_vec(), after);
+        self.txn(|tx| {
+            let start = start.clone();
+            Box::pin(async move {
+                let rows = tx.scan(&start, b"B", limit, false).await?;
+                let next = if rows.len() < limit {
+                    None
+                } else {
+                    rows.last().map(|(k, _)| k.clone())
+                };
+                let mut out = Vec::new();
+                for (key, value) in &rows {
+                    if key.len() != 14 || key[9] != b'C' {
+                        continue;
+                    }
+                    let (Some(ino), Some(index)) = (keys::be_u64(key, 1), keys::be_u32(key, 10))
+                    else {
+                        return Err(MetaError::corrupt(key, "malformed chunk key"));
+                    };
+                    out.push(ChunkRecord {
+                        ino: Ino(ino),
+                        index,
+                        slices: codec::decode_slices(key, value)?,
+                    });
+                }
+                Ok((out, next))
+            })
+        })
+        .await
+    }
+
+    /// The next page of slices queued for block deletion (any age), as (id, size).
+    pub async fn queued_slice_page(
+        &self,
+        cursor: &ScanCursor,
+        limit: usize,
+    ) -> Result<(Vec<(u64, u32)>, ScanCursor)> {
+        let start = cursor.as_deref().map_or_else(|| b"L".to_vec(), after);
+        self.txn(|tx| {
+            let start = start.clone();
+            Box::pin(async move {
+                let rows = tx.scan(&start, b"M", limit, false).await?;
+                let next = if rows.len() < limit {
+                    None
+                } else {
+                    rows.last().map(|(k, _)| k.clone())
+                };
+                let mut out = Vec::with_capacity(rows.len());
+                for (key, _) in &rows {
+                    match (keys::be_u64(key, 9), keys::be_u32(key, 17)) {
+                        (Some(id), Some(size)) if key.len() == 21 => out.push((id, size)),
+                        _ => return Err(MetaError::corrupt(key, "malformed slice deletion key")),
+                    }
+                }
+                Ok((out, next))
+            })
+        })
+        .await
+    }
+
+    /// The share epoch: changes whenever some slice gains a reference in a new place.
+    pub async fn share_epoch(&self) -> Result<i64> {
+        self.txn(|tx| {
+            Box::pin(async move {
+                let key = keys::counter(SHARE_EPOCH);
+                codec::decode_counter(&key, tx.get(&key).await?.as_deref())
+            })
+        })
+        .await
+    }
+}

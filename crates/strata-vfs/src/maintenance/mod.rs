@@ -1,0 +1,90 @@
+//! Whole-volume maintenance that needs both metadata and objects: `gc` (leaked objects,
+//! pending deletions) and `fsck` (missing blocks, namespace counters). Both compare two
+//! sorted streams — the bucket listing and the metadata's block references — through an
+//! [external sort](extsort), so their memory stays fixed however many objects a volume has.
+//! Progress is published through [`Progress`] for the CLI to draw.
+
+pub mod extsort;
+pub mod fsck;
+pub mod gc;
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use strata_meta::MetaError;
+use strata_object::ObjectError;
+
+/// Errors of the maintenance tools.
+#[derive(Debug, thiserror::Error)]
+pub enum MaintenanceError {
+    #[error("metadata: {0}")]
+    Meta(#[from] MetaError),
+    #[error("object store: {0}")]
+    Object(#[from] ObjectError),
+    #[error("sort spill directory: {0}")]
+    Io(#[from] std::io::Error),
+    /// The volume kept changing under the scan (slices shared meanwhile) so no safe
+    /// answer could be given.
+    #[error("{0}")]
+    Unstable(String),
+}
+
+pub type Result<T, E = MaintenanceError> = std::result::Result<T, E>;
+
+/// Live progress of a long command: a stage name, items and bytes done, and the expected
+/// total when known (0 = unknown).
+#[derive(Debug, Default)]
+pub struct Progress {
+    stage: Mutex<String>,
+    pub done: AtomicU64,
+    pub bytes: AtomicU64,
+    pub total: AtomicU64,
+}
+
+impl Progress {
+    /// Start a new stage; counters restart at zero.
+    pub fn stage(&self, name: &str, total: u64) {
+        if let Ok(mut s) = self.stage.lock() {
+            *s = name.to_string();
+        }
+        self.done.store(0, Ordering::Relaxed);
+        self.bytes.store(0, Ordering::Relaxed);
+        self.total.store(total, Ordering::Relaxed);
+    }
+
+    pub fn stage_name(&self) -> String {
+        self.stage.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    pub fn add(&self, items: u64, bytes: u64) {
+        self.done.fetch_add(items, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+/// Where a block object's name says it belongs: (slice id, block index, block size).
+pub fn parse_block_key(key: &str) -> Option<(u64, u32, u32)> {
+    let name = key.strip_prefix("chunks/")?.rsplit('/').next()?;
+    let mut parts = name.split('_');
+    let id = parts.next()?.parse().ok()?;
+    let index = parts.next()?.parse().ok()?;
+    let size = parts.next()?.parse().ok()?;
+    if parts.next().is_some() {
+        return None;
+    }
+    (strata_chunk::block_key(id, index, size) == key).then_some((id, index, size))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_keys_parse_back() {
+        let key = strata_chunk::block_key(1_234_567, 3, 4096);
+        assert_eq!(parse_block_key(&key), Some((1_234_567, 3, 4096)));
+        assert_eq!(parse_block_key("chunks/0/0/1_0"), None);
+        assert_eq!(parse_block_key("chunks/9/9/1_0_4"), None, "wrong directory");
+        assert_eq!(parse_block_key("meta/dump.json.gz"), None);
+    }
+}

@@ -1,0 +1,179 @@
+//! `strata gc` and `strata fsck`: whole-volume maintenance (see
+//! `strata_vfs::maintenance`). Both print a summary; fsck exits non-zero when the volume
+//! is not clean, gc when a deletion failed.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use clap::Args;
+use indicatif::HumanBytes;
+use strata_vfs::maintenance::Progress;
+use strata_vfs::maintenance::fsck::{FsckOptions, check_volume};
+use strata_vfs::maintenance::gc::{GcOptions, collect_garbage};
+
+use crate::progress::ProgressView;
+use crate::wiring;
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Metadata engine URL of the volume (e.g. sqlite3:///var/lib/strata.db)
+    meta_url: String,
+    /// Delete leaked objects and finish pending deletions (default: only report)
+    #[arg(long)]
+    delete: bool,
+    /// Also compact every chunk made of more than one slice
+    #[arg(long)]
+    compact: bool,
+    /// Concurrent deletions and compactions
+    #[arg(short = 'p', long, default_value_t = 10)]
+    threads: usize,
+    /// Objects modified within this many seconds are never treated as leaked (their
+    /// writer may not have committed yet)
+    #[arg(long, default_value_t = 3600)]
+    safety_window: u64,
+    /// Directory for the external sort's spill files (default: the system temp dir)
+    #[arg(long)]
+    external_sort_dir: Option<PathBuf>,
+    /// Memory for each in-memory sort run, MiB
+    #[arg(long, default_value_t = 32)]
+    sort_memory: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct FsckArgs {
+    /// Metadata engine URL of the volume
+    meta_url: String,
+    /// Fix what can be fixed safely: directory usage records and link counts
+    #[arg(long)]
+    repair: bool,
+    /// Directory for the external sort's spill files (default: the system temp dir)
+    #[arg(long)]
+    external_sort_dir: Option<PathBuf>,
+    /// Memory for each in-memory sort run, MiB
+    #[arg(long, default_value_t = 32)]
+    sort_memory: usize,
+}
+
+fn sort_dir(given: Option<PathBuf>) -> PathBuf {
+    given.unwrap_or_else(std::env::temp_dir)
+}
+
+pub fn run_gc(a: GcArgs) -> Result<()> {
+    let rt = wiring::runtime()?;
+    rt.block_on(async {
+        let volume = wiring::open_admin_volume(&a.meta_url).await?;
+        let opts = GcOptions {
+            delete: a.delete,
+            safety_window: Duration::from_secs(a.safety_window),
+            sort_dir: sort_dir(a.external_sort_dir.clone()),
+            sort_budget: a.sort_memory.max(1) << 20,
+            threads: a.threads.max(1),
+            block_size: volume.format.block_size_kib << 10,
+        };
+        let progress = Arc::new(Progress::default());
+        let started = Instant::now();
+        if a.compact {
+            let view = ProgressView::start(progress.clone());
+            let compacted =
+                crate::compact_cmd::compact_volume(&volume, a.threads, &progress).await?;
+            drop(view);
+            println!("compacted {compacted} chunks");
+        }
+        let view = ProgressView::start(progress.clone());
+        let report = collect_garbage(&volume.meta, &volume.raw, &opts, &progress).await;
+        drop(view);
+        let r = report?;
+        println!(
+            "objects: {} ({}), {} younger than {} s not judged, {} foreign",
+            r.objects,
+            HumanBytes(r.object_bytes),
+            r.young_objects,
+            a.safety_window,
+            r.foreign_objects
+        );
+        println!(
+            "leaked: {} objects ({}){}",
+            r.leaked,
+            HumanBytes(r.leaked_bytes),
+            if a.delete {
+                format!(", deleted {}", r.deleted)
+            } else if r.leaked > 0 {
+                " — run with --delete to remove them".to_string()
+            } else {
+                String::new()
+            }
+        );
+        if a.delete {
+            println!(
+                "pending deletions finished: {} files, {} slices",
+                r.files_freed, r.slices_freed
+            );
+        }
+        println!(
+            "block references: {}, metadata scans: {}, {:.1} s",
+            r.referenced_blocks,
+            r.passes,
+            started.elapsed().as_secs_f64()
+        );
+        if r.delete_failures > 0 {
+            bail!("{} deletions failed (see the log)", r.delete_failures);
+        }
+        Ok(())
+    })
+}
+
+pub fn run_fsck(a: FsckArgs) -> Result<()> {
+    let rt = wiring::runtime()?;
+    rt.block_on(async {
+        let volume = wiring::open_admin_volume(&a.meta_url).await?;
+        let opts = FsckOptions {
+            repair: a.repair,
+            sort_dir: sort_dir(a.external_sort_dir.clone()),
+            sort_budget: a.sort_memory.max(1) << 20,
+            block_size: volume.format.block_size_kib << 10,
+            exact_sizes: volume.format.compression == "none",
+        };
+        let progress = Arc::new(Progress::default());
+        let view = ProgressView::start(progress.clone());
+        let report = check_volume(&volume.meta, &volume.raw, &opts, &progress).await;
+        drop(view);
+        let r = report?;
+        for p in &r.namespace.problems {
+            let path = volume.meta.path_of(p.ino).await.ok().flatten();
+            let fixed = if p.repaired { " (repaired)" } else { "" };
+            println!(
+                "inode {} {}: {}{fixed}",
+                p.ino,
+                path.as_deref().unwrap_or("(no path)"),
+                p.what
+            );
+        }
+        for f in &r.broken_files {
+            println!(
+                "broken file {} (inode {}): {} blocks missing, {} of the wrong size, e.g. {}",
+                f.path.as_deref().unwrap_or("(deleted, still open)"),
+                f.ino,
+                f.missing_blocks,
+                f.wrong_size_blocks,
+                f.example
+            );
+        }
+        println!(
+            "checked {} directories, {} files, {} block references against {} objects",
+            r.namespace.directories, r.namespace.files, r.blocks_checked, r.objects_listed
+        );
+        if r.is_clean() {
+            println!("volume is clean");
+            Ok(())
+        } else {
+            bail!(
+                "{} broken files, {} namespace problems ({} repaired)",
+                r.broken_files.len(),
+                r.namespace.problems.len(),
+                r.namespace.problems.iter().filter(|p| p.repaired).count()
+            )
+        }
+    })
+}

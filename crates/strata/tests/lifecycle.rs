@@ -1,0 +1,210 @@
+//! End-to-end tests of the lifecycle commands on the SQLite engine: gc, fsck, compact
+//! (and, below, trash restore, dump/load, clone, quotas, ...). Each runs the `strata`
+//! binary against a volume written through a real FUSE mount.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::{STRATA, Volume, sh};
+
+/// Run strata; returns (success, stdout + stderr).
+fn strata(args: &[&str]) -> (bool, String) {
+    let out = Command::new(STRATA).args(args).output().unwrap();
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+fn strata_ok(args: &[&str]) -> String {
+    let (ok, out) = strata(args);
+    assert!(ok, "strata {args:?} failed: {out}");
+    out
+}
+
+fn blocks_dir(vol: &Volume) -> PathBuf {
+    vol.dir.path().join("bucket/e2e-vol/chunks")
+}
+
+/// Plant an object with a block name no slice uses, `age` old.
+fn plant(vol: &Volume, id: u64, age: &str) -> PathBuf {
+    let dir = blocks_dir(vol).join(format!("{}/{}", id / 1_000_000, id / 1000));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{id}_0_5"));
+    std::fs::write(&path, b"junk!").unwrap();
+    sh(
+        vol.dir.path(),
+        &format!("touch -d '{age}' {}", path.display()),
+    );
+    path
+}
+
+fn checksums(dir: &Path) -> String {
+    sh(
+        dir,
+        "find . -type f -not -name '.*' -print0 | sort -z | xargs -0 md5sum",
+    )
+}
+
+#[test]
+fn gc_reports_planted_objects_and_deletes_only_when_asked() {
+    let vol = Volume::new();
+    let m = vol.mount("mnt");
+    sh(
+        &m.path,
+        "mkdir d && for i in $(seq 1 20); do head -c $((i * 70000)) /dev/urandom > d/f$i; done; \
+         head -c 9000000 /dev/urandom > big; cp big shared; rm big",
+    );
+    let before = checksums(&m.path);
+    drop(m);
+    let old: Vec<PathBuf> = (0..3)
+        .map(|i| plant(&vol, 900_000_000 + i, "2 hours ago"))
+        .collect();
+    let young = plant(&vol, 900_000_100, "1 minute ago");
+
+    let out = strata_ok(&["gc", &vol.meta_url]);
+    assert!(out.contains("leaked: 3 objects (15 B)"), "{out}");
+    assert!(out.contains("younger than 3600 s not judged"), "{out}");
+    assert!(out.contains("run with --delete"), "{out}");
+    assert!(
+        old.iter().all(|p| p.exists()),
+        "nothing deleted without --delete"
+    );
+
+    let out = strata_ok(&["gc", &vol.meta_url, "--delete"]);
+    assert!(out.contains("deleted 3"), "{out}");
+    assert!(old.iter().all(|p| !p.exists()), "planted objects deleted");
+    assert!(
+        young.exists(),
+        "objects inside the safety window are never touched"
+    );
+
+    let out = strata_ok(&["gc", &vol.meta_url, "--delete", "--safety-window", "0"]);
+    assert!(out.contains("leaked: 1 objects"), "{out}");
+    assert!(!young.exists());
+    let out = strata_ok(&["gc", &vol.meta_url, "--safety-window", "0"]);
+    assert!(out.contains("leaked: 0 objects"), "{out}");
+
+    let m = vol.mount("mnt");
+    assert_eq!(checksums(&m.path), before, "gc never deletes data in use");
+    drop(m);
+    let out = strata_ok(&["fsck", &vol.meta_url]);
+    assert!(out.contains("volume is clean"), "{out}");
+}
+
+#[test]
+fn gc_spills_its_sort_to_disk_and_agrees() {
+    let vol = Volume::new();
+    let m = vol.mount("mnt");
+    sh(&m.path, "for i in $(seq 1 300); do echo $i > f$i; done");
+    drop(m);
+    for i in 0..50 {
+        plant(&vol, 800_000_000 + i * 7, "3 hours ago");
+    }
+    let sort_dir = vol.dir.path().join("sort");
+    let out = strata_ok(&[
+        "gc",
+        &vol.meta_url,
+        "--sort-memory",
+        "0",
+        "--external-sort-dir",
+        sort_dir.to_str().unwrap(),
+    ]);
+    assert!(out.contains("objects: 350 "), "{out}");
+    assert!(out.contains("leaked: 50 objects"), "{out}");
+    let left = std::fs::read_dir(&sort_dir).unwrap().count();
+    assert_eq!(left, 0, "spill files are removed");
+}
+
+#[test]
+fn fsck_names_the_file_whose_block_is_gone() {
+    let vol = Volume::new();
+    let m = vol.mount("mnt");
+    sh(
+        &m.path,
+        "mkdir -p data/sub && head -c 3000000 /dev/urandom > data/sub/victim.bin && \
+         head -c 100000 /dev/urandom > data/fine.bin && ln data/fine.bin data/hardlink",
+    );
+    let info = strata_ok(&["info", m.path.join("data/sub/victim.bin").to_str().unwrap()]);
+    let object = info
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("e2e-vol/chunks/"))
+        .unwrap()
+        .to_string();
+    drop(m);
+    let out = strata_ok(&["fsck", &vol.meta_url]);
+    assert!(out.contains("volume is clean"), "{out}");
+
+    std::fs::remove_file(vol.dir.path().join("bucket").join(&object)).unwrap();
+    let (ok, out) = strata(&["fsck", &vol.meta_url]);
+    assert!(!ok, "a broken volume fails fsck: {out}");
+    assert!(
+        out.contains("broken file /data/sub/victim.bin") && out.contains("1 blocks missing"),
+        "{out}"
+    );
+    assert!(!out.contains("fine.bin"), "{out}");
+}
+
+#[test]
+fn a_crash_mid_write_leaves_only_leaked_objects_for_gc() {
+    let vol = Volume::new();
+    let m = vol.mount("mnt");
+    sh(&m.path, "head -c 2000000 /dev/urandom > kept.bin");
+    let mut writer = Command::new("bash")
+        .arg("-c")
+        .arg("while true; do head -c 3000000 /dev/urandom >> growing.bin || exit 0; done")
+        .current_dir(&m.path)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let pattern = format!("mount {} ", vol.meta_url);
+    let pid = sh(vol.dir.path(), &format!("pgrep -f '{pattern}' | head -1"));
+    sh(vol.dir.path(), &format!("kill -9 {}", pid.trim()));
+    let _ = writer.wait();
+    let _ = Command::new("umount").arg("-l").arg(&m.path).status();
+
+    let out = strata_ok(&["fsck", &vol.meta_url]);
+    assert!(out.contains("volume is clean"), "after kill -9: {out}");
+    let out = strata_ok(&["gc", &vol.meta_url, "--delete", "--safety-window", "0"]);
+    assert!(out.contains("leaked: "), "{out}");
+    let out = strata_ok(&["gc", &vol.meta_url, "--safety-window", "0"]);
+    assert!(
+        out.contains("leaked: 0 objects"),
+        "gc removed every leak: {out}"
+    );
+    let out = strata_ok(&["fsck", &vol.meta_url]);
+    assert!(out.contains("volume is clean"), "{out}");
+}
+
+#[test]
+fn compact_merges_slices_without_changing_contents() {
+    let vol = Volume::new();
+    let m = vol.mount("mnt");
+    sh(
+        &m.path,
+        "python3 -c \"
+import os
+fd = os.open('frag.bin', os.O_CREAT | os.O_WRONLY)
+for i in range(40):
+    os.pwrite(fd, os.urandom(5000), (i * 7919) % 150000)
+    os.fsync(fd)
+os.close(fd)\"",
+    );
+    let before = sh(&m.path, "md5sum frag.bin");
+    let file = m.path.join("frag.bin");
+    let info = strata_ok(&["info", file.to_str().unwrap()]);
+    assert!(info.contains("chunk 0: 40 slices"), "{info}");
+    let out = strata_ok(&["compact", file.to_str().unwrap()]);
+    assert!(out.contains("compacted 1 chunks"), "{out}");
+    let info = strata_ok(&["info", file.to_str().unwrap()]);
+    assert!(info.contains("chunk 0: 1 slices"), "{info}");
+    sh(&m.path, "sleep 1.5");
+    assert_eq!(sh(&m.path, "md5sum frag.bin"), before);
+    drop(m);
+    let again = vol.mount("mnt2");
+    assert_eq!(sh(&again.path, "md5sum frag.bin"), before);
+}
