@@ -19,6 +19,7 @@ pub use format::{Format, META_VERSION};
 pub use meta::{
     ChunkRecord, CompactCandidate, Ctx, DirEntry, Entry, FallocateMode, LockKind,
     MAX_SLICES_PER_CHUNK, MAY_EXEC, MAY_READ, MAY_WRITE, Meta, MetaOptions, NamespaceProblem,
-    NamespaceReport, PosixLock, RenameFlags, ScanCursor, SessionInfo, SetAttr, SliceDeletion,
-    StatFs, TRASH_NAME, TimeSet, WriteOutcome, XattrFlags, hour_name, now_ns, trash_entry_name,
+    NamespaceReport, PosixLock, RenameFlags, RestoreOutcome, ScanCursor, SessionInfo, SetAttr,
+    SliceDeletion, StatFs, TRASH_NAME, TimeSet, TrashEntry, WriteOutcome, XattrFlags,
+    days_from_civil, hour_name, now_ns, parse_hour_name, trash_entry_name,
 };

@@ -1,6 +1,7 @@
 //! Background work of a client: session heartbeat (which also flushes usage counters and
 //! cleans sessions of dead clients), freeing the data of deleted files and replaced slices
-//! (after the delay window), and compacting fragmented chunks.
+//! (after the delay window), compacting fragmented chunks, and purging trash hours older
+//! than the volume's trash days.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +31,8 @@ impl BackgroundJobs {
         let mut tasks = vec![tokio::spawn(heartbeat_loop(vfs.clone(), heartbeat))];
         if cleanup {
             tasks.push(tokio::spawn(deletion_loop(vfs.clone())));
-            tasks.push(tokio::spawn(compaction_loop(vfs)));
+            tasks.push(tokio::spawn(compaction_loop(vfs.clone())));
+            tasks.push(tokio::spawn(trash_loop(vfs)));
         }
         BackgroundJobs { tasks }
     }
@@ -67,6 +69,21 @@ async fn compaction_loop(vfs: Arc<Vfs>) {
             if let Err(e) = vfs.compact_chunk(c.ino, c.index).await {
                 tracing::debug!("compacting chunk {} of {}: errno {e}", c.index, c.ino);
             }
+        }
+    }
+}
+
+/// How often expired trash hours are purged.
+const TRASH_PURGE_EVERY: Duration = Duration::from_secs(600);
+
+async fn trash_loop(vfs: Arc<Vfs>) {
+    loop {
+        tokio::time::sleep(TRASH_PURGE_EVERY).await;
+        match vfs.meta().purge_trash(strata_meta::now_ns()).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("purged {n} expired trash entries"),
+            // Another client may be purging the same hour.
+            Err(e) => tracing::debug!("purging the trash: {e}"),
         }
     }
 }

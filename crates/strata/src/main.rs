@@ -9,6 +9,7 @@ mod info_cmd;
 mod maint_cmd;
 mod mount_cmd;
 mod progress;
+mod trash_cmd;
 mod wiring;
 
 use std::process::ExitCode;
@@ -45,6 +46,10 @@ enum Command {
     Fsck(maint_cmd::FsckArgs),
     /// Merge the fragmented chunks of a file or tree on a mounted volume into one slice each.
     Compact(compact_cmd::CompactArgs),
+    /// Put deleted files and directories back from the trash to their original paths.
+    Restore(trash_cmd::RestoreArgs),
+    /// Remove files or directory trees on a mounted volume quickly (through the trash).
+    Rmr(trash_cmd::RmrArgs),
     /// Benchmarks that run on any directory (`bench meta DIR`: a metadata storm).
     Bench(bench_cmd::BenchArgs),
     /// Print the version.
@@ -63,6 +68,8 @@ fn main() -> ExitCode {
         Command::Gc(a) => maint_cmd::run_gc(a),
         Command::Fsck(a) => maint_cmd::run_fsck(a),
         Command::Compact(a) => compact_cmd::run_compact(a),
+        Command::Restore(a) => trash_cmd::run_restore(a),
+        Command::Rmr(a) => trash_cmd::run_rmr(a),
         Command::Bench(a) => bench_cmd::run_bench(a),
         Command::Version => {
             println!("strata {}", env!("CARGO_PKG_VERSION"));

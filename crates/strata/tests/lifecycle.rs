@@ -208,3 +208,87 @@ os.close(fd)\"",
     let again = vol.mount("mnt2");
     assert_eq!(sh(&again.path, "md5sum frag.bin"), before);
 }
+
+/// A volume whose deleted files go to the trash for a day.
+fn volume_with_trash() -> Volume {
+    let vol = Volume::new();
+    strata_ok(&["config", &vol.meta_url, "--trash-days", "1"]);
+    vol
+}
+
+#[test]
+fn deleted_files_come_back_from_the_trash() {
+    let vol = volume_with_trash();
+    let m = vol.mount("mnt");
+    sh(
+        &m.path,
+        "mkdir -p proj/src && for i in 1 2 3; do head -c $((i * 300000)) /dev/urandom > proj/src/f$i.py; done; \
+         echo weights > model.ckpt; echo keep > other.txt",
+    );
+    let before = checksums(&m.path);
+    sh(
+        &m.path,
+        "rm -r proj && rm model.ckpt && sleep 1.2 && rm other.txt && echo new > other.txt",
+    );
+    assert!(
+        sh(&m.path, "ls .trash/*/ | wc -l")
+            .trim()
+            .parse::<u32>()
+            .unwrap()
+            >= 5
+    );
+
+    let out = strata_ok(&["restore", &vol.meta_url, "--match", "ckpt", "--dry-run"]);
+    assert!(out.contains("would restore /model.ckpt"), "{out}");
+    let out = strata_ok(&["restore", &vol.meta_url, "--match", "ckpt"]);
+    assert!(out.contains("restored 1 entries"), "{out}");
+    sh(&m.path, "sleep 1.1");
+    assert_eq!(sh(&m.path, "cat model.ckpt"), "weights\n");
+
+    let out = strata_ok(&["restore", &vol.meta_url, "--end-time", "2000-01-01"]);
+    assert!(
+        out.contains("restored 0 entries"),
+        "time window respected: {out}"
+    );
+
+    let out = strata_ok(&["restore", &vol.meta_url]);
+    assert!(out.contains("restored 5 entries"), "{out}");
+    assert!(
+        out.contains("not restored (name exists): /other.txt"),
+        "{out}"
+    );
+    assert!(out.contains("1 names taken"), "{out}");
+    sh(&m.path, "sleep 1.1");
+    assert_eq!(
+        sh(&m.path, "cat other.txt"),
+        "new\n",
+        "existing names are not overwritten"
+    );
+    sh(&m.path, "echo keep > other.txt");
+    assert_eq!(checksums(&m.path), before, "exact content back");
+    drop(m);
+    let out = strata_ok(&["fsck", &vol.meta_url]);
+    assert!(out.contains("volume is clean"), "{out}");
+}
+
+#[test]
+fn rmr_removes_a_tree_through_the_trash() {
+    let vol = volume_with_trash();
+    let m = vol.mount("mnt");
+    sh(
+        &m.path,
+        "mkdir -p t/a/b t/c && for i in $(seq 1 40); do echo $i > t/a/b/f$i; echo $i > t/c/g$i; done; \
+         echo x > t/top",
+    );
+    let before = checksums(&m.path);
+    let out = strata_ok(&["rmr", m.path.join("t").to_str().unwrap()]);
+    assert!(out.contains("(85 entries)"), "{out}");
+    sh(&m.path, "sleep 1.1");
+    assert_eq!(sh(&m.path, "ls"), "");
+    let (ok, out) = strata(&["rmr", m.path.join("t").to_str().unwrap()]);
+    assert!(!ok && out.contains("No such file"), "{out}");
+    let out = strata_ok(&["restore", &vol.meta_url]);
+    assert!(out.contains("restored 85 entries"), "{out}");
+    sh(&m.path, "sleep 1.1");
+    assert_eq!(checksums(&m.path), before);
+}

@@ -147,3 +147,101 @@ pub async fn namespace_check_finds_and_repairs_counters<S: TestStore>() {
     assert_eq!(meta.path_of(f.ino).await.unwrap().as_deref(), Some("/d/f"));
     assert!(meta.path_of(g.ino).await.unwrap().is_some());
 }
+
+pub async fn trash_restore_and_purge<S: TestStore>() {
+    let store = S::create();
+    let meta = super::volume_with(&store, super::test_format(1)).await;
+    let root = Ctx::root();
+    let d = mkdir(&meta, Ino::ROOT, "d").await;
+    let keep = touch(&meta, d.ino, "model.bin").await;
+    let id = meta.new_slice_id().await.unwrap();
+    meta.write_chunk(keep.ino, 0, slice(id, 777), 1)
+        .await
+        .unwrap();
+    touch(&meta, d.ino, "notes.txt").await;
+    touch(&meta, Ino::ROOT, "taken.txt").await;
+    let before = strata_types::Nanos::from(crate::meta::now_ns());
+    meta.unlink(&root, d.ino, b"model.bin").await.unwrap();
+    meta.unlink(&root, d.ino, b"notes.txt").await.unwrap();
+    meta.unlink(&root, Ino::ROOT, b"taken.txt").await.unwrap();
+    touch(&meta, Ino::ROOT, "taken.txt").await; // a new file took the name
+    let after = crate::meta::now_ns() + 1;
+
+    let mut listed = Vec::new();
+    meta.trash_entries(before, after, b"", |e| listed.push(e))
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 3, "{listed:?}");
+    let mut none = Vec::new();
+    meta.trash_entries(0, before, b"", |e| none.push(e))
+        .await
+        .unwrap();
+    assert!(none.is_empty(), "nothing deleted before the window");
+
+    let mut models = Vec::new();
+    meta.trash_entries(before, after, b"model", |e| models.push(e))
+        .await
+        .unwrap();
+    assert_eq!(models.len(), 1);
+    assert_eq!(models[0].name, b"model.bin");
+    assert_eq!(models[0].parent, d.ino);
+    assert_eq!(
+        meta.restore_entry(&models[0]).await.unwrap(),
+        crate::meta::RestoreOutcome::Restored
+    );
+    let back = meta.lookup(&root, d.ino, b"model.bin").await.unwrap();
+    assert_eq!(back.ino, keep.ino, "the same inode, data not copied");
+    assert_eq!(meta.read_chunk(keep.ino, 0).await.unwrap()[0].id, id);
+    assert_eq!(back.attr.parent, d.ino);
+
+    let taken: Vec<_> = listed.iter().filter(|e| e.name == b"taken.txt").collect();
+    assert_eq!(
+        meta.restore_entry(taken[0]).await.unwrap(),
+        crate::meta::RestoreOutcome::NameTaken,
+        "an existing name is never overwritten"
+    );
+    let clean = meta.check_namespace(false, |_| {}).await.unwrap();
+    assert_eq!(clean.problems, vec![], "restores keep the counters right");
+
+    assert_eq!(
+        meta.purge_trash(crate::meta::now_ns()).await.unwrap(),
+        0,
+        "nothing expired"
+    );
+    let later = crate::meta::now_ns() + 26 * 3_600_000_000_000;
+    let purged = meta.purge_trash(later).await.unwrap();
+    assert_eq!(purged, 3, "two entries and their hour directory");
+    assert!(meta.trash_hours().await.unwrap().is_empty());
+    let clean = meta.check_namespace(false, |_| {}).await.unwrap();
+    assert_eq!(clean.problems, vec![]);
+}
+
+pub async fn remove_tree_goes_through_the_trash<S: TestStore>() {
+    let store = S::create();
+    let meta = super::volume_with(&store, super::test_format(1)).await;
+    let root = Ctx::root();
+    let top = mkdir(&meta, Ino::ROOT, "top").await;
+    for i in 0..5 {
+        let sub = mkdir(&meta, top.ino, &format!("sub{i}")).await;
+        for j in 0..7 {
+            touch(&meta, sub.ino, &format!("f{j}")).await;
+        }
+    }
+    let mut seen = 0;
+    let removed = meta
+        .remove_tree(&root, Ino::ROOT, b"top", &mut |n| seen += n)
+        .await
+        .unwrap();
+    assert_eq!(removed, 1 + 5 + 35);
+    assert_eq!(seen, removed);
+    assert_eq!(super::names(&meta, Ino::ROOT).await, Vec::<String>::new());
+    let mut in_trash = 0;
+    meta.trash_entries(0, i64::MAX, b"", |_| in_trash += 1)
+        .await
+        .unwrap();
+    assert_eq!(in_trash, removed, "every entry went to the trash");
+    assert_eq!(
+        meta.check_namespace(false, |_| {}).await.unwrap().problems,
+        vec![]
+    );
+}

@@ -12,6 +12,7 @@ mod locks;
 mod namespace;
 mod scan;
 mod session;
+mod trash;
 mod xattr;
 
 use std::collections::HashMap;
@@ -30,6 +31,7 @@ pub use locks::{LockKind, PosixLock};
 pub use namespace::{DirEntry, Entry, RenameFlags};
 pub use scan::{ChunkRecord, ScanCursor};
 pub use session::SessionInfo;
+pub use trash::{RestoreOutcome, TrashEntry, days_from_civil, parse_hour_name};
 pub use xattr::XattrFlags;
 
 use crate::codec::{self, Inode, InodeCore, InodeFields, slot, usage_slot};
