@@ -4,6 +4,7 @@
 
 mod bench_cmd;
 mod compact_cmd;
+mod dump_cmd;
 mod format_cmd;
 mod info_cmd;
 mod maint_cmd;
@@ -50,6 +51,10 @@ enum Command {
     Restore(trash_cmd::RestoreArgs),
     /// Remove files or directory trees on a mounted volume quickly (through the trash).
     Rmr(trash_cmd::RmrArgs),
+    /// Write the volume's metadata as JSON lines (gzip when FILE ends in .gz).
+    Dump(dump_cmd::DumpArgs),
+    /// Load a dump into an empty metadata engine (of any kind).
+    Load(dump_cmd::LoadArgs),
     /// Benchmarks that run on any directory (`bench meta DIR`: a metadata storm).
     Bench(bench_cmd::BenchArgs),
     /// Print the version.
@@ -70,6 +75,8 @@ fn main() -> ExitCode {
         Command::Compact(a) => compact_cmd::run_compact(a),
         Command::Restore(a) => trash_cmd::run_restore(a),
         Command::Rmr(a) => trash_cmd::run_rmr(a),
+        Command::Dump(a) => dump_cmd::run_dump(a),
+        Command::Load(a) => dump_cmd::run_load(a),
         Command::Bench(a) => bench_cmd::run_bench(a),
         Command::Version => {
             println!("strata {}", env!("CARGO_PKG_VERSION"));

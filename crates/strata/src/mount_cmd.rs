@@ -346,7 +346,7 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
 }
 
 /// The inode of `--subdir` (the volume root without it); it must be a directory.
-async fn resolve_subdir(
+pub async fn resolve_subdir(
     meta: &strata_meta::Meta,
     subdir: Option<&str>,
 ) -> Result<strata_types::Ino> {

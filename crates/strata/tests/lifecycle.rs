@@ -292,3 +292,115 @@ fn rmr_removes_a_tree_through_the_trash() {
     sh(&m.path, "sleep 1.1");
     assert_eq!(checksums(&m.path), before);
 }
+
+fn unique_prefix() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("l{}x{nanos}", std::process::id())
+}
+
+fn server(var: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| panic!("{var} must be set (scripts/test.sh starts it)"))
+}
+
+#[test]
+fn dump_and_load_move_a_volume_to_redis() {
+    let vol = volume_with_trash();
+    strata_ok(&[
+        "config",
+        &vol.meta_url,
+        "--access-key",
+        "ak",
+        "--secret-key",
+        "hunter2",
+    ]);
+    let m = vol.mount("mnt");
+    sh(
+        &m.path,
+        "mkdir -p a/b && head -c 5000000 /dev/urandom > a/b/big && echo hi > a/small && \
+         ln a/small a/b/hard && ln -s b/big a/sym && setfattr -n user.k -v v1 a/small && \
+         cp a/b/big shared-copy && echo bye > gone && rm gone",
+    );
+    let before = checksums(&m.path);
+    let xattr = sh(&m.path, "getfattr --only-values -n user.k a/small");
+    drop(m);
+
+    let dump = vol.dir.path().join("meta.json.gz");
+    let out = strata_ok(&["dump", &vol.meta_url, dump.to_str().unwrap()]);
+    assert!(out.contains("dumped"), "{out}");
+    let text = sh(vol.dir.path(), "zcat meta.json.gz");
+    assert!(
+        !text.contains("hunter2"),
+        "secret keys are left out by default"
+    );
+    assert!(text.lines().count() > 10);
+    strata_ok(&[
+        "dump",
+        &vol.meta_url,
+        "--keep-secret-key",
+        vol.dir.path().join("with-secret.json").to_str().unwrap(),
+    ]);
+    assert!(sh(vol.dir.path(), "cat with-secret.json").contains("hunter2"));
+
+    let redis = format!("{}?prefix={}", server("STRATA_TEST_REDIS"), unique_prefix());
+    let out = strata_ok(&["load", &redis, dump.to_str().unwrap()]);
+    assert!(out.contains("loaded volume e2e-vol"), "{out}");
+    let (ok, out) = strata(&["load", &redis, dump.to_str().unwrap()]);
+    assert!(!ok && out.contains("not empty"), "{out}");
+
+    strata_ok(&["config", &redis, "--secret-key", "hunter2"]);
+    let on_redis = Volume::existing(&redis);
+    let m = on_redis.mount("mnt");
+    assert_eq!(checksums(&m.path), before, "every file's checksum matches");
+    assert_eq!(
+        sh(&m.path, "getfattr --only-values -n user.k a/small"),
+        xattr
+    );
+    assert_eq!(
+        sh(&m.path, "readlink a/sym; stat -c %h a/small"),
+        "b/big\n2\n"
+    );
+    assert!(
+        sh(&m.path, "ls .trash/*/").contains("gone"),
+        "the trash came along"
+    );
+    m.unmount();
+
+    let out = strata_ok(&["fsck", &redis]);
+    assert!(out.contains("volume is clean"), "{out}");
+    plant(&vol, 700_000_000, "2 hours ago");
+    let out = strata_ok(&["gc", &redis]);
+    assert!(out.contains("leaked: 1 objects"), "gc on Redis: {out}");
+}
+
+#[test]
+fn a_subdir_dump_loads_as_its_own_volume() {
+    let vol = Volume::new();
+    let m = vol.mount("mnt");
+    sh(
+        &m.path,
+        "mkdir -p proj/x other && echo 1 > proj/x/f && echo 2 > other/g",
+    );
+    let expected = checksums(&m.path.join("proj"));
+    drop(m);
+    let dump = vol.dir.path().join("proj.json");
+    strata_ok(&[
+        "dump",
+        &vol.meta_url,
+        "--subdir",
+        "/proj",
+        dump.to_str().unwrap(),
+    ]);
+    let target = format!("sqlite3://{}", vol.dir.path().join("proj.db").display());
+    let out = strata_ok(&["load", &target, dump.to_str().unwrap()]);
+    assert!(out.contains("loaded"), "{out}");
+    let loaded = Volume::existing(&target);
+    let m = loaded.mount("mnt");
+    assert_eq!(checksums(&m.path), expected);
+    assert_eq!(sh(&m.path, "ls"), "x\n");
+    m.unmount();
+    let out = strata_ok(&["fsck", &target]);
+    assert!(out.contains("volume is clean"), "{out}");
+}

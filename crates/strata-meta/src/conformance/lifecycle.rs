@@ -245,3 +245,135 @@ pub async fn remove_tree_goes_through_the_trash<S: TestStore>() {
         vec![]
     );
 }
+
+/// A volume with one of everything a dump must carry.
+async fn rich_volume(meta: &Meta) -> Vec<Ino> {
+    let root = Ctx::root();
+    let d = mkdir(meta, Ino::ROOT, "data").await;
+    let sub = mkdir(meta, d.ino, "sub").await;
+    let f = touch(meta, sub.ino, "weights.bin").await;
+    for index in 0..2u32 {
+        let id = meta.new_slice_id().await.unwrap();
+        meta.write_chunk(f.ino, index, slice(id, 3000 + index), 5)
+            .await
+            .unwrap();
+    }
+    let g = touch(meta, d.ino, "g").await;
+    meta.copy_file_range(f.ino, 0, g.ino, 0, 2000, 0)
+        .await
+        .unwrap();
+    meta.link(&root, g.ino, Ino::ROOT, b"g-link").await.unwrap();
+    meta.link(&root, g.ino, sub.ino, b"g-link2").await.unwrap();
+    meta.symlink(&root, d.ino, b"ln", b"sub/weights.bin")
+        .await
+        .unwrap();
+    meta.setxattr(
+        &root,
+        f.ino,
+        b"user.tag",
+        &[0xff, 0, 1],
+        crate::meta::XattrFlags::default(),
+    )
+    .await
+    .unwrap();
+    touch(meta, Ino::ROOT, "caf\u{e9}-\u{1F600}").await;
+    meta.mknod(
+        &root,
+        d.ino,
+        &[b'x', 0xfe, b'y'],
+        strata_types::FileType::Regular,
+        0o600,
+        0,
+    )
+    .await
+    .unwrap();
+    let gone = touch(meta, Ino::ROOT, "deleted.txt").await;
+    meta.unlink(&root, Ino::ROOT, b"deleted.txt").await.unwrap();
+    meta.flush_usage().await.unwrap();
+    vec![d.ino, sub.ino, f.ino, g.ino, gone.ino]
+}
+
+async fn dump_of(meta: &Meta, opts: &crate::meta::DumpOptions) -> Vec<u8> {
+    let mut out = Vec::new();
+    meta.dump(&mut out, opts, &mut |_| {}).await.unwrap();
+    out
+}
+
+pub async fn dump_and_load_round_trip<S: TestStore>() {
+    let store = S::create();
+    let meta = super::volume_with(&store, super::test_format(1)).await;
+    rich_volume(&meta).await;
+    let dump = dump_of(&meta, &Default::default()).await;
+    let text = String::from_utf8(dump.clone()).unwrap();
+    assert!(text.starts_with("{\"k\":\"header\""), "{text}");
+    assert!(text.trim_end().ends_with('}') && text.contains("\"k\":\"end\""));
+    assert!(
+        text.contains("\"hex\":\"78fe79\""),
+        "non-UTF-8 names as hex"
+    );
+
+    let target = S::create();
+    let loaded = Meta::new(target.client(), super::test_options());
+    let stats = loaded
+        .load_dump(&mut std::io::Cursor::new(&dump), &mut |_| {})
+        .await
+        .unwrap();
+    assert!(stats.nodes >= 10 && stats.entries >= 10, "{stats:?}");
+    loaded.load().await.unwrap();
+    assert_eq!(
+        String::from_utf8(dump_of(&loaded, &Default::default()).await).unwrap(),
+        text,
+        "a loaded volume dumps to the same bytes"
+    );
+    assert_eq!(loaded.statfs().await.unwrap(), meta.statfs().await.unwrap());
+    let check = loaded.check_namespace(false, |_| {}).await.unwrap();
+    assert_eq!(check.problems, vec![]);
+    let again = loaded
+        .load_dump(&mut std::io::Cursor::new(&dump), &mut |_| {})
+        .await;
+    assert!(again.is_err(), "a non-empty engine is refused");
+
+    let cut = &dump[..dump.len() - 30];
+    let empty = S::create();
+    let partial = Meta::new(empty.client(), super::test_options());
+    let err = partial
+        .load_dump(&mut std::io::Cursor::new(cut), &mut |_| {})
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("dump line") || err.to_string().contains("cut off"),
+        "{err}"
+    );
+}
+
+pub async fn dump_of_a_subdir_becomes_a_volume<S: TestStore>() {
+    let store = S::create();
+    let meta = volume(&store).await;
+    let inos = rich_volume(&meta).await;
+    let opts = crate::meta::DumpOptions {
+        subdir: Some(inos[0]),
+        subdir_path: Some("/data".into()),
+        keep_secret_key: false,
+    };
+    let dump = dump_of(&meta, &opts).await;
+    let target = S::create();
+    let loaded = Meta::new(target.client(), super::test_options());
+    loaded
+        .load_dump(&mut std::io::Cursor::new(&dump), &mut |_| {})
+        .await
+        .unwrap();
+    loaded.load().await.unwrap();
+    let mut top = super::names(&loaded, Ino::ROOT).await;
+    top.sort();
+    assert_eq!(top, ["g", "ln", "sub", "x\u{fffd}y"]);
+    let f = loaded
+        .lookup(&Ctx::root(), inos[1], b"weights.bin")
+        .await
+        .unwrap();
+    assert_eq!(f.ino, inos[2]);
+    assert_eq!(loaded.read_chunk(f.ino, 1).await.unwrap().len(), 1);
+    let g = loaded.lookup(&Ctx::root(), Ino::ROOT, b"g").await.unwrap();
+    assert_eq!(g.attr.nlink, 2, "links outside the subdir are not carried");
+    let check = loaded.check_namespace(false, |_| {}).await.unwrap();
+    assert_eq!(check.problems, vec![]);
+}

@@ -55,6 +55,15 @@ impl Volume {
         Volume::format_in(tempfile::tempdir().unwrap(), meta_url.to_string())
     }
 
+    /// A handle on a volume made some other way (e.g. `strata load`): mounts get their
+    /// own temporary directory, nothing is formatted.
+    pub fn existing(meta_url: &str) -> Volume {
+        Volume {
+            dir: tempfile::tempdir().unwrap(),
+            meta_url: meta_url.to_string(),
+        }
+    }
+
     fn format_in(dir: tempfile::TempDir, meta_url: String) -> Volume {
         assert!(
             Path::new("/dev/fuse").exists(),

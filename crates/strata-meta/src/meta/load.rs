@@ -1,0 +1,303 @@
+//! Loading a dump (dump v1, see `dump.rs`) into an empty engine, line by line: records are
+//! written in batches of blind puts, volume counters are recomputed from what was
+//! loaded, link records of hard-linked files are rebuilt from the entries, and the format
+//! record is written last — until then the engine holds no volume.
+
+use std::collections::{HashMap, HashSet};
+use std::io::BufRead;
+
+use strata_types::{FileType, Ino, Slice};
+
+use super::dump::{DUMP_VERSION, DumpLine, DumpNode, DumpStats};
+use super::{Meta, NEXT_INODE, NEXT_SESSION, NEXT_SLICE, TOTAL_INODES, USED_SPACE, space_of};
+use crate::codec::{self, InodeCore, InodeFields};
+use crate::error::{MetaError, Result};
+use crate::format::Format;
+use crate::keys;
+use crate::kv::{FieldOp, FieldUpdate, Key, Value};
+
+/// Puts per load transaction.
+const BATCH: usize = 500;
+
+/// Running state of a load.
+#[derive(Default)]
+struct Loader {
+    batch: Vec<(Key, Value)>,
+    stats: DumpStats,
+    used_space: i64,
+    total_inodes: i64,
+    max_ino: u64,
+    max_slice: u64,
+    /// Inodes with several names, and the names they have per parent.
+    multi: HashSet<u64>,
+    multi_parents: HashMap<(u64, u64), i64>,
+    /// The last entry read: a node that follows it is that entry's inode.
+    last_entry: Option<(u64, u64)>,
+}
+
+fn bad(line: usize, what: impl std::fmt::Display) -> MetaError {
+    MetaError::Invalid(format!("dump line {line}: {what}"))
+}
+
+impl Meta {
+    /// Load a dump into this client's engine, which must be empty. `progress` is told the
+    /// running count of lines.
+    pub async fn load_dump(
+        &self,
+        input: &mut dyn BufRead,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> Result<DumpStats> {
+        self.ensure_empty().await?;
+        let mut text = String::new();
+        let mut number = 0usize;
+        let mut loader = Loader::default();
+        let mut header: Option<(Format, std::collections::BTreeMap<String, i64>)> = None;
+        let mut ended = false;
+        loop {
+            text.clear();
+            let read = input
+                .read_line(&mut text)
+                .map_err(|e| MetaError::Invalid(format!("reading the dump: {e}")))?;
+            if read == 0 {
+                break;
+            }
+            number += 1;
+            let line: DumpLine =
+                serde_json::from_str(text.trim_end()).map_err(|e| bad(number, e))?;
+            match line {
+                DumpLine::Header {
+                    strata_dump,
+                    format,
+                    counters,
+                    ..
+                } => {
+                    if strata_dump > DUMP_VERSION {
+                        return Err(bad(
+                            number,
+                            format!("dump version {strata_dump} is newer than this client"),
+                        ));
+                    }
+                    let format: Format =
+                        serde_json::from_value(format).map_err(|e| bad(number, e))?;
+                    header = Some((format, counters));
+                }
+                _ if header.is_none() => return Err(bad(number, "no header line")),
+                DumpLine::Node(node) => loader.node(node, number)?,
+                DumpLine::Entry {
+                    parent,
+                    name,
+                    ino,
+                    kind,
+                } => {
+                    loader.entry(parent, &name.bytes()?, ino, kind, number)?;
+                }
+                DumpLine::SliceRef { id, size, refs } => {
+                    loader
+                        .batch
+                        .push((keys::slice_ref(id, size), codec::encode_slots(&[refs])));
+                    loader.stats.slice_refs += 1;
+                }
+                DumpLine::End { nodes, entries } => {
+                    if (nodes, entries) != (loader.stats.nodes, loader.stats.entries) {
+                        return Err(bad(number, "counts do not match the lines before it"));
+                    }
+                    ended = true;
+                }
+            }
+            if loader.batch.len() >= BATCH {
+                self.put_batch(std::mem::take(&mut loader.batch)).await?;
+            }
+            progress(number as u64);
+        }
+        let Some((format, counters)) = header else {
+            return Err(MetaError::Invalid("the dump is empty".into()));
+        };
+        if !ended {
+            return Err(MetaError::Invalid(format!(
+                "the dump ends at line {number} without its end line (cut off?)"
+            )));
+        }
+        loader.finish(&counters);
+        self.put_batch(std::mem::take(&mut loader.batch)).await?;
+        self.fix_multi_links(&loader).await?;
+        let record = format.encode()?;
+        self.put_batch(vec![(keys::setting("format"), record)])
+            .await?;
+        Ok(loader.stats)
+    }
+
+    async fn ensure_empty(&self) -> Result<()> {
+        let any = self
+            .txn(|tx| Box::pin(async move { Ok(tx.scan(b"", &[0xff; 4], 1, false).await?) }))
+            .await?;
+        if !any.is_empty() {
+            return Err(MetaError::Invalid(
+                "the target engine is not empty; load only into an empty database".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    async fn put_batch(&self, batch: Vec<(Key, Value)>) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.txn(|tx| {
+            let batch = batch.clone();
+            Box::pin(async move {
+                for (k, v) in batch {
+                    tx.put(k, v);
+                }
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    /// Parent records and link counts of hard-linked files, from the entries loaded.
+    async fn fix_multi_links(&self, loader: &Loader) -> Result<()> {
+        let mut totals: HashMap<u64, i64> = HashMap::new();
+        let mut batch = Vec::new();
+        for ((ino, parent), count) in &loader.multi_parents {
+            *totals.entry(*ino).or_default() += count;
+            batch.push((
+                keys::link_parent(Ino(*ino), Ino(*parent)),
+                codec::encode_slots(&[*count]),
+            ));
+        }
+        self.put_batch(batch).await?;
+        for (ino, total) in totals {
+            self.txn(|tx| {
+                Box::pin(async move {
+                    let op = FieldOp {
+                        slot: codec::slot::NLINK,
+                        update: FieldUpdate::Set(total),
+                    };
+                    tx.update_fields(keys::inode_fields(Ino(ino)), &[op])?;
+                    Ok(())
+                })
+            })
+            .await?;
+        }
+        Ok(())
+    }
+}
+
+impl Loader {
+    fn node(&mut self, node: DumpNode, number: usize) -> Result<()> {
+        let kind = FileType::from_code(node.kind).ok_or_else(|| bad(number, "unknown type"))?;
+        let ino = Ino(node.ino);
+        if node.parent == 0 {
+            match self.last_entry {
+                Some((_, child)) if child == node.ino => {}
+                _ => {
+                    return Err(bad(
+                        number,
+                        "a hard-linked node must follow one of its entries",
+                    ));
+                }
+            }
+            self.multi.insert(node.ino);
+            if let Some((parent, child)) = self.last_entry {
+                *self.multi_parents.entry((child, parent)).or_default() += 1;
+            }
+        }
+        let core = InodeCore {
+            kind,
+            mode: node.mode,
+            uid: node.uid,
+            gid: node.gid,
+            rdev: node.rdev,
+            parent: Ino(node.parent),
+        };
+        let fields = InodeFields {
+            atime: node.atime,
+            mtime: node.mtime,
+            ctime: node.ctime,
+            nlink: node.nlink,
+            length: node.length,
+        };
+        self.batch.push((keys::inode_core(ino), core.encode()));
+        self.batch.push((keys::inode_fields(ino), fields.encode()));
+        if let Some(target) = &node.target {
+            self.batch.push((keys::symlink(ino), target.bytes()?));
+        }
+        for (name, value) in &node.xattrs {
+            self.batch
+                .push((keys::xattr(ino, &name.bytes()?), value.bytes()?));
+        }
+        for (index, records) in &node.chunks {
+            let slices: Vec<Slice> = records
+                .iter()
+                .map(|r| slice_of(r).ok_or_else(|| bad(number, "slice record out of range")))
+                .collect::<Result<_>>()?;
+            self.max_slice = self
+                .max_slice
+                .max(slices.iter().map(|s| s.id).max().unwrap_or(0));
+            self.batch
+                .push((keys::chunk(ino, *index), codec::encode_slices(&slices)));
+        }
+        if let Some([bytes, inodes]) = node.usage {
+            self.batch
+                .push((keys::dir_usage(ino), codec::encode_slots(&[bytes, inodes])));
+        }
+        // The root, the trash and its hour directories are not charged to the volume.
+        let trash_hour = node.parent == Ino::TRASH.0 && kind == FileType::Directory;
+        let counted = ino != Ino::ROOT && ino != Ino::TRASH && !trash_hour;
+        if counted {
+            self.used_space += space_of(kind, node.length);
+            self.total_inodes += 1;
+        }
+        if node.ino < Ino::FIRST_RESERVED {
+            self.max_ino = self.max_ino.max(node.ino);
+        }
+        self.stats.nodes += 1;
+        Ok(())
+    }
+
+    fn entry(&mut self, parent: u64, name: &[u8], ino: u64, kind: u8, number: usize) -> Result<()> {
+        let kind = FileType::from_code(kind).ok_or_else(|| bad(number, "unknown type"))?;
+        if name.is_empty() || name.len() > strata_types::MAX_NAME_LEN || name.contains(&b'/') {
+            return Err(bad(number, "invalid entry name"));
+        }
+        self.batch.push((
+            keys::dentry(Ino(parent), name),
+            codec::encode_dentry(kind, Ino(ino)),
+        ));
+        if self.multi.contains(&ino) {
+            *self.multi_parents.entry((ino, parent)).or_default() += 1;
+        }
+        self.last_entry = Some((parent, ino));
+        self.stats.entries += 1;
+        Ok(())
+    }
+
+    /// Counters: id counters past everything loaded, usage recomputed.
+    fn finish(&mut self, dumped: &std::collections::BTreeMap<String, i64>) {
+        let at_least = |name: &str, floor: u64| {
+            let floor = i64::try_from(floor).unwrap_or(i64::MAX);
+            dumped.get(name).copied().unwrap_or(1).max(floor)
+        };
+        let counters = [
+            (NEXT_INODE, at_least(NEXT_INODE, self.max_ino + 1)),
+            (NEXT_SLICE, at_least(NEXT_SLICE, self.max_slice + 1)),
+            (NEXT_SESSION, at_least(NEXT_SESSION, 1)),
+            (USED_SPACE, self.used_space),
+            (TOTAL_INODES, self.total_inodes),
+        ];
+        for (name, value) in counters {
+            self.batch
+                .push((keys::counter(name), codec::encode_slots(&[value])));
+        }
+    }
+}
+
+fn slice_of(r: &[u64; 5]) -> Option<Slice> {
+    Some(Slice {
+        pos: u32::try_from(r[0]).ok()?,
+        id: r[1],
+        size: u32::try_from(r[2]).ok()?,
+        off: u32::try_from(r[3]).ok()?,
+        len: u32::try_from(r[4]).ok()?,
+    })
+}
