@@ -11,6 +11,7 @@ mod maint_cmd;
 mod mount_cmd;
 mod progress;
 mod trash_cmd;
+mod tree_cmd;
 mod wiring;
 
 use std::process::ExitCode;
@@ -55,6 +56,12 @@ enum Command {
     Dump(dump_cmd::DumpArgs),
     /// Load a dump into an empty metadata engine (of any kind).
     Load(dump_cmd::LoadArgs),
+    /// Copy a file or tree on a mounted volume without copying data (slices are shared).
+    Clone(tree_cmd::CloneArgs),
+    /// Sizes, file and directory counts per subtree (from directory usage records).
+    Summary(tree_cmd::SummaryArgs),
+    /// Delete a volume: all its objects and all its metadata.
+    Destroy(tree_cmd::DestroyArgs),
     /// Benchmarks that run on any directory (`bench meta DIR`: a metadata storm).
     Bench(bench_cmd::BenchArgs),
     /// Print the version.
@@ -77,6 +84,9 @@ fn main() -> ExitCode {
         Command::Rmr(a) => trash_cmd::run_rmr(a),
         Command::Dump(a) => dump_cmd::run_dump(a),
         Command::Load(a) => dump_cmd::run_load(a),
+        Command::Clone(a) => tree_cmd::run_clone(a),
+        Command::Summary(a) => tree_cmd::run_summary(a),
+        Command::Destroy(a) => tree_cmd::run_destroy(a),
         Command::Bench(a) => bench_cmd::run_bench(a),
         Command::Version => {
             println!("strata {}", env!("CARGO_PKG_VERSION"));

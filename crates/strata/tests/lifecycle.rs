@@ -404,3 +404,120 @@ fn a_subdir_dump_loads_as_its_own_volume() {
     let out = strata_ok(&["fsck", &target]);
     assert!(out.contains("volume is clean"), "{out}");
 }
+
+#[test]
+fn a_clone_of_a_thousand_files_is_independent() {
+    let vol = Volume::new();
+    let m = vol.mount("mnt");
+    sh(
+        &m.path,
+        "mkdir -p src/d1 src/d2 && for i in $(seq 1 500); do echo file-$i > src/d1/f$i; echo other-$i > src/d2/g$i; done; \
+         head -c 3000000 /dev/urandom > src/big && ln -s d1/f1 src/link && setfattr -n user.a -v 1 src/big",
+    );
+    let before = checksums(&m.path.join("src"));
+    let bytes_before = sh(vol.dir.path(), "du -sb bucket | cut -f1");
+    let out = strata_ok(&[
+        "clone",
+        m.path.join("src").to_str().unwrap(),
+        m.path.join("copy").to_str().unwrap(),
+    ]);
+    assert!(out.contains("(1005 inodes, no data copied)"), "{out}");
+    let bytes_after = sh(vol.dir.path(), "du -sb bucket | cut -f1");
+    assert_eq!(bytes_before, bytes_after, "no object was written");
+    sh(&m.path, "sleep 1.1");
+    assert_eq!(checksums(&m.path.join("copy")), before);
+    assert_eq!(
+        sh(
+            &m.path,
+            "readlink copy/link; getfattr --only-values -n user.a copy/big"
+        ),
+        "d1/f1\n1"
+    );
+
+    // Later writes to either side never change the other.
+    sh(
+        &m.path,
+        "echo changed > copy/d1/f7 && dd if=/dev/zero of=copy/big bs=4096 count=10 conv=notrunc status=none && \
+         echo changed > src/d2/g9 && truncate -s 100 src/big && rm -r src/d1",
+    );
+    let copy_now = sh(
+        &m.path,
+        "cat copy/d1/f7 copy/d2/g9; md5sum < copy/big; wc -c < copy/big; ls copy/d1 | wc -l",
+    );
+    assert!(copy_now.starts_with("changed\nother-9\n"), "{copy_now}");
+    assert!(copy_now.ends_with("3000000\n500\n"), "{copy_now}");
+    drop(m);
+    strata_ok(&["gc", &vol.meta_url, "--delete", "--safety-window", "0"]);
+    let m = vol.mount("mnt");
+    let after_gc = sh(
+        &m.path,
+        "cat copy/d1/f7 copy/d2/g9; md5sum < copy/big; wc -c < copy/big; ls copy/d1 | wc -l",
+    );
+    assert_eq!(
+        after_gc, copy_now,
+        "gc keeps every shared slice the clone uses"
+    );
+    drop(m);
+    let out = strata_ok(&["fsck", &vol.meta_url]);
+    assert!(out.contains("volume is clean"), "{out}");
+}
+
+#[test]
+fn summary_adds_up_subtrees() {
+    let vol = Volume::new();
+    let m = vol.mount("mnt");
+    sh(
+        &m.path,
+        "mkdir -p a/x b && head -c 10000 /dev/zero > a/x/f && head -c 5000 /dev/zero > a/g && touch b/e",
+    );
+    let out = strata_ok(&["summary", m.path.to_str().unwrap(), "--depth", "1"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].contains("SIZE"), "{out}");
+    // root: a (4 KiB) + a/x (4 KiB) + f (12 KiB) + g (8 KiB) + b (4 KiB) + e (0)
+    assert!(
+        lines[1].contains("32.00 KiB") && lines[1].contains(" 3 ") && lines[1].contains(" 3  "),
+        "{out}"
+    );
+    let a_line = lines.iter().find(|l| l.ends_with("/a")).unwrap();
+    assert!(a_line.contains("24.00 KiB"), "{out}");
+}
+
+#[test]
+fn destroy_removes_every_object_and_key() {
+    let vol = Volume::new();
+    let m = vol.mount("mnt");
+    sh(
+        &m.path,
+        "head -c 3000000 /dev/urandom > f && mkdir d && echo x > d/y",
+    );
+    let uuid = strata_ok(&["status", &vol.meta_url])
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("\"uuid\": \"")
+                .map(|u| u.trim_end_matches(['"', ',']).to_string())
+        })
+        .unwrap_or_default();
+    assert!(!uuid.is_empty());
+    let (ok, out) = strata(&["destroy", &vol.meta_url, &uuid, "--yes"]);
+    assert!(
+        !ok && out.contains("connected"),
+        "live clients stop destroy: {out}"
+    );
+    drop(m);
+    // The mount process closes its session just after the unmount.
+    for _ in 0..100 {
+        if strata_ok(&["status", &vol.meta_url]).contains("\"sessions\": []") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (ok, out) = strata(&["destroy", &vol.meta_url, "0000", "--yes"]);
+    assert!(!ok && out.contains("does not match"), "{out}");
+    let out = strata_ok(&["destroy", &vol.meta_url, &uuid, "--yes"]);
+    assert!(out.contains("destroyed volume e2e-vol"), "{out}");
+    let left = sh(vol.dir.path(), "find bucket -type f | wc -l");
+    assert_eq!(left.trim(), "0", "no objects left");
+    let (ok, out) = strata(&["status", &vol.meta_url]);
+    assert!(!ok && out.contains("no volume here"), "{out}");
+}

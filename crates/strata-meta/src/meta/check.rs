@@ -370,3 +370,40 @@ async fn page_children(page: &[(Vec<u8>, Vec<u8>)], meta: &Meta) -> Result<Vec<C
     }
     Ok(out)
 }
+
+/// What a subtree holds, summed from directory usage records (files are never read).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SubtreeUsage {
+    pub bytes: i64,
+    pub files: i64,
+    pub dirs: i64,
+}
+
+impl Meta {
+    /// Usage of the tree under `dir` (not counting `dir` itself): bytes, non-directory
+    /// inodes and directories, from the usage records of its directories.
+    pub async fn subtree_usage(&self, dir: Ino) -> Result<SubtreeUsage> {
+        let mut total = SubtreeUsage::default();
+        let mut stack = vec![dir];
+        while let Some(d) = stack.pop() {
+            let (bytes, inodes) = self.dir_usage(d).await?;
+            total.bytes += bytes;
+            let mut subdirs = 0;
+            let mut after: Option<Vec<u8>> = None;
+            loop {
+                let page = self.readdir(d, after.as_deref(), PAGE, false).await?;
+                for e in page.iter().filter(|e| e.kind == FileType::Directory) {
+                    stack.push(e.ino);
+                    subdirs += 1;
+                }
+                if page.len() < PAGE {
+                    break;
+                }
+                after = page.last().map(|e| e.name.clone());
+            }
+            total.dirs += subdirs;
+            total.files += inodes - subdirs;
+        }
+        Ok(total)
+    }
+}

@@ -6,6 +6,7 @@
 mod access;
 mod attr;
 mod check;
+mod clone;
 mod data;
 mod delete;
 mod dump;
@@ -26,7 +27,7 @@ use strata_types::{Errno, FileType, Ino, MAX_NAME_LEN, Nanos, align_4k};
 
 pub use access::{MAY_EXEC, MAY_READ, MAY_WRITE};
 pub use attr::{SetAttr, StatFs, TimeSet};
-pub use check::{NamespaceProblem, NamespaceReport};
+pub use check::{NamespaceProblem, NamespaceReport, SubtreeUsage};
 pub use data::{CompactCandidate, FallocateMode, WriteOutcome};
 pub use delete::{SliceDeletion, hour_name, trash_entry_name};
 pub use dump::{DUMP_VERSION, DumpLine, DumpNode, DumpOptions, DumpStats, Raw};

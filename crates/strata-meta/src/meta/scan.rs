@@ -109,3 +109,45 @@ impl Meta {
         .await
     }
 }
+
+impl Meta {
+    /// Delete every key of the volume (for `destroy`), a page per transaction; returns how
+    /// many. The format record goes last, so an interrupted run can be repeated.
+    pub async fn erase_everything(&self, done: &mut (dyn FnMut(u64) + Send)) -> Result<u64> {
+        let format_key = keys::setting("format");
+        let mut erased = 0;
+        loop {
+            let rows = self
+                .txn(|tx| {
+                    let format_key = format_key.clone();
+                    Box::pin(async move {
+                        let rows = tx.scan(b"", &[0xff; 4], 1000, false).await?;
+                        let keys: Vec<Key> = rows
+                            .into_iter()
+                            .map(|(k, _)| k)
+                            .filter(|k| *k != format_key)
+                            .collect();
+                        for k in &keys {
+                            tx.delete(k.clone());
+                        }
+                        Ok(keys.len())
+                    })
+                })
+                .await?;
+            erased += rows as u64;
+            done(rows as u64);
+            if rows == 0 {
+                break;
+            }
+        }
+        self.txn(|tx| {
+            let format_key = format_key.clone();
+            Box::pin(async move {
+                tx.delete(format_key);
+                Ok(())
+            })
+        })
+        .await?;
+        Ok(erased + 1)
+    }
+}
