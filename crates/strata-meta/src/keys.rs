@@ -140,6 +140,15 @@ pub fn delete_slice(time: i64, id: u64, size: u32) -> Key {
     k
 }
 
+/// `Q` kind id: a quota (kind `d` directory inode, `u` user id, `g` group id).
+pub fn quota(kind: u8, id: u64) -> Key {
+    let mut k = Vec::with_capacity(10);
+    k.push(b'Q');
+    k.push(kind);
+    k.extend_from_slice(&id.to_be_bytes());
+    k
+}
+
 fn session_key(sub: u8, sid: u64, ino: Option<Ino>) -> Key {
     let mut k = Vec::with_capacity(18);
     k.push(b'S');

@@ -1,4 +1,4 @@
-//! Background work of a client: session heartbeat (which also flushes usage counters and
+//! Background work of a client: quota refresh, session heartbeat (which also flushes usage counters and
 //! cleans sessions of dead clients), freeing the data of deleted files and replaced slices
 //! (after the delay window), compacting fragmented chunks, and purging trash hours older
 //! than the volume's trash days.
@@ -28,7 +28,10 @@ impl BackgroundJobs {
     /// Start heartbeats every `heartbeat`; with `cleanup`, also data deletion and
     /// compaction (off with `--no-bgjob`).
     pub fn start(vfs: Arc<Vfs>, heartbeat: Duration, cleanup: bool) -> BackgroundJobs {
-        let mut tasks = vec![tokio::spawn(heartbeat_loop(vfs.clone(), heartbeat))];
+        let mut tasks = vec![
+            tokio::spawn(heartbeat_loop(vfs.clone(), heartbeat)),
+            tokio::spawn(quota_loop(vfs.clone())),
+        ];
         if cleanup {
             tasks.push(tokio::spawn(deletion_loop(vfs.clone())));
             tasks.push(tokio::spawn(compaction_loop(vfs.clone())));
@@ -69,6 +72,25 @@ async fn compaction_loop(vfs: Arc<Vfs>) {
             if let Err(e) = vfs.compact_chunk(c.ino, c.index).await {
                 tracing::debug!("compacting chunk {} of {}: errno {e}", c.index, c.ino);
             }
+        }
+    }
+}
+
+/// How often quotas (limits and usage) are re-read; between refreshes a client counts
+/// only its own changes, so several clients may overshoot a limit by this much writing.
+const QUOTA_REFRESH_EVERY: Duration = Duration::from_secs(2);
+
+async fn quota_loop(vfs: Arc<Vfs>) {
+    loop {
+        tokio::time::sleep(QUOTA_REFRESH_EVERY).await;
+        // Owner usage is written with the volume counters; write it before re-reading.
+        if vfs.meta().has_quotas()
+            && let Err(e) = vfs.meta().flush_usage().await
+        {
+            tracing::warn!("writing usage counters: {e}");
+        }
+        if let Err(e) = vfs.meta().refresh_quotas().await {
+            tracing::warn!("reading quotas: {e}");
         }
     }
 }

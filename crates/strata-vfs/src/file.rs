@@ -154,7 +154,7 @@ impl Vfs {
             .mknod(ctx, parent, name, FileType::Regular, perm, 0)
             .await
             .map_err(from_meta)?;
-        self.meta.mark_open(entry.ino);
+        self.meta.mark_open_attr(entry.ino, &entry.attr);
         let fh = self.register(entry.ino);
         Ok((entry, fh))
     }
@@ -263,6 +263,14 @@ impl Vfs {
         let end = end.ok_or(Errno::EFBIG)?;
         let pending = self.pending_entry(handle.ino)?;
         let mut pending = pending.lock().await;
+        if self.meta.has_quotas() {
+            let current = self.cached_length(handle.ino).await?.max(pending.length);
+            if end > current {
+                self.meta
+                    .check_write_quota(handle.ino, end - current)
+                    .map_err(from_meta)?;
+            }
+        }
         for (index, within, at, take) in chunk_pieces(off, data.len() as u64) {
             let piece = &data[at..at + take as usize];
             self.write_piece(handle.ino, &mut pending, index, within, piece)

@@ -10,6 +10,7 @@ mod info_cmd;
 mod maint_cmd;
 mod mount_cmd;
 mod progress;
+mod quota_cmd;
 mod trash_cmd;
 mod tree_cmd;
 mod wiring;
@@ -62,6 +63,8 @@ enum Command {
     Summary(tree_cmd::SummaryArgs),
     /// Delete a volume: all its objects and all its metadata.
     Destroy(tree_cmd::DestroyArgs),
+    /// Limit bytes and inodes of a directory tree, a user or a group.
+    Quota(quota_cmd::QuotaArgs),
     /// Benchmarks that run on any directory (`bench meta DIR`: a metadata storm).
     Bench(bench_cmd::BenchArgs),
     /// Print the version.
@@ -87,6 +90,7 @@ fn main() -> ExitCode {
         Command::Clone(a) => tree_cmd::run_clone(a),
         Command::Summary(a) => tree_cmd::run_summary(a),
         Command::Destroy(a) => tree_cmd::run_destroy(a),
+        Command::Quota(a) => quota_cmd::run_quota(a),
         Command::Bench(a) => bench_cmd::run_bench(a),
         Command::Version => {
             println!("strata {}", env!("CARGO_PKG_VERSION"));

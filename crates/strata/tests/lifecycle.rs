@@ -521,3 +521,33 @@ fn destroy_removes_every_object_and_key() {
     let (ok, out) = strata(&["status", &vol.meta_url]);
     assert!(!ok && out.contains("no volume here"), "{out}");
 }
+
+#[test]
+fn writes_beyond_a_quota_get_edquot() {
+    let vol = Volume::new();
+    let m = vol.mount("mnt");
+    sh(&m.path, "mkdir -p limited/sub free && head -c 1000000 /dev/urandom > limited/sub/old");
+    let out = strata_ok(&["quota", "set", &vol.meta_url, "--path", "/limited", "--capacity", "4M", "--inodes", "10"]);
+    assert!(out.contains("path /limited: used 984.00 KiB of 4.00 MiB, 2 of 10 inodes"), "{out}");
+    sh(&m.path, "sleep 2.5"); // the mount re-reads quotas every 2 s
+    let out = sh(
+        &m.path,
+        "head -c 2000000 /dev/urandom > limited/a && echo ok-a; \
+         head -c 3000000 /dev/urandom 2>/dev/null >limited/sub/b && echo ok-b || echo failed-b; \
+         head -c 3000000 /dev/urandom > free/c && echo ok-c",
+    );
+    assert!(out.contains("ok-a") && out.contains("ok-c"), "{out}");
+    assert!(out.contains("failed-b"), "{out}");
+    let err = sh(&m.path, "head -c 3000000 /dev/urandom 2>&1 >limited/d || true");
+    assert!(err.contains("Disk quota exceeded"), "EDQUOT reaches the program: {err}");
+    let out = sh(&m.path, "for i in $(seq 1 12); do touch limited/n$i 2>&1 || break; done; ls limited | wc -l");
+    assert!(out.contains("Disk quota exceeded"), "{out}");
+    let out = strata_ok(&["quota", "get", &vol.meta_url, "--path", "/limited"]);
+    assert!(out.contains("of 10 inodes"), "{out}");
+    let (ok, out) = strata(&["quota", "check", &vol.meta_url]);
+    assert!(ok, "counters agree with a recount: {out}");
+    let out = strata_ok(&["quota", "list", &vol.meta_url]);
+    assert!(out.contains("path /limited"), "{out}");
+    strata_ok(&["quota", "delete", &vol.meta_url, "--path", "/limited"]);
+    sh(&m.path, "sleep 2.5; head -c 3000000 /dev/urandom > limited/after-delete");
+}

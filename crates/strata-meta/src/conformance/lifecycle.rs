@@ -377,3 +377,163 @@ pub async fn dump_of_a_subdir_becomes_a_volume<S: TestStore>() {
     let check = loaded.check_namespace(false, |_| {}).await.unwrap();
     assert_eq!(check.problems, vec![]);
 }
+
+pub async fn quotas_limit_and_count<S: TestStore>() {
+    use crate::meta::QuotaTarget;
+    let store = S::create();
+    let meta = volume(&store).await;
+    let root = Ctx::root();
+    let d = mkdir(&meta, Ino::ROOT, "d").await;
+    let sub = mkdir(&meta, d.ino, "sub").await;
+    let outside = mkdir(&meta, Ino::ROOT, "outside").await;
+    touch(&meta, sub.ino, "before").await;
+    let q = meta
+        .set_quota(QuotaTarget::Dir(d.ino), Some(3 * 4096), Some(4))
+        .await
+        .unwrap();
+    assert_eq!(
+        (q.used_space, q.used_inodes),
+        (4096, 2),
+        "sub and before, counted at set"
+    );
+
+    let f = touch(&meta, sub.ino, "f").await;
+    let id = meta.new_slice_id().await.unwrap();
+    meta.write_chunk(f.ino, 0, slice(id, 8000), 1)
+        .await
+        .unwrap();
+    let id = meta.new_slice_id().await.unwrap();
+    let over = meta
+        .write_chunk(
+            f.ino,
+            0,
+            Slice {
+                pos: 8000,
+                ..slice(id, 5000)
+            },
+            1,
+        )
+        .await;
+    assert_eq!(
+        super::errno_of(over),
+        strata_types::Errno::EDQUOT,
+        "bytes limit"
+    );
+    touch(&meta, d.ino, "g").await;
+    let too_many = meta
+        .mknod(
+            &root,
+            sub.ino,
+            b"h",
+            strata_types::FileType::Regular,
+            0o644,
+            0,
+        )
+        .await;
+    assert_eq!(
+        super::errno_of(too_many),
+        strata_types::Errno::EDQUOT,
+        "inode limit"
+    );
+    touch(&meta, outside.ino, "free").await;
+
+    // Moving a directory between quota trees is refused; a file must fit.
+    let moved = meta
+        .rename(
+            &root,
+            d.ino,
+            b"sub",
+            outside.ino,
+            b"sub",
+            Default::default(),
+        )
+        .await;
+    assert_eq!(super::errno_of(moved), strata_types::Errno::EXDEV);
+    let into = meta
+        .rename(
+            &root,
+            outside.ino,
+            b"free",
+            d.ino,
+            b"free",
+            Default::default(),
+        )
+        .await;
+    assert_eq!(super::errno_of(into), strata_types::Errno::EDQUOT);
+    meta.rename(&root, d.ino, b"g", outside.ino, b"g", Default::default())
+        .await
+        .unwrap();
+    let checked = meta.check_quotas(false).await.unwrap();
+    let (_, recorded, counted) = checked[0];
+    assert_eq!(
+        (recorded.used_space, recorded.used_inodes),
+        counted,
+        "{checked:?}"
+    );
+    assert_eq!(counted, (4096 + 8192, 3));
+
+    // User quotas count what a user owns anywhere.
+    meta.setattr(
+        &root,
+        outside.ino,
+        &crate::meta::SetAttr {
+            mode: Some(0o777),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    meta.set_quota(QuotaTarget::User(1000), None, Some(2))
+        .await
+        .unwrap();
+    let user = Ctx::user(1000, 1000);
+    for name in ["u1", "u2"] {
+        meta.mknod(
+            &user,
+            outside.ino,
+            name.as_bytes(),
+            strata_types::FileType::Regular,
+            0o644,
+            0,
+        )
+        .await
+        .unwrap();
+    }
+    let third = meta
+        .mknod(
+            &user,
+            outside.ino,
+            b"u3",
+            strata_types::FileType::Regular,
+            0o644,
+            0,
+        )
+        .await;
+    assert_eq!(super::errno_of(third), strata_types::Errno::EDQUOT);
+    meta.unlink(&user, outside.ino, b"u1").await.unwrap();
+    meta.flush_usage().await.unwrap();
+    let q = meta
+        .get_quota(QuotaTarget::User(1000))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(q.used_inodes, 1);
+    for (target, recorded, counted) in meta.check_quotas(false).await.unwrap() {
+        assert_eq!(
+            (recorded.used_space, recorded.used_inodes),
+            counted,
+            "{target:?}"
+        );
+    }
+    assert!(meta.delete_quota(QuotaTarget::User(1000)).await.unwrap());
+    meta.mknod(
+        &user,
+        outside.ino,
+        b"u3",
+        strata_types::FileType::Regular,
+        0o644,
+        0,
+    )
+    .await
+    .unwrap();
+}

@@ -65,10 +65,11 @@ impl Meta {
 
     /// Change attributes of `ino`; returns the new attributes.
     pub async fn setattr(&self, ctx: &Ctx, ino: Ino, set: &SetAttr) -> Result<Attr> {
-        let (attr, space_delta) = self
+        let (attr, space_delta, old_owner) = self
             .txn(|tx| {
                 Box::pin(async move {
                     let mut inode = must_get_inode(tx, ino).await?;
+                    let old_owner = (inode.core.uid, inode.core.gid);
                     let now = now_ns();
                     check_setattr(ctx, &inode, set)?;
                     apply_owner_and_mode(ctx, &mut inode, set);
@@ -91,11 +92,20 @@ impl Meta {
                     }
                     inode.fields.ctime = now;
                     put_inode(tx, &inode);
-                    Ok((inode.attr(), space_delta))
+                    Ok((inode.attr(), space_delta, old_owner))
                 })
             })
             .await?;
         self.add_usage(space_delta, 0);
+        let owner = (attr.uid, attr.gid);
+        if owner == old_owner {
+            self.add_owner_usage(owner, space_delta, 0);
+        } else {
+            // The inode changes hands: its space and the inode itself move.
+            let space = super::space_of(attr.kind, attr.length);
+            self.add_owner_usage(old_owner, space_delta - space, -1);
+            self.add_owner_usage(owner, space, 1);
+        }
         Ok(attr)
     }
 

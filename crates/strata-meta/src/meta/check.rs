@@ -207,7 +207,7 @@ impl Meta {
             return Ok(()); // removed while we walked
         };
         let want_nlink = 2 + tally.subdirs;
-        if i64::try_from(fields.nlink).ok() != Some(want_nlink) {
+        if i64::from(fields.nlink) != want_nlink {
             let fixed = repair && self.set_nlink(dir, want_nlink).await.is_ok();
             report.problems.push(NamespaceProblem {
                 ino: dir,

@@ -8,9 +8,7 @@ use strata_types::{Errno, FileType, Ino};
 use super::access::check_access;
 use super::delete::add_slice_ref;
 use super::namespace::{get_dir_and_entry, in_trash};
-use super::{
-    Ctx, MAY_EXEC, MAY_WRITE, Meta, must_get_inode, now_ns, put_inode, space_of, touch_dir,
-};
+use super::{Ctx, MAY_EXEC, MAY_WRITE, Meta, must_get_inode, now_ns, put_inode, space_of};
 use crate::MAY_READ;
 use crate::codec::{self, usage_slot};
 use crate::error::{Result, posix};
@@ -71,7 +69,7 @@ impl Meta {
     ) -> Result<Ino> {
         self.check_limits(0, 1)?;
         let ino = self.next_inode().await?;
-        let space = self
+        let (space, owner) = self
             .txn(|tx| {
                 Box::pin(async move {
                     let (dir, existing) = get_dir_and_entry(tx, parent, name).await?;
@@ -96,6 +94,10 @@ impl Meta {
                         copy.fields.ctime = now;
                     }
                     let kind = copy.core.kind;
+                    let owner = (copy.core.uid, copy.core.gid);
+                    let space = space_of(kind, copy.fields.length);
+                    self.check_quota(tx, Some(parent), Some(owner), space, 1)
+                        .await?;
                     copy.fields.nlink = if kind == FileType::Directory { 2 } else { 1 };
                     put_inode(tx, &copy);
                     // Chunks, symlink target and xattrs: everything under the source's
@@ -125,20 +127,21 @@ impl Meta {
                         );
                     }
                     tx.put(keys::dentry(parent, name), codec::encode_dentry(kind, ino));
-                    let space = space_of(kind, copy.fields.length);
-                    touch_dir(
+                    self.touch_dir(
                         tx,
                         parent,
                         now,
                         i64::from(kind == FileType::Directory),
                         space,
                         1,
-                    )?;
-                    Ok(space)
+                    )
+                    .await?;
+                    Ok((space, owner))
                 })
             })
             .await?;
         self.add_usage(space, 1);
+        self.add_owner_usage(owner, space, 1);
         Ok(ino)
     }
 }

@@ -11,7 +11,7 @@ use strata_types::{
 };
 
 use super::delete::{add_slice_ref, drop_slice_ref};
-use super::{MAX_SLICES_PER_CHUNK, Meta, add_dir_usage, must_get_inode, now_ns, put_inode};
+use super::{MAX_SLICES_PER_CHUNK, Meta, must_get_inode, now_ns, put_inode};
 use crate::codec::{self, Inode};
 use crate::error::{MetaError, Result, posix};
 use crate::keys;
@@ -167,6 +167,7 @@ impl Meta {
             })
             .await?;
         self.add_usage(delta, 0);
+        self.add_owner_usage((outcome.attr.uid, outcome.attr.gid), delta, 0);
         Ok(outcome)
     }
 
@@ -175,12 +176,15 @@ impl Meta {
     async fn set_length(&self, tx: &mut Txn<'_>, inode: &mut Inode, length: u64) -> Result<i64> {
         let delta = space_delta(inode.fields.length, length);
         self.check_limits(delta, 0)?;
+        let dir = Some(inode.core.parent).filter(|p| *p != Ino(0));
+        let owner = (inode.core.uid, inode.core.gid);
+        self.check_quota(tx, dir, Some(owner), delta, 0).await?;
         inode.fields.length = length;
         if delta == 0 {
             return Ok(0);
         }
         if inode.core.parent != Ino(0) {
-            add_dir_usage(tx, inode.core.parent, delta, 0)?;
+            self.add_dir_usage(tx, inode.core.parent, delta, 0).await?;
         } else {
             let prefix = keys::link_parent_prefix(inode.ino);
             for (key, value) in tx
@@ -190,7 +194,8 @@ impl Meta {
                 let parent = keys::be_u64(&key, prefix.len())
                     .ok_or_else(|| MetaError::corrupt(&key, "short key"))?;
                 let links = codec::decode_counter(&key, Some(&value))?;
-                add_dir_usage(tx, Ino(parent), delta.saturating_mul(links), 0)?;
+                self.add_dir_usage(tx, Ino(parent), delta.saturating_mul(links), 0)
+                    .await?;
             }
         }
         Ok(delta)
@@ -284,6 +289,7 @@ impl Meta {
             })
             .await?;
         self.add_usage(delta, 0);
+        self.add_owner_usage((attr.uid, attr.gid), delta, 0);
         Ok(attr)
     }
 
@@ -343,6 +349,7 @@ impl Meta {
             })
             .await?;
         self.add_usage(delta, 0);
+        self.add_owner_usage((attr.uid, attr.gid), delta, 0);
         Ok((copied, attr))
     }
 

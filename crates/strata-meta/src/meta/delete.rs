@@ -4,7 +4,7 @@
 use strata_types::{FileType, Ino, Nanos, Slice};
 
 use super::namespace::{add_link_parent, get_entry, in_trash};
-use super::{Dir, Meta, get_dir, get_inode, now_ns, put_inode, space_of, touch_dir};
+use super::{Dir, Meta, get_dir, get_inode, now_ns, put_inode, space_of};
 use crate::codec::{self, Inode, usage_slot};
 use crate::error::{MetaError, Result};
 use crate::keys;
@@ -15,8 +15,8 @@ use crate::kv::{Txn, prefix_end};
 pub(crate) enum Unlinked {
     /// Still linked, moved to the trash, or kept open: no usage change.
     Nothing,
-    /// Deleted: the volume's usage drops by this much.
-    Deleted { space: i64 },
+    /// Deleted: the volume's (and the owner's) usage drops by this much.
+    Deleted { space: i64, owner: (u32, u32) },
 }
 
 /// A slice whose blocks await deletion from the object store.
@@ -81,7 +81,7 @@ impl Meta {
                         keys::dentry(Ino::TRASH, name_ref),
                         codec::encode_dentry(FileType::Directory, new_ino),
                     );
-                    touch_dir(tx, Ino::TRASH, now, 1, 4096, 1)?;
+                    self.touch_dir(tx, Ino::TRASH, now, 1, 4096, 1).await?;
                     Ok(new_ino)
                 })
             })
@@ -109,7 +109,10 @@ impl Meta {
             }
             delete_inode_records(tx, child.ino).await?;
             tx.delete(keys::dir_usage(child.ino));
-            return Ok(Unlinked::Deleted { space: 4096 });
+            return Ok(Unlinked::Deleted {
+                space: 4096,
+                owner: (child.core.uid, child.core.gid),
+            });
         }
         if child.core.parent == Ino(0) {
             add_link_parent(tx, child.ino, dir.ino, -1).await?;
@@ -137,6 +140,7 @@ impl Meta {
         }
         Ok(Unlinked::Deleted {
             space: space_of(child.core.kind, child.fields.length),
+            owner: (child.core.uid, child.core.gid),
         })
     }
 
@@ -159,21 +163,23 @@ impl Meta {
             codec::encode_dentry(child.core.kind, child.ino),
         );
         let is_dir = i64::from(child.core.kind == FileType::Directory);
-        touch_dir(
+        self.touch_dir(
             tx,
             hour,
             now,
             is_dir,
             space_of(child.core.kind, child.fields.length),
             1,
-        )?;
+        )
+        .await?;
         Ok(Unlinked::Nothing)
     }
 
     /// Apply the usage change of an unlink once its transaction committed.
     pub(crate) fn after_unlink(&self, unlinked: Unlinked) {
-        if let Unlinked::Deleted { space } = unlinked {
+        if let Unlinked::Deleted { space, owner } = unlinked {
             self.add_usage(-space, -1);
+            self.add_owner_usage(owner, -space, -1);
         }
     }
 
@@ -301,6 +307,7 @@ pub(crate) async fn delete_sustained(
     }
     Ok(Unlinked::Deleted {
         space: space_of(inode.core.kind, inode.fields.length),
+        owner: (inode.core.uid, inode.core.gid),
     })
 }
 

@@ -13,6 +13,7 @@ mod dump;
 mod load;
 mod locks;
 mod namespace;
+mod quota;
 mod scan;
 mod session;
 mod trash;
@@ -33,6 +34,7 @@ pub use delete::{SliceDeletion, hour_name, trash_entry_name};
 pub use dump::{DUMP_VERSION, DumpLine, DumpNode, DumpOptions, DumpStats, Raw};
 pub use locks::{LockKind, PosixLock};
 pub use namespace::{DirEntry, Entry, RenameFlags};
+pub use quota::{Quota, QuotaTarget};
 pub use scan::{ChunkRecord, ScanCursor};
 pub use session::SessionInfo;
 pub use trash::{RestoreOutcome, TrashEntry, days_from_civil, parse_hour_name};
@@ -150,6 +152,7 @@ pub struct Meta {
     /// Volume counters as last read (space, inodes), for limits and statfs.
     stored: Mutex<UsageDelta>,
     trash_hour: tokio::sync::Mutex<Option<(String, Ino)>>,
+    quota_cache: Mutex<quota::QuotaCache>,
 }
 
 impl std::fmt::Debug for Meta {
@@ -204,6 +207,7 @@ impl Meta {
             pending: Mutex::default(),
             stored: Mutex::default(),
             trash_hour: tokio::sync::Mutex::default(),
+            quota_cache: Mutex::default(),
         }
     }
 
@@ -280,6 +284,7 @@ impl Meta {
             )));
         }
         self.refresh_usage().await?;
+        self.refresh_quotas().await?;
         Ok(self.set_format(format))
     }
 
@@ -365,18 +370,24 @@ impl Meta {
             Ok(mut p) => std::mem::take(&mut *p),
             Err(_) => UsageDelta::default(),
         };
-        if delta.space != 0 || delta.inodes != 0 {
+        let owners = self.take_unflushed_quota();
+        if delta.space != 0 || delta.inodes != 0 || !owners.is_empty() {
+            let owners_ref = &owners;
             let outcome = self
                 .txn(|tx| {
                     Box::pin(async move {
                         add_counter(tx, USED_SPACE, delta.space)?;
                         add_counter(tx, TOTAL_INODES, delta.inodes)?;
+                        for (target, (space, inodes)) in owners_ref {
+                            quota::charge_quota_record(tx, *target, *space, *inodes)?;
+                        }
                         Ok(())
                     })
                 })
                 .await;
             if let Err(e) = outcome {
                 self.add_usage(delta.space, delta.inodes);
+                self.restore_unflushed_quota(&owners);
                 return Err(e);
             }
         }
@@ -528,52 +539,67 @@ pub(crate) fn put_inode(tx: &mut Txn<'_>, inode: &Inode) {
     tx.put(keys::inode_fields(inode.ino), inode.fields.encode());
 }
 
-/// Update a directory after one of its entries changed: mtime and ctime to `now`, link
-/// count by `nlink_delta`, usage by the given deltas. Field updates, so concurrent
-/// changes in one directory never conflict here.
-pub(crate) fn touch_dir(
-    tx: &mut Txn<'_>,
-    dir: Ino,
-    now: Nanos,
-    nlink_delta: i64,
-    space_delta: i64,
-    inode_delta: i64,
-) -> Result<()> {
-    let mut ops = vec![
-        FieldOp {
-            slot: slot::MTIME,
-            update: FieldUpdate::Set(now),
-        },
-        FieldOp {
-            slot: slot::CTIME,
-            update: FieldUpdate::Set(now),
-        },
-    ];
-    if nlink_delta != 0 {
-        ops.push(FieldOp {
-            slot: slot::NLINK,
-            update: FieldUpdate::Add(nlink_delta),
-        });
+impl Meta {
+    /// Update a directory after one of its entries changed: mtime and ctime to `now`, link
+    /// count by `nlink_delta`, usage by the given deltas. Field updates, so concurrent
+    /// changes in one directory never conflict here.
+    pub(crate) async fn touch_dir(
+        &self,
+        tx: &mut Txn<'_>,
+        dir: Ino,
+        now: Nanos,
+        nlink_delta: i64,
+        space_delta: i64,
+        inode_delta: i64,
+    ) -> Result<()> {
+        let mut ops = vec![
+            FieldOp {
+                slot: slot::MTIME,
+                update: FieldUpdate::Set(now),
+            },
+            FieldOp {
+                slot: slot::CTIME,
+                update: FieldUpdate::Set(now),
+            },
+        ];
+        if nlink_delta != 0 {
+            ops.push(FieldOp {
+                slot: slot::NLINK,
+                update: FieldUpdate::Add(nlink_delta),
+            });
+        }
+        tx.update_fields(keys::inode_fields(dir), &ops)?;
+        self.add_dir_usage(tx, dir, space_delta, inode_delta).await
     }
-    tx.update_fields(keys::inode_fields(dir), &ops)?;
-    add_dir_usage(tx, dir, space_delta, inode_delta)
-}
 
-/// Change a directory's usage record.
-pub(crate) fn add_dir_usage(tx: &mut Txn<'_>, dir: Ino, space: i64, inodes: i64) -> Result<()> {
-    if space == 0 && inodes == 0 {
-        return Ok(());
+    /// Change a directory's usage record, and the usage of every directory quota above it.
+    pub(crate) async fn add_dir_usage(
+        &self,
+        tx: &mut Txn<'_>,
+        dir: Ino,
+        space: i64,
+        inodes: i64,
+    ) -> Result<()> {
+        if space == 0 && inodes == 0 {
+            return Ok(());
+        }
+        let ops = [
+            FieldOp {
+                slot: usage_slot::BYTES,
+                update: FieldUpdate::Add(space),
+            },
+            FieldOp {
+                slot: usage_slot::INODES,
+                update: FieldUpdate::Add(inodes),
+            },
+        ];
+        tx.update_fields(keys::dir_usage(dir), &ops)?;
+        let quota_dirs = self.quota_dirs(tx, dir).await?;
+        for d in &quota_dirs {
+            quota::charge_quota_record(tx, quota::QuotaTarget::Dir(*d), space, inodes)?;
+        }
+        // A hint until the next refresh (a retried transaction may count twice).
+        self.charge_dirs_locally(&quota_dirs, space, inodes);
+        Ok(())
     }
-    let ops = [
-        FieldOp {
-            slot: usage_slot::BYTES,
-            update: FieldUpdate::Add(space),
-        },
-        FieldOp {
-            slot: usage_slot::INODES,
-            update: FieldUpdate::Add(inodes),
-        },
-    ];
-    tx.update_fields(keys::dir_usage(dir), &ops)?;
-    Ok(())
 }

@@ -7,7 +7,7 @@ use super::access::{MAY_EXEC, MAY_WRITE, check_access, check_sticky};
 use super::delete::Unlinked;
 use super::{
     Ctx, Dir, Meta, TRASH_NAME, check_name, get_dir, get_inode, must_get_inode, now_ns, put_inode,
-    space_of, touch_dir,
+    space_of,
 };
 use crate::codec::{self, Inode, InodeCore, InodeFields, usage_slot};
 use crate::error::{MetaError, Result, posix};
@@ -244,6 +244,9 @@ impl Meta {
                     }
                     let now = now_ns();
                     let inode = new_inode(ctx, &dir, ino, node, length, now);
+                    let owner = (inode.core.uid, inode.core.gid);
+                    self.check_quota(tx, Some(parent), Some(owner), space, 1)
+                        .await?;
                     put_inode(tx, &inode);
                     tx.put(
                         keys::dentry(parent, name),
@@ -259,7 +262,8 @@ impl Meta {
                             codec::encode_slots(&[0; usage_slot::COUNT]),
                         );
                     }
-                    touch_dir(tx, parent, now, i64::from(is_dir), space, 1)?;
+                    self.touch_dir(tx, parent, now, i64::from(is_dir), space, 1)
+                        .await?;
                     Ok(Entry {
                         ino,
                         attr: inode.attr(),
@@ -268,6 +272,7 @@ impl Meta {
             })
             .await?;
         self.add_usage(space, 1);
+        self.add_owner_usage((entry.attr.uid, entry.attr.gid), space, 1);
         Ok(entry)
     }
 
@@ -314,6 +319,9 @@ impl Meta {
                 if get_entry(tx, newparent, newname).await?.is_some() {
                     return posix(Errno::EEXIST);
                 }
+                let space = space_of(inode.core.kind, inode.fields.length);
+                self.check_quota(tx, Some(newparent), None, space, 1)
+                    .await?;
                 let now = now_ns();
                 if inode.core.parent != Ino(0) {
                     add_link_parent(tx, ino, inode.core.parent, 1).await?;
@@ -329,8 +337,7 @@ impl Meta {
                 );
                 // The new name is charged to its directory; the volume's usage is
                 // unchanged (the data is shared).
-                let space = space_of(inode.core.kind, inode.fields.length);
-                touch_dir(tx, newparent, now, 0, space, 1)?;
+                self.touch_dir(tx, newparent, now, 0, space, 1).await?;
                 Ok(inode.attr())
             })
         })
@@ -357,7 +364,7 @@ impl Meta {
                     let now = now_ns();
                     tx.delete(keys::dentry(parent, name));
                     let space = space_of(child.core.kind, child.fields.length);
-                    touch_dir(tx, parent, now, 0, -space, -1)?;
+                    self.touch_dir(tx, parent, now, 0, -space, -1).await?;
                     self.drop_name(tx, &dir, name, &mut child, trash, now).await
                 })
             })
@@ -395,7 +402,7 @@ impl Meta {
                     }
                     let now = now_ns();
                     tx.delete(keys::dentry(parent, name));
-                    touch_dir(tx, parent, now, -1, -4096, -1)?;
+                    self.touch_dir(tx, parent, now, -1, -4096, -1).await?;
                     self.drop_name(tx, &dir, name, &mut child, trash, now).await
                 })
             })
@@ -472,6 +479,10 @@ impl Meta {
         if src_kind == FileType::Directory && newparent != parent {
             ensure_not_ancestor(tx, src_ino, newparent).await?;
         }
+        if newparent != parent {
+            self.check_rename_quota(tx, (parent, newparent), &src, dst_entry, flags)
+                .await?;
+        }
         if let Some((FileType::Directory, dst_ino)) = dst_entry
             && parent != newparent
             && flags.exchange
@@ -498,8 +509,10 @@ impl Meta {
                         codec::encode_dentry(dst_kind, dst_ino),
                     );
                     move_inode(tx, &mut dst, newparent, parent, now).await?;
-                    touch_dir(tx, parent, now, dst_is_dir, dst_space, 1)?;
-                    touch_dir(tx, newparent, now, -dst_is_dir, -dst_space, -1)?;
+                    self.touch_dir(tx, parent, now, dst_is_dir, dst_space, 1)
+                        .await?;
+                    self.touch_dir(tx, newparent, now, -dst_is_dir, -dst_space, -1)
+                        .await?;
                 } else {
                     match (
                         src_kind == FileType::Directory,
@@ -512,7 +525,8 @@ impl Meta {
                         }
                         _ => {}
                     }
-                    touch_dir(tx, newparent, now, -dst_is_dir, -dst_space, -1)?;
+                    self.touch_dir(tx, newparent, now, -dst_is_dir, -dst_space, -1)
+                        .await?;
                     unlinked = self
                         .drop_name(tx, &dst_dir, newname, &mut dst, trash, now)
                         .await?;
@@ -527,8 +541,10 @@ impl Meta {
             codec::encode_dentry(src_kind, src_ino),
         );
         move_inode(tx, &mut src, parent, newparent, now).await?;
-        touch_dir(tx, parent, now, -src_is_dir, -src_space, -1)?;
-        touch_dir(tx, newparent, now, src_is_dir, src_space, 1)?;
+        self.touch_dir(tx, parent, now, -src_is_dir, -src_space, -1)
+            .await?;
+        self.touch_dir(tx, newparent, now, src_is_dir, src_space, 1)
+            .await?;
         Ok(unlinked)
     }
 

@@ -220,7 +220,7 @@ impl Meta {
                 })
             })
             .await?;
-        self.mark_open(ino);
+        self.mark_open_attr(ino, &attr);
         Ok(attr)
     }
 
@@ -229,6 +229,12 @@ impl Meta {
         if let Ok(mut open) = self.open_files.lock() {
             *open.entry(ino).or_insert(0) += 1;
         }
+    }
+
+    /// [`Meta::mark_open`], remembering where the file's growth is charged (quotas).
+    pub fn mark_open_attr(&self, ino: Ino, attr: &strata_types::Attr) {
+        self.mark_open(ino);
+        self.note_open_owner(ino, attr.parent, attr.uid, attr.gid);
     }
 
     /// Release one open of `ino`; the last close of an unlinked file deletes it.
@@ -248,6 +254,7 @@ impl Meta {
             Err(_) => false,
         };
         if last {
+            self.forget_open_owner(ino);
             self.delete_if_unlinked(ino).await
         } else {
             Ok(())

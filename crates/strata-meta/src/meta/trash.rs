@@ -8,7 +8,7 @@
 use strata_types::{Errno, FileType, Ino, Nanos};
 
 use super::namespace::{get_entry, in_trash};
-use super::{Ctx, Meta, get_dir, must_get_inode, now_ns, put_inode, space_of, touch_dir};
+use super::{Ctx, Meta, get_dir, must_get_inode, now_ns, put_inode, space_of};
 use crate::codec;
 use crate::error::{MetaError, Result, posix};
 use crate::keys;
@@ -166,12 +166,14 @@ impl Meta {
                 let space = space_of(kind, inode.fields.length);
                 let is_dir = i64::from(kind == FileType::Directory);
                 tx.delete(keys::dentry(entry.hour, &entry.trash_name));
-                touch_dir(tx, entry.hour, now, -is_dir, -space, -1)?;
+                self.touch_dir(tx, entry.hour, now, -is_dir, -space, -1)
+                    .await?;
                 tx.put(
                     keys::dentry(entry.parent, &entry.name),
                     codec::encode_dentry(kind, ino),
                 );
-                touch_dir(tx, entry.parent, now, is_dir, space, 1)?;
+                self.touch_dir(tx, entry.parent, now, is_dir, space, 1)
+                    .await?;
                 inode.core.parent = entry.parent;
                 inode.fields.ctime = now;
                 put_inode(tx, &inode);

@@ -85,7 +85,7 @@ pub async fn check_volume(
     };
     let references = block_references(meta, opts, progress, &mut report).await?;
     let listing = list_blocks(store, opts, progress, &mut report).await?;
-    let broken = find_broken(references, listing, opts, progress, &mut report)?;
+    let broken = find_broken(references, listing, opts, progress, &report)?;
     progress.stage("naming broken files", broken.len() as u64);
     for (ino, mut file) in broken {
         progress.add(1, 0);
