@@ -1,7 +1,7 @@
 //! Background work of a client: quota refresh, session heartbeat (which also flushes usage counters and
 //! cleans sessions of dead clients), freeing the data of deleted files and replaced slices
 //! (after the delay window), compacting fragmented chunks, and purging trash hours older
-//! than the volume's trash days.
+//! than the volume's trash days, and automatic metadata backups.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +27,12 @@ impl Drop for BackgroundJobs {
 impl BackgroundJobs {
     /// Start heartbeats every `heartbeat`; with `cleanup`, also data deletion and
     /// compaction (off with `--no-bgjob`).
-    pub fn start(vfs: Arc<Vfs>, heartbeat: Duration, cleanup: bool) -> BackgroundJobs {
+    pub fn start(
+        vfs: Arc<Vfs>,
+        heartbeat: Duration,
+        cleanup: bool,
+        backup: Option<MetaBackup>,
+    ) -> BackgroundJobs {
         let mut tasks = vec![
             tokio::spawn(heartbeat_loop(vfs.clone(), heartbeat)),
             tokio::spawn(quota_loop(vfs.clone())),
@@ -35,7 +40,10 @@ impl BackgroundJobs {
         if cleanup {
             tasks.push(tokio::spawn(deletion_loop(vfs.clone())));
             tasks.push(tokio::spawn(compaction_loop(vfs.clone())));
-            tasks.push(tokio::spawn(trash_loop(vfs)));
+            tasks.push(tokio::spawn(trash_loop(vfs.clone())));
+        }
+        if let Some(plan) = backup {
+            tasks.push(tokio::spawn(backup_loop(vfs, plan)));
         }
         BackgroundJobs { tasks }
     }
@@ -72,6 +80,25 @@ async fn compaction_loop(vfs: Arc<Vfs>) {
             if let Err(e) = vfs.compact_chunk(c.ino, c.index).await {
                 tracing::debug!("compacting chunk {} of {}: errno {e}", c.index, c.ino);
             }
+        }
+    }
+}
+
+/// Automatic metadata backups: how often, and the bucket (raw objects under the volume's
+/// prefix) to write them to.
+#[derive(Debug, Clone)]
+pub struct MetaBackup {
+    pub every: Duration,
+    pub store: Arc<dyn strata_object::ObjectStore>,
+}
+
+async fn backup_loop(vfs: Arc<Vfs>, plan: MetaBackup) {
+    loop {
+        tokio::time::sleep(plan.every.min(Duration::from_secs(600))).await;
+        match crate::maintenance::backup::backup_if_due(vfs.meta(), &plan.store, plan.every).await {
+            Ok(Some(name)) => tracing::info!("metadata backed up to {name}"),
+            Ok(None) => {}
+            Err(e) => tracing::warn!("metadata backup failed: {e}"),
         }
     }
 }

@@ -23,7 +23,7 @@ use strata_chunk::ChunkStore;
 use strata_meta::{Meta, RenameFlags, XattrFlags};
 use strata_types::{Attr, Errno, FileType, Ino};
 
-pub use background::BackgroundJobs;
+pub use background::{BackgroundJobs, MetaBackup};
 pub use dir::DirEntryPlus;
 pub use internal::{ACCESSLOG_INO, CONFIG_INO, STATS_INO, is_internal, log_time};
 /// Types of the metadata layer that front ends use through the VFS.

@@ -54,7 +54,7 @@ pub fn run_dump(a: DumpArgs) -> Result<()> {
             keep_secret_key: a.keep_secret_key,
         };
         let Some(path) = &a.file else {
-            let mut out = BufWriter::new(std::io::stdout().lock());
+            let mut out = BufWriter::new(std::io::stdout());
             meta.dump(&mut out, &opts, &mut |_| {}).await?;
             return out.flush().context("writing the dump");
         };

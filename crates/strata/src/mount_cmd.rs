@@ -97,9 +97,14 @@ pub struct MountArgs {
     /// Mount this directory of the volume (e.g. /projects/a) as the root
     #[arg(long)]
     subdir: Option<String>,
-    /// Skip background jobs (data deletion, compaction)
+    /// Skip background jobs (data deletion, compaction, trash purge, metadata backup)
     #[arg(long)]
     no_bgjob: bool,
+    /// Back metadata up into the bucket (meta/dump-*.json.gz) this often, across all
+    /// clients: 1h, 30m, 90s, or seconds; 0 turns it off. Volumes over a million inodes
+    /// are skipped (use `strata dump`)
+    #[arg(long, default_value = "1h", value_parser = parse_interval)]
+    backup_meta: Duration,
     /// Session heartbeat interval in seconds; a client silent for 5 intervals (at least
     /// 5 s) is considered dead and cleaned up by the others (its locks released, its
     /// unlinked-but-open files freed)
@@ -118,6 +123,23 @@ pub struct UmountArgs {
     /// Force (lazy) unmount even if busy
     #[arg(long)]
     force: bool,
+}
+
+/// `1h`, `30m`, `90s` or plain seconds.
+fn parse_interval(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?}: expected e.g. 1h, 30m, 90s or seconds"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86_400,
+        _ => return Err(format!("{text:?}: unknown unit {unit:?} (use s, m, h, d)")),
+    };
+    Ok(Duration::from_secs(secs))
 }
 
 fn secs(s: f64) -> Duration {
@@ -267,6 +289,10 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
             ..RetryPolicy::default()
         },
     };
+    let raw: Arc<dyn strata_object::ObjectStore> = Arc::new(strata_object::prefix::Prefixed::new(
+        backend.clone(),
+        &format.name,
+    ));
     let (store, object_stats) = build(backend, &stack);
     store
         .list("", None, 1)
@@ -310,6 +336,10 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         vfs.clone(),
         Duration::from_secs(a.heartbeat.max(1)),
         !a.no_bgjob,
+        (!a.no_bgjob && !a.backup_meta.is_zero()).then(|| strata_vfs::MetaBackup {
+            every: a.backup_meta,
+            store: raw,
+        }),
     );
     let fuse_flags = parse_fuse_options(a.options.as_deref())?;
     let fuse_opts = FuseOptions {

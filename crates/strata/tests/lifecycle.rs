@@ -526,9 +526,25 @@ fn destroy_removes_every_object_and_key() {
 fn writes_beyond_a_quota_get_edquot() {
     let vol = Volume::new();
     let m = vol.mount("mnt");
-    sh(&m.path, "mkdir -p limited/sub free && head -c 1000000 /dev/urandom > limited/sub/old");
-    let out = strata_ok(&["quota", "set", &vol.meta_url, "--path", "/limited", "--capacity", "4M", "--inodes", "10"]);
-    assert!(out.contains("path /limited: used 984.00 KiB of 4.00 MiB, 2 of 10 inodes"), "{out}");
+    sh(
+        &m.path,
+        "mkdir -p limited/sub free && head -c 1000000 /dev/urandom > limited/sub/old",
+    );
+    let out = strata_ok(&[
+        "quota",
+        "set",
+        &vol.meta_url,
+        "--path",
+        "/limited",
+        "--capacity",
+        "4M",
+        "--inodes",
+        "10",
+    ]);
+    assert!(
+        out.contains("path /limited: used 984.00 KiB of 4.00 MiB, 2 of 10 inodes"),
+        "{out}"
+    );
     sh(&m.path, "sleep 2.5"); // the mount re-reads quotas every 2 s
     let out = sh(
         &m.path,
@@ -538,9 +554,18 @@ fn writes_beyond_a_quota_get_edquot() {
     );
     assert!(out.contains("ok-a") && out.contains("ok-c"), "{out}");
     assert!(out.contains("failed-b"), "{out}");
-    let err = sh(&m.path, "head -c 3000000 /dev/urandom 2>&1 >limited/d || true");
-    assert!(err.contains("Disk quota exceeded"), "EDQUOT reaches the program: {err}");
-    let out = sh(&m.path, "for i in $(seq 1 12); do touch limited/n$i 2>&1 || break; done; ls limited | wc -l");
+    let err = sh(
+        &m.path,
+        "head -c 3000000 /dev/urandom 2>&1 >limited/d || true",
+    );
+    assert!(
+        err.contains("Disk quota exceeded"),
+        "EDQUOT reaches the program: {err}"
+    );
+    let out = sh(
+        &m.path,
+        "for i in $(seq 1 12); do touch limited/n$i 2>&1 || break; done; ls limited | wc -l",
+    );
     assert!(out.contains("Disk quota exceeded"), "{out}");
     let out = strata_ok(&["quota", "get", &vol.meta_url, "--path", "/limited"]);
     assert!(out.contains("of 10 inodes"), "{out}");
@@ -549,5 +574,40 @@ fn writes_beyond_a_quota_get_edquot() {
     let out = strata_ok(&["quota", "list", &vol.meta_url]);
     assert!(out.contains("path /limited"), "{out}");
     strata_ok(&["quota", "delete", &vol.meta_url, "--path", "/limited"]);
-    sh(&m.path, "sleep 2.5; head -c 3000000 /dev/urandom > limited/after-delete");
+    sh(
+        &m.path,
+        "sleep 2.5; head -c 3000000 /dev/urandom > limited/after-delete",
+    );
+}
+
+#[test]
+fn the_mount_backs_metadata_up_into_the_bucket() {
+    let vol = Volume::new();
+    let m = vol.mount_with("mnt", &["--backup-meta", "1s"]);
+    sh(
+        &m.path,
+        "mkdir d && echo one > d/a && head -c 200000 /dev/urandom > d/b",
+    );
+    let expected = checksums(&m.path);
+    let backups = vol.dir.path().join("bucket/e2e-vol/meta");
+    let appeared = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(100));
+        std::fs::read_dir(&backups).is_ok_and(|mut d| d.next().is_some())
+    });
+    assert!(appeared, "a backup within 10 s");
+    // Wait for a backup that has both files (one made after the writes).
+    std::thread::sleep(Duration::from_millis(2500));
+    drop(m);
+    let mut found: Vec<PathBuf> = std::fs::read_dir(&backups)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    found.sort();
+    let newest = found.last().expect("a backup in the bucket").clone();
+    assert!(newest.to_str().unwrap().ends_with(".json.gz"), "{newest:?}");
+    let target = format!("sqlite3://{}", vol.dir.path().join("restored.db").display());
+    strata_ok(&["load", &target, newest.to_str().unwrap()]);
+    let restored = Volume::existing(&target);
+    let m = restored.mount("mnt");
+    assert_eq!(checksums(&m.path), expected, "a backup restores the volume");
 }

@@ -132,7 +132,7 @@ pub struct DumpStats {
     pub slice_refs: u64,
 }
 
-fn write_line(out: &mut dyn Write, line: &DumpLine) -> Result<()> {
+fn write_line(out: &mut (dyn Write + Send), line: &DumpLine) -> Result<()> {
     let mut text =
         serde_json::to_vec(line).map_err(|e| MetaError::Invalid(format!("dump encoding: {e}")))?;
     text.push(b'\n');
@@ -145,7 +145,7 @@ impl Meta {
     /// is told the running count of inodes.
     pub async fn dump(
         &self,
-        out: &mut dyn Write,
+        out: &mut (dyn Write + Send),
         opts: &DumpOptions,
         progress: &mut (dyn FnMut(u64) + Send),
     ) -> Result<DumpStats> {
@@ -219,7 +219,7 @@ impl Meta {
         &self,
         dir: Ino,
         shown_as: Ino,
-        out: &mut dyn Write,
+        out: &mut (dyn Write + Send),
         stack: &mut Vec<Ino>,
         linked_seen: &mut HashSet<Ino>,
         stats: &mut DumpStats,
@@ -296,7 +296,7 @@ impl Meta {
         .await
     }
 
-    async fn dump_slice_refs(&self, out: &mut dyn Write) -> Result<u64> {
+    async fn dump_slice_refs(&self, out: &mut (dyn Write + Send)) -> Result<u64> {
         let mut start = b"K".to_vec();
         let mut count = 0;
         loop {

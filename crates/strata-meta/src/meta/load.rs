@@ -44,7 +44,7 @@ impl Meta {
     /// running count of lines.
     pub async fn load_dump(
         &self,
-        input: &mut dyn BufRead,
+        input: &mut (dyn BufRead + Send),
         progress: &mut (dyn FnMut(u64) + Send),
     ) -> Result<DumpStats> {
         self.ensure_empty().await?;

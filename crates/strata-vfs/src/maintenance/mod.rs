@@ -2,8 +2,10 @@
 //! pending deletions) and `fsck` (missing blocks, namespace counters). Both compare two
 //! sorted streams — the bucket listing and the metadata's block references — through an
 //! [external sort](extsort), so their memory stays fixed however many objects a volume has.
-//! Progress is published through [`Progress`] for the CLI to draw.
+//! Also automatic metadata backups into the bucket ([`backup`]). Progress is published
+//! through [`Progress`] for the CLI to draw.
 
+pub mod backup;
 pub mod extsort;
 pub mod fsck;
 pub mod gc;
