@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{MetaError, Result};
 
 /// Version of the metadata layout described in docs/FORMAT.md.
-pub const META_VERSION: u32 = 1;
+pub const META_VERSION: u32 = 2;
 
 /// A volume's settings.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -537,3 +537,43 @@ pub async fn quotas_limit_and_count<S: TestStore>() {
     .await
     .unwrap();
 }
+
+pub async fn subdir_dumps_never_undercount_shared_slices<S: TestStore>() {
+    let store = S::create();
+    let meta = volume(&store).await;
+    let d = mkdir(&meta, Ino::ROOT, "d").await;
+    let a = touch(&meta, d.ino, "a").await;
+    let id = meta.new_slice_id().await.unwrap();
+    meta.write_chunk(a.ino, 0, slice(id, 1000), 1)
+        .await
+        .unwrap();
+    let b = touch(&meta, d.ino, "b").await;
+    meta.copy_file_range(a.ino, 0, b.ino, 0, 1000, 0)
+        .await
+        .unwrap();
+    let opts = crate::meta::DumpOptions {
+        subdir: Some(d.ino),
+        subdir_path: Some("/d".into()),
+        keep_secret_key: false,
+    };
+    let dump = dump_of(&meta, &opts).await;
+    let target = S::create();
+    let loaded = Meta::new(target.client(), super::test_options());
+    loaded
+        .load_dump(&mut std::io::Cursor::new(&dump), &mut |_| {})
+        .await
+        .unwrap();
+    loaded.load().await.unwrap();
+    loaded.unlink(&Ctx::root(), Ino::ROOT, b"a").await.unwrap();
+    while let Some(ino) = loaded
+        .pending_file_deletions(10)
+        .await
+        .unwrap()
+        .first()
+        .copied()
+    {
+        while !loaded.free_file_chunks(ino).await.unwrap() {}
+    }
+    let (queued, _) = loaded.queued_slice_page(&None, 10).await.unwrap();
+    assert!(queued.is_empty(), "b still uses the slice: {queued:?}");
+}
