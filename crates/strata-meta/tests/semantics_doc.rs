@@ -302,6 +302,29 @@ async fn run(meta: &Meta, ctx: &Ctx, words: &[&str]) -> Result<String, String> {
                 .sum();
             meta.access(ctx, ino, bits).await.map(ok).map_err(e)
         }
+        ["quota", p, bytes, inodes] => {
+            let ino = resolve(meta, ctx, p).await?;
+            let target = strata_meta::QuotaTarget::Dir(ino);
+            meta.set_quota(
+                target,
+                Some(bytes.parse().unwrap()),
+                Some(inodes.parse().unwrap()),
+            )
+            .await
+            .map(ok)
+            .map_err(e)
+        }
+        ["quota-uid", uid, bytes, inodes] => {
+            let target = strata_meta::QuotaTarget::User(uid.parse().unwrap());
+            meta.set_quota(
+                target,
+                Some(bytes.parse().unwrap()),
+                Some(inodes.parse().unwrap()),
+            )
+            .await
+            .map(ok)
+            .map_err(e)
+        }
         other => panic!("unknown example command {other:?}"),
     }
 }
