@@ -37,6 +37,8 @@ pub struct Backend {
     describe: String,
     /// The listing comes back in key order (S3, memory) rather than in walk order (files).
     ordered_list: bool,
+    /// The directory of a local store.
+    local_dir: Option<std::path::PathBuf>,
 }
 
 impl Backend {
@@ -55,6 +57,7 @@ impl Backend {
             inner: Arc::new(fs),
             describe: format!("file://{}", dir.display()),
             ordered_list: false,
+            local_dir: Some(dir.to_path_buf()),
         })
     }
 
@@ -64,6 +67,7 @@ impl Backend {
             inner: Arc::new(InMemory::new()),
             describe: "mem://".into(),
             ordered_list: true,
+            local_dir: None,
         }
     }
 
@@ -99,12 +103,8 @@ impl Backend {
             inner: Arc::new(store),
             describe: format!("s3://{}@{place}", cfg.bucket),
             ordered_list: true,
+            local_dir: None,
         })
-    }
-
-    /// Verify the store answers, the bucket exists and the credentials are accepted.
-    pub async fn check(&self) -> Result<()> {
-        self.list("", None, 1).await.map(drop)
     }
 }
 
@@ -236,6 +236,18 @@ impl ObjectStore for Backend {
             out.truncate(limit);
         }
         Ok(out)
+    }
+
+    async fn check(&self) -> Result<()> {
+        match &self.local_dir {
+            // Listing a directory tree walks all of it; its existence is the check.
+            Some(dir) if dir.is_dir() => Ok(()),
+            Some(dir) => Err(ObjectError::NoBucket(format!(
+                "directory {} does not exist",
+                dir.display()
+            ))),
+            None => self.list("", None, 1).await.map(drop),
+        }
     }
 
     async fn scan_all(&self, prefix: &str, each: &mut crate::ObjectVisitor<'_>) -> Result<()> {

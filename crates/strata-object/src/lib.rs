@@ -109,6 +109,12 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
         limit: usize,
     ) -> Result<Vec<ObjectInfo>>;
 
+    /// Verify the store answers, the bucket exists and the credentials are accepted.
+    /// Backends make this cheap whatever the number of objects.
+    async fn check(&self) -> Result<()> {
+        self.list("", None, 1).await.map(drop)
+    }
+
     /// Every object whose key starts with `prefix`, handed to `each` as the listing
     /// streams, in no particular order: one pass whose memory does not grow with the
     /// number of objects (gc and fsck of huge buckets). The default pages through

@@ -83,4 +83,8 @@ impl<S: ObjectStore + ?Sized> ObjectStore for Arc<S> {
     async fn scan_all(&self, prefix: &str, each: &mut crate::ObjectVisitor<'_>) -> Result<()> {
         (**self).scan_all(prefix, each).await
     }
+
+    async fn check(&self) -> Result<()> {
+        (**self).check().await
+    }
 }

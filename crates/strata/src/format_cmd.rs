@@ -140,9 +140,8 @@ pub fn run_format(a: FormatArgs) -> Result<()> {
 
 async fn check_store(store: &std::sync::Arc<dyn strata_object::ObjectStore>) -> Result<()> {
     store
-        .list("", None, 1)
+        .check()
         .await
-        .map(drop)
         .map_err(|e| anyhow::anyhow!("bucket: {e}"))
 }
 

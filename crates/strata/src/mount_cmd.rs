@@ -289,15 +289,15 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
             ..RetryPolicy::default()
         },
     };
+    backend
+        .check()
+        .await
+        .map_err(|e| anyhow::anyhow!("bucket {}: {e}", format.bucket))?;
     let raw: Arc<dyn strata_object::ObjectStore> = Arc::new(strata_object::prefix::Prefixed::new(
         backend.clone(),
         &format.name,
     ));
     let (store, object_stats) = build(backend, &stack);
-    store
-        .list("", None, 1)
-        .await
-        .map_err(|e| anyhow::anyhow!("bucket {}: {e}", format.bucket))?;
     let chunk_opts = ChunkOptions {
         block_size: format.block_size_kib << 10,
         buffer_size: a.buffer_size << 20,

@@ -177,7 +177,8 @@ pub async fn open_admin_volume(url: &str) -> Result<AdminVolume> {
     let (meta, format) = load_meta(url).await?;
     let backend = open_backend(&format)?;
     let raw: Arc<dyn ObjectStore> = Arc::new(Prefixed::new(backend.clone(), &format.name));
-    raw.list("", None, 1)
+    backend
+        .check()
         .await
         .map_err(|e| anyhow::anyhow!("bucket {}: {e}", format.bucket))?;
     let stack = StackOptions {
