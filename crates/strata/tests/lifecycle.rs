@@ -204,9 +204,26 @@ os.close(fd)\"",
     assert!(info.contains("chunk 0: 1 slices"), "{info}");
     sh(&m.path, "sleep 1.5");
     assert_eq!(sh(&m.path, "md5sum frag.bin"), before);
+    // gc --compact does the same for every fragmented chunk of the volume.
+    sh(
+        &m.path,
+        "python3 -c \"
+import os
+fd = os.open('frag2.bin', os.O_CREAT | os.O_WRONLY)
+for i in range(12):
+    os.pwrite(fd, os.urandom(3000), i * 1000)
+    os.fsync(fd)
+os.close(fd)\"",
+    );
+    let before2 = sh(&m.path, "md5sum frag2.bin");
     drop(m);
+    let out = strata_ok(&["gc", &vol.meta_url, "--compact"]);
+    assert!(out.contains("compacted 1 chunks"), "{out}");
     let again = vol.mount("mnt2");
     assert_eq!(sh(&again.path, "md5sum frag.bin"), before);
+    assert_eq!(sh(&again.path, "md5sum frag2.bin"), before2);
+    let info = strata_ok(&["info", again.path.join("frag2.bin").to_str().unwrap()]);
+    assert!(info.contains("chunk 0: 1 slices"), "{info}");
 }
 
 /// A volume whose deleted files go to the trash for a day.
