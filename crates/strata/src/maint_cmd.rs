@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 use clap::Args;
 use indicatif::HumanBytes;
-use strata_vfs::maintenance::Progress;
 use strata_vfs::maintenance::fsck::{FsckOptions, check_volume};
 use strata_vfs::maintenance::gc::{GcOptions, collect_garbage};
+use strata_vfs::maintenance::{Progress, SortSpace};
 
 use crate::progress::ProgressView;
 use crate::wiring;
@@ -56,8 +56,11 @@ pub struct FsckArgs {
     sort_memory: usize,
 }
 
-fn sort_dir(given: Option<PathBuf>) -> PathBuf {
-    given.unwrap_or_else(std::env::temp_dir)
+fn sort_space(dir: Option<PathBuf>, mib: usize) -> SortSpace {
+    SortSpace {
+        dir: dir.unwrap_or_else(std::env::temp_dir),
+        budget: mib << 20,
+    }
 }
 
 pub fn run_gc(a: GcArgs) -> Result<()> {
@@ -67,8 +70,7 @@ pub fn run_gc(a: GcArgs) -> Result<()> {
         let opts = GcOptions {
             delete: a.delete,
             safety_window: Duration::from_secs(a.safety_window),
-            sort_dir: sort_dir(a.external_sort_dir.clone()),
-            sort_budget: a.sort_memory.max(1) << 20,
+            sort: sort_space(a.external_sort_dir.clone(), a.sort_memory),
             threads: a.threads.max(1),
             block_size: volume.format.block_size_kib << 10,
         };
@@ -130,8 +132,7 @@ pub fn run_fsck(a: FsckArgs) -> Result<()> {
         let volume = wiring::open_admin_volume(&a.meta_url).await?;
         let opts = FsckOptions {
             repair: a.repair,
-            sort_dir: sort_dir(a.external_sort_dir.clone()),
-            sort_budget: a.sort_memory.max(1) << 20,
+            sort: sort_space(a.external_sort_dir.clone(), a.sort_memory),
             block_size: volume.format.block_size_kib << 10,
             exact_sizes: volume.format.compression == "none",
         };

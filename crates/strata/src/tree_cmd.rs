@@ -14,7 +14,7 @@ use indicatif::HumanBytes;
 use strata_meta::{Ctx, Meta};
 use strata_types::{FileType, Ino};
 use strata_vfs::maintenance::Progress;
-use strata_vfs::maintenance::extsort::ExternalSorter;
+use strata_vfs::maintenance::{SortSpace, sorted_listing};
 
 use crate::progress::ProgressView;
 use crate::wiring;
@@ -216,25 +216,17 @@ async fn delete_all_objects(
     threads: usize,
     progress: &Progress,
 ) -> Result<u64> {
-    let mut listed = ExternalSorter::new(&std::env::temp_dir(), 16 << 20)?;
-    let mut spill_error = None;
-    store
-        .scan_all("", &mut |info| {
-            if let Err(e) = listed.push(info.key) {
-                spill_error = Some(e);
-                return Err(strata_object::ObjectError::Other("spill failed".into()));
-            }
-            Ok(())
-        })
-        .await
-        .map_err(|e| match spill_error.take() {
-            Some(io) => anyhow::Error::from(io),
-            None => anyhow::Error::from(e),
-        })?;
-    progress
-        .total
-        .store(listed.len(), std::sync::atomic::Ordering::Relaxed);
-    let mut keys = listed.finish()?;
+    let space = SortSpace {
+        dir: std::env::temp_dir(),
+        budget: 16 << 20,
+    };
+    let listing = Progress::default();
+    let mut keys =
+        sorted_listing(store, "", &space, &listing, |info| Some(info.key.clone())).await?;
+    progress.total.store(
+        listing.done.load(std::sync::atomic::Ordering::Relaxed),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let limit = Arc::new(tokio::sync::Semaphore::new(threads.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     while let Some(key) = keys.next_line()? {

@@ -9,28 +9,25 @@
 //! from the report.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use strata_chunk::{block_key, block_sizes};
-use strata_meta::{Meta, NamespaceReport, ScanCursor};
+use strata_meta::{Meta, NamespaceReport};
 use strata_object::ObjectStore;
 use strata_types::Ino;
 
-use super::extsort::{ExternalSorter, SortedLines};
-use super::{MaintenanceError, Progress, Result, parse_block_key};
+use super::extsort::SortedLines;
+use super::{Progress, Result, SortSpace, for_each_block_ref, parse_block_key, sorted_listing};
 
 /// Bytes every stored block carries beyond its payload (the integrity header, object v1).
 const BLOCK_HEADER: u64 = 12;
-const SCAN_PAGE: usize = 2000;
 
 /// What `fsck` does.
 #[derive(Clone, Debug)]
 pub struct FsckOptions {
     /// Fix namespace counters (usage, link counts).
     pub repair: bool,
-    pub sort_dir: PathBuf,
-    pub sort_budget: usize,
+    /// Where the external sorts spill, and their memory.
+    pub sort: SortSpace,
     pub block_size: u32,
     /// Blocks are stored uncompressed, so their exact size is known.
     pub exact_sizes: bool,
@@ -114,29 +111,13 @@ async fn block_references(
     report: &mut FsckReport,
 ) -> Result<SortedLines> {
     progress.stage("scanning slices", 0);
-    let mut sorter = ExternalSorter::new(&opts.sort_dir, opts.sort_budget)?;
-    let mut cursor: ScanCursor = None;
-    loop {
-        let (chunks, next) = meta.chunk_page(&cursor, SCAN_PAGE).await?;
-        for chunk in &chunks {
-            let mut seen: Vec<(u64, u32)> = Vec::new();
-            for s in chunk.slices.iter().filter(|s| s.id != 0) {
-                if seen.contains(&(s.id, s.size)) {
-                    continue;
-                }
-                seen.push((s.id, s.size));
-                for (index, len) in block_sizes(s.size, opts.block_size) {
-                    sorter.push(format!("{}\t{}", block_key(s.id, index, len), chunk.ino))?;
-                    report.blocks_checked += 1;
-                }
-            }
-            progress.add(1, 0);
-        }
-        cursor = next;
-        if cursor.is_none() {
-            return Ok(sorter.finish()?);
-        }
-    }
+    let mut sorter = opts.sort.sorter()?;
+    for_each_block_ref(meta, opts.block_size, progress, |ino, key| {
+        report.blocks_checked += 1;
+        Ok(sorter.push(format!("{key}\t{ino}"))?)
+    })
+    .await?;
+    Ok(sorter.finish()?)
 }
 
 /// `key\tsize` of every block object, sorted.
@@ -147,26 +128,11 @@ async fn list_blocks(
     report: &mut FsckReport,
 ) -> Result<SortedLines> {
     progress.stage("listing objects", 0);
-    let mut sorter = ExternalSorter::new(&opts.sort_dir, opts.sort_budget)?;
-    let mut spill_error = None;
-    store
-        .scan_all("chunks/", &mut |info| {
-            progress.add(1, info.size);
-            report.objects_listed += 1;
-            if parse_block_key(&info.key).is_some()
-                && let Err(e) = sorter.push(format!("{}\t{}", info.key, info.size))
-            {
-                spill_error = Some(e);
-                return Err(strata_object::ObjectError::Other("spill failed".into()));
-            }
-            Ok(())
-        })
-        .await
-        .map_err(|e| match spill_error.take() {
-            Some(io) => MaintenanceError::Io(io),
-            None => MaintenanceError::Object(e),
-        })?;
-    Ok(sorter.finish()?)
+    sorted_listing(store, "chunks/", &opts.sort, progress, |info| {
+        report.objects_listed += 1;
+        parse_block_key(&info.key).map(|_| format!("{}\t{}", info.key, info.size))
+    })
+    .await
 }
 
 /// Walk both sorted streams; files whose references find no object (or a wrong size).

@@ -9,7 +9,6 @@
 //! place the scan already passed by gaining a reference there (copy_file_range, clone);
 //! those bump the share epoch, and a scan during which the epoch changed is repeated.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +17,10 @@ use strata_meta::{Meta, ScanCursor};
 use strata_object::ObjectStore;
 
 use super::extsort::{ExternalSorter, SortedLines};
-use super::{MaintenanceError, Progress, Result, parse_block_key};
+use super::{
+    MaintenanceError, Progress, Result, SortSpace, for_each_block_ref, parse_block_key,
+    sorted_listing,
+};
 
 /// Keys read per metadata scan page.
 const SCAN_PAGE: usize = 2000;
@@ -32,10 +34,8 @@ pub struct GcOptions {
     pub delete: bool,
     /// Objects modified more recently than this are never considered leaked.
     pub safety_window: Duration,
-    /// Where the external sort spills.
-    pub sort_dir: PathBuf,
-    /// Memory for each sort's in-memory run, bytes.
-    pub sort_budget: usize,
+    /// Where the external sorts spill, and their memory.
+    pub sort: SortSpace,
     /// Concurrent deletions.
     pub threads: usize,
     /// The volume's block size, bytes.
@@ -139,33 +139,20 @@ async fn list_objects(
 ) -> Result<SortedLines> {
     progress.stage("listing objects", 0);
     let newest = unix_now() - i64::try_from(opts.safety_window.as_secs()).unwrap_or(i64::MAX);
-    let mut sorter = ExternalSorter::new(&opts.sort_dir, opts.sort_budget)?;
-    let mut spill_error = None;
-    store
-        .scan_all("chunks/", &mut |info| {
-            progress.add(1, info.size);
-            if parse_block_key(&info.key).is_none() {
-                report.foreign_objects += 1;
-                return Ok(());
-            }
-            report.objects += 1;
-            report.object_bytes += info.size;
-            if info.modified > newest {
-                report.young_objects += 1;
-                return Ok(());
-            }
-            if let Err(e) = sorter.push(format!("{}\t{}", info.key, info.size)) {
-                spill_error = Some(e);
-                return Err(strata_object::ObjectError::Other("spill failed".into()));
-            }
-            Ok(())
-        })
-        .await
-        .map_err(|e| match spill_error.take() {
-            Some(io) => MaintenanceError::Io(io),
-            None => MaintenanceError::Object(e),
-        })?;
-    Ok(sorter.finish()?)
+    sorted_listing(store, "chunks/", &opts.sort, progress, |info| {
+        if parse_block_key(&info.key).is_none() {
+            report.foreign_objects += 1;
+            return None;
+        }
+        report.objects += 1;
+        report.object_bytes += info.size;
+        if info.modified > newest {
+            report.young_objects += 1;
+            return None;
+        }
+        Some(format!("{}\t{}", info.key, info.size))
+    })
+    .await
 }
 
 /// Every block that metadata references (chunks of all files, including trash and
@@ -199,41 +186,25 @@ async fn reference_stream(
     report: &mut GcReport,
 ) -> Result<ExternalSorter> {
     progress.stage("scanning metadata", 0);
-    report.referenced_blocks = 0;
-    let mut sorter = ExternalSorter::new(&opts.sort_dir, opts.sort_budget)?;
-    let push_slice = |sorter: &mut ExternalSorter, id: u64, size: u32| -> Result<u64> {
-        let mut n = 0;
-        for (index, len) in block_sizes(size, opts.block_size) {
-            sorter.push(block_key(id, index, len))?;
-            n += 1;
-        }
-        Ok(n)
-    };
+    let mut sorter = opts.sort.sorter()?;
+    let mut referenced = 0;
+    for_each_block_ref(meta, opts.block_size, progress, |_, key| {
+        referenced += 1;
+        Ok(sorter.push(key)?)
+    })
+    .await?;
     let mut cursor: ScanCursor = None;
-    loop {
-        let (chunks, next) = meta.chunk_page(&cursor, SCAN_PAGE).await?;
-        for chunk in &chunks {
-            let mut seen: Vec<(u64, u32)> = Vec::new();
-            for s in chunk.slices.iter().filter(|s| s.id != 0) {
-                if !seen.contains(&(s.id, s.size)) {
-                    seen.push((s.id, s.size));
-                    report.referenced_blocks += push_slice(&mut sorter, s.id, s.size)?;
-                }
-            }
-            progress.add(1, 0);
-        }
-        cursor = next;
-        if cursor.is_none() {
-            break;
-        }
-    }
     loop {
         let (queued, next) = meta.queued_slice_page(&cursor, SCAN_PAGE).await?;
         for (id, size) in queued {
-            report.referenced_blocks += push_slice(&mut sorter, id, size)?;
+            for (index, len) in block_sizes(size, opts.block_size) {
+                sorter.push(block_key(id, index, len))?;
+                referenced += 1;
+            }
         }
         cursor = next;
         if cursor.is_none() {
+            report.referenced_blocks = referenced;
             return Ok(sorter);
         }
     }
@@ -248,7 +219,7 @@ fn compare(
     report: &mut GcReport,
 ) -> Result<SortedLines> {
     progress.stage("comparing", report.objects);
-    let mut leaked = ExternalSorter::new(&opts.sort_dir, opts.sort_budget)?;
+    let mut leaked = opts.sort.sorter()?;
     let mut reference = referenced.next_line()?;
     while let Some(line) = listed.next_line()? {
         let (key, size) = line.split_once('\t').unwrap_or((line.as_str(), "0"));

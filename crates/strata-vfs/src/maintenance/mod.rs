@@ -10,11 +10,16 @@ pub mod extsort;
 pub mod fsck;
 pub mod gc;
 
-use std::sync::Mutex;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
-use strata_meta::MetaError;
-use strata_object::ObjectError;
+use strata_chunk::{block_key, block_sizes};
+use strata_meta::{Meta, MetaError, ScanCursor};
+use strata_object::{ObjectError, ObjectInfo, ObjectStore};
+use strata_types::Ino;
+
+use extsort::{ExternalSorter, SortedLines};
 
 /// Errors of the maintenance tools.
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +68,83 @@ impl Progress {
         self.bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 }
+
+/// Where external sorts spill, and the memory of each in-memory run (bytes).
+#[derive(Clone, Debug)]
+pub struct SortSpace {
+    pub dir: PathBuf,
+    pub budget: usize,
+}
+
+impl SortSpace {
+    pub fn sorter(&self) -> std::io::Result<ExternalSorter> {
+        ExternalSorter::new(&self.dir, self.budget)
+    }
+}
+
+/// The lines `line_of` makes of the objects under `prefix` (`None` skips one), sorted.
+pub async fn sorted_listing(
+    store: &Arc<dyn ObjectStore>,
+    prefix: &str,
+    space: &SortSpace,
+    progress: &Progress,
+    mut line_of: impl FnMut(&ObjectInfo) -> Option<String> + Send,
+) -> Result<SortedLines> {
+    let mut sorter = space.sorter()?;
+    let mut spill_error = None;
+    store
+        .scan_all(prefix, &mut |info| {
+            progress.add(1, info.size);
+            let Some(line) = line_of(&info) else {
+                return Ok(());
+            };
+            sorter.push(line).map_err(|e| {
+                spill_error = Some(e);
+                ObjectError::Other("the external sort could not spill".into())
+            })
+        })
+        .await
+        .map_err(|e| match spill_error.take() {
+            Some(io) => MaintenanceError::Io(io),
+            None => MaintenanceError::Object(e),
+        })?;
+    Ok(sorter.finish()?)
+}
+
+/// Every block that a chunk of some file references, once per chunk, handed to `each`
+/// with the file's inode; reads the metadata in pages. Chunks of deleted files still
+/// waiting to be freed are included.
+pub async fn for_each_block_ref(
+    meta: &Meta,
+    block_size: u32,
+    progress: &Progress,
+    mut each: impl FnMut(Ino, String) -> Result<()>,
+) -> Result<()> {
+    let mut cursor: ScanCursor = None;
+    loop {
+        let (chunks, next) = meta.chunk_page(&cursor, SCAN_PAGE).await?;
+        for chunk in &chunks {
+            let mut seen: Vec<(u64, u32)> = Vec::new();
+            for s in chunk.slices.iter().filter(|s| s.id != 0) {
+                if seen.contains(&(s.id, s.size)) {
+                    continue;
+                }
+                seen.push((s.id, s.size));
+                for (index, len) in block_sizes(s.size, block_size) {
+                    each(chunk.ino, block_key(s.id, index, len))?;
+                }
+            }
+            progress.add(1, 0);
+        }
+        cursor = next;
+        if cursor.is_none() {
+            return Ok(());
+        }
+    }
+}
+
+/// Keys read per metadata scan page.
+const SCAN_PAGE: usize = 2000;
 
 /// Where a block object's name says it belongs: (slice id, block index, block size).
 pub fn parse_block_key(key: &str) -> Option<(u64, u32, u32)> {
