@@ -170,7 +170,12 @@ fn a_crash_mid_write_leaves_only_leaked_objects_for_gc() {
     let out = strata_ok(&["fsck", &vol.meta_url]);
     assert!(out.contains("volume is clean"), "after kill -9: {out}");
     let out = strata_ok(&["gc", &vol.meta_url, "--delete", "--safety-window", "0"]);
-    assert!(out.contains("leaked: "), "{out}");
+    let line = out.lines().find(|l| l.starts_with("leaked: ")).unwrap();
+    let leaked = line.split_whitespace().nth(1).unwrap();
+    assert!(
+        line.ends_with(&format!("deleted {leaked}")),
+        "every leak deleted: {out}"
+    );
     let out = strata_ok(&["gc", &vol.meta_url, "--safety-window", "0"]);
     assert!(
         out.contains("leaked: 0 objects"),
