@@ -6,7 +6,7 @@ use std::process::Command;
 #[test]
 fn workspace_obeys_layering_rules() {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
+    let out = Command::new(&cargo)
         .args([
             "metadata",
             "--format-version",
@@ -16,7 +16,12 @@ fn workspace_obeys_layering_rules() {
         ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
-        .expect("run cargo metadata");
+        .unwrap_or_else(|e| {
+            panic!(
+                "run {cargo:?} metadata in {}: {e}",
+                env!("CARGO_MANIFEST_DIR")
+            )
+        });
     assert!(
         out.status.success(),
         "cargo metadata failed: {}",

@@ -83,6 +83,32 @@ fn open_connection(path: &Path, create: bool) -> Result<Connection, KvError> {
     Ok(conn)
 }
 
+/// WAL mode and the table. Two processes creating one database at the same moment can
+/// get SQLITE_BUSY here without the busy handler being asked (SQLite's deadlock
+/// avoidance on lock upgrades), so that is retried for the busy timeout.
+fn set_up_schema(conn: &Connection) -> Result<(), KvError> {
+    let started = std::time::Instant::now();
+    loop {
+        let outcome = conn.execute_batch(
+            "PRAGMA journal_mode=WAL;
+             PRAGMA synchronous=FULL;
+             PRAGMA journal_size_limit=67108864;
+             CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID;",
+        );
+        match outcome {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(
+                    e.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) && started.elapsed() < BUSY_TIMEOUT =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            other => return other.map_err(sql_err),
+        }
+    }
+}
+
 impl SqliteEngine {
     /// Open (creating if needed) the database at `path`. Its directory must exist.
     pub fn open(path: impl AsRef<Path>) -> Result<SqliteEngine, KvError> {
@@ -96,14 +122,7 @@ impl SqliteEngine {
             )));
         }
         let writer_conn = open_connection(&path, true)?;
-        writer_conn
-            .execute_batch(
-                "PRAGMA journal_mode=WAL;
-                 PRAGMA synchronous=FULL;
-                 PRAGMA journal_size_limit=67108864;
-                 CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID;",
-            )
-            .map_err(sql_err)?;
+        set_up_schema(&writer_conn)?;
         let (tx, rx) = mpsc::channel();
         let mut wal = path.clone().into_os_string();
         wal.push("-wal");
