@@ -23,6 +23,9 @@ use crate::{Result, Vfs};
 #[derive(Debug)]
 pub(crate) struct FileHandle {
     pub ino: Ino,
+    /// The file had privileges (setuid/setgid/capabilities) at open that an unprivileged
+    /// write must drop first.
+    privileged: std::sync::atomic::AtomicBool,
     window: std::sync::Mutex<Window>,
     /// The last lock owner seen on this handle (for releasing locks at close).
     lock_owner: AtomicU64,
@@ -87,11 +90,12 @@ impl Vfs {
             .ok_or(Errno::EBADF)
     }
 
-    fn register(&self, ino: Ino) -> u64 {
+    fn register(&self, ino: Ino, privileged: bool) -> u64 {
         let fh = self.new_fh();
         let window = Window::new(u64::from(self.chunks.block_size()), self.opts.max_readahead);
         let handle = FileHandle {
             ino,
+            privileged: std::sync::atomic::AtomicBool::new(privileged),
             window: std::sync::Mutex::new(window),
             lock_owner: AtomicU64::new(0),
         };
@@ -109,11 +113,16 @@ impl Vfs {
         if flags & O_ACCMODE != 0 {
             self.writable()?;
         }
-        let mut attr = self.meta.open(ctx, ino, flags).await.map_err(from_meta)?;
+        let opened = self
+            .meta
+            .open_file(ctx, ino, flags)
+            .await
+            .map_err(from_meta)?;
+        let mut attr = opened.attr;
         // Close-to-open: whatever other clients closed before this open must show.
         self.open_files.invalidate(ino);
         self.apply_pending_length(ino, &mut attr).await;
-        Ok((self.register(ino), attr))
+        Ok((self.register(ino, opened.privileged), attr))
     }
 
     /// Whether the kernel may keep its cached pages of `ino` at this open: true when
@@ -126,7 +135,7 @@ impl Vfs {
         if flags & O_ACCMODE != 0 {
             return Err(Errno::EACCES);
         }
-        let fh = self.register(ino);
+        let fh = self.register(ino, false);
         if ino == crate::ACCESSLOG_INO {
             self.subscribe_access_log(fh);
             return Ok((fh, crate::internal::internal_attr(0)));
@@ -155,7 +164,7 @@ impl Vfs {
             .await
             .map_err(from_meta)?;
         self.meta.mark_open_attr(entry.ino, &entry.attr);
-        let fh = self.register(entry.ino);
+        let fh = self.register(entry.ino, false);
         Ok((entry, fh))
     }
 
@@ -255,8 +264,28 @@ impl Vfs {
 
     /// Write `data` at `off`; buffered until flush.
     pub async fn write(&self, fh: u64, off: u64, data: &[u8]) -> Result<u32> {
+        self.write_as(fh, off, data, None).await
+    }
+
+    /// [`Vfs::write`]; `unprivileged` is the writer when its write must drop the file's
+    /// setuid/setgid bits and capabilities (the kernel's FUSE_WRITE_KILL_SUIDGID).
+    pub async fn write_as(
+        &self,
+        fh: u64,
+        off: u64,
+        data: &[u8],
+        unprivileged: Option<&Ctx>,
+    ) -> Result<u32> {
         self.writable()?;
         let handle = self.handle(fh)?;
+        if let Some(writer) = unprivileged
+            && handle.privileged.swap(false, Ordering::Relaxed)
+        {
+            self.meta
+                .drop_privileges(handle.ino, writer)
+                .await
+                .map_err(from_meta)?;
+        }
         let end = off
             .checked_add(data.len() as u64)
             .filter(|e| *e <= strata_types::MAX_FILE_SIZE);

@@ -355,3 +355,27 @@ fn a_non_root_user_gets_eacces_where_linux_would() {
         assert!(out.contains(expected), "{expected}: {out}");
     }
 }
+
+#[test]
+fn unprivileged_writes_drop_setuid_setgid_and_capabilities_as_on_local_disk() {
+    let vol = Volume::new();
+    let m = vol.mount("mnt");
+    let script = r#"
+        as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+        touch suid sgid-x sgid-nox caps && chmod 4777 suid && chmod 2777 sgid-x && chmod 2767 sgid-nox
+        chmod 0777 caps && setcap cap_net_raw+ep caps
+        as_user sh -c 'echo x >> suid; echo x >> sgid-x; echo x >> sgid-nox; echo x >> caps'
+        touch root-keeps && chmod 4777 root-keeps && echo x >> root-keeps
+        sleep 1.2
+        stat -c '%n %a' suid sgid-x sgid-nox caps root-keeps
+        getcap caps | wc -l
+    "#;
+    let local = tempfile::tempdir().unwrap();
+    let expected = sh(local.path(), script);
+    assert!(expected.contains("suid 777"), "local disk: {expected}");
+    assert_eq!(
+        sh(&m.path, script),
+        expected,
+        "the mount behaves like local disk"
+    );
+}

@@ -215,6 +215,40 @@ fn apply_owner_and_mode(ctx: &Ctx, inode: &mut Inode, set: &SetAttr) {
 
 /// Drop setuid, and setgid when group-executable (a group-less setgid marks mandatory
 /// locking and stays), as Linux does on chown, truncate and write by non-root.
+/// The extended attribute holding file capabilities (removed when privileges drop).
+pub(crate) const CAPABILITY_XATTR: &[u8] = b"security.capability";
+
+/// Mode bits a write by an unprivileged user may clear: setuid and setgid.
+pub(crate) fn has_privilege_bits(mode: u16) -> bool {
+    mode & 0o6000 != 0
+}
+
+impl Meta {
+    /// Drop a file's privileges before a write by `writer`, who lacks CAP_FSETID
+    /// (FUSE_HANDLE_KILLPRIV_V2), as Linux does: clear setuid; clear setgid when the group
+    /// may execute or the writer is not in the file's group; remove `security.capability`.
+    pub async fn drop_privileges(&self, ino: Ino, writer: &Ctx) -> Result<()> {
+        self.txn(|tx| {
+            Box::pin(async move {
+                let mut inode = must_get_inode(tx, ino).await?;
+                let caps = keys::xattr(ino, CAPABILITY_XATTR);
+                let has_caps = tx.get(&caps).await?.is_some();
+                if !has_privilege_bits(inode.core.mode) && !has_caps {
+                    return Ok(());
+                }
+                let mode = inode.core.mode;
+                let kill_sgid = mode & 0o0010 != 0 || !writer.in_group(inode.core.gid);
+                inode.core.mode = mode & !0o4000 & if kill_sgid { !0o2000 } else { 0o7777 };
+                inode.fields.ctime = now_ns();
+                put_inode(tx, &inode);
+                tx.delete(caps);
+                Ok(())
+            })
+        })
+        .await
+    }
+}
+
 pub(crate) fn clear_privilege_bits(inode: &mut Inode) {
     let mut mode = inode.core.mode & !0o4000;
     if mode & 0o2010 == 0o2010 {

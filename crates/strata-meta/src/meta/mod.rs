@@ -36,7 +36,7 @@ pub use locks::{LockKind, PosixLock};
 pub use namespace::{DirEntry, Entry, RenameFlags};
 pub use quota::{Quota, QuotaTarget};
 pub use scan::{ChunkRecord, ScanCursor};
-pub use session::SessionInfo;
+pub use session::{Opened, SessionInfo};
 pub use trash::{RestoreOutcome, TrashEntry, days_from_civil, parse_hour_name};
 pub use xattr::XattrFlags;
 

@@ -9,7 +9,7 @@ use strata_types::{Attr, Errno, FileType, Ino, Nanos};
 use super::access::{MAY_READ, MAY_WRITE, check_access};
 use super::delete::{Unlinked, delete_sustained};
 use super::locks::release_session_locks;
-use super::{Ctx, Meta, NEXT_SESSION, get_inode, must_get_inode, now_ns};
+use super::{Ctx, Meta, NEXT_SESSION, get_inode, now_ns};
 use crate::codec;
 use crate::error::{MetaError, Result, posix};
 use crate::keys;
@@ -203,25 +203,50 @@ impl Meta {
 
     /// Open `ino` with `open(2)` flags: checks access and counts the open.
     pub async fn open(&self, ctx: &Ctx, ino: Ino, flags: u32) -> Result<Attr> {
+        self.open_file(ctx, ino, flags).await.map(|o| o.attr)
+    }
+
+    /// [`Meta::open`], also telling whether a write by an unprivileged caller must first
+    /// drop the file's privileges (setuid, setgid with group execute, or a
+    /// `security.capability` attribute) — read in the same round trip, for write opens.
+    pub async fn open_file(&self, ctx: &Ctx, ino: Ino, flags: u32) -> Result<Opened> {
         let mask = match flags & O_ACCMODE {
             O_WRONLY => MAY_WRITE,
             O_RDWR => MAY_READ | MAY_WRITE,
             _ => MAY_READ,
         } | if flags & O_TRUNC != 0 { MAY_WRITE } else { 0 };
-        let attr = self
+        let opened = self
             .txn(|tx| {
                 Box::pin(async move {
-                    let inode = must_get_inode(tx, ino).await?;
+                    let caps_key = keys::xattr(ino, super::attr::CAPABILITY_XATTR);
+                    let mut ks = vec![keys::inode_core(ino), keys::inode_fields(ino)];
+                    if mask & MAY_WRITE != 0 {
+                        ks.push(caps_key);
+                    }
+                    let vals = tx.get_many(&ks).await?;
+                    let inode = match (&vals[0], &vals[1]) {
+                        (Some(c), Some(f)) => codec::Inode {
+                            ino,
+                            core: codec::InodeCore::decode(&ks[0], c)?,
+                            fields: codec::InodeFields::decode(&ks[1], f)?,
+                        },
+                        _ => return posix(Errno::ENOENT),
+                    };
                     if inode.core.kind == FileType::Directory && mask & MAY_WRITE != 0 {
                         return posix(Errno::EISDIR);
                     }
                     check_access(ctx, &inode.core, mask)?;
-                    Ok(inode.attr())
+                    let has_caps = vals.get(2).is_some_and(Option::is_some);
+                    let attr = inode.attr();
+                    Ok(Opened {
+                        privileged: has_caps || super::attr::has_privilege_bits(attr.mode),
+                        attr,
+                    })
                 })
             })
             .await?;
-        self.mark_open_attr(ino, &attr);
-        Ok(attr)
+        self.mark_open_attr(ino, &opened.attr);
+        Ok(opened)
     }
 
     /// Count an open of `ino` by this client (create+open, or an open checked elsewhere).
@@ -268,6 +293,15 @@ impl Meta {
             .map(|o| o.contains_key(&ino))
             .unwrap_or(false)
     }
+}
+
+/// What [`Meta::open_file`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Opened {
+    pub attr: Attr,
+    /// A write by an unprivileged caller must drop privileges first
+    /// ([`Meta::drop_privileges`]).
+    pub privileged: bool,
 }
 
 /// Note in the session's index that it holds locks on `ino` (or no longer does).
