@@ -30,6 +30,9 @@ pub struct FuseOptions {
     pub kernel_readahead_kib: u32,
     /// Let the kernel buffer writes and send them in large batches (`-o writeback_cache`).
     pub writeback_cache: bool,
+    /// Serve extended attributes (`--enable-xattr`, on by default); when off, xattr
+    /// requests get ENOSYS and the kernel stops sending them (EOPNOTSUPP to programs).
+    pub enable_xattr: bool,
 }
 
 impl Default for FuseOptions {
@@ -43,6 +46,7 @@ impl Default for FuseOptions {
             threads: 4,
             kernel_readahead_kib: 8192,
             writeback_cache: false,
+            enable_xattr: true,
         }
     }
 }
@@ -54,6 +58,7 @@ pub struct StrataFs {
     pub(crate) rt: tokio::runtime::Handle,
     pub(crate) max_write: u32,
     pub(crate) writeback_cache: bool,
+    pub(crate) enable_xattr: bool,
 }
 
 /// Mount `vfs` at `mountpoint`; requests are served on `rt` until the returned session is
@@ -89,6 +94,7 @@ pub fn mount(
         rt,
         max_write: opts.max_write,
         writeback_cache: opts.writeback_cache,
+        enable_xattr: opts.enable_xattr,
     };
     let session = fuser::spawn_mount(fs, mountpoint, &config)?;
     set_kernel_readahead(mountpoint, opts.kernel_readahead_kib);

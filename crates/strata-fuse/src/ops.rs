@@ -623,6 +623,10 @@ impl fuser::Filesystem for StrataFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        if !self.enable_xattr {
+            reply.error(errno(Errno::ENOSYS));
+            return;
+        }
         let (ctx, name, value) = (ctx(req), name_bytes(name).to_vec(), value.to_vec());
         self.spawn(req, "setxattr", |vfs| async move {
             empty(
@@ -634,6 +638,10 @@ impl fuser::Filesystem for StrataFs {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        if !self.enable_xattr {
+            reply.error(errno(Errno::ENOSYS));
+            return;
+        }
         let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
         self.spawn(req, "getxattr", |vfs| async move {
             match vfs
@@ -648,6 +656,10 @@ impl fuser::Filesystem for StrataFs {
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        if !self.enable_xattr {
+            reply.error(errno(Errno::ENOSYS));
+            return;
+        }
         let ctx = ctx(req);
         self.spawn(req, "listxattr", |vfs| async move {
             match vfs
@@ -662,6 +674,10 @@ impl fuser::Filesystem for StrataFs {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if !self.enable_xattr {
+            reply.error(errno(Errno::ENOSYS));
+            return;
+        }
         let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
         self.spawn(req, "removexattr", |vfs| async move {
             empty(

@@ -110,6 +110,13 @@ pub struct MountArgs {
     /// unlinked-but-open files freed)
     #[arg(long, default_value_t = 12)]
     heartbeat: u64,
+    /// Serve extended attributes (default on; `--enable-xattr=false` turns them off, and
+    /// xattr calls then fail with EOPNOTSUPP). Unlike JuiceFS, where they are off by default
+    /// because the kernel then reads `security.capability` before every write, Strata
+    /// avoids that read (FUSE_HANDLE_KILLPRIV_V2) and keeps xattrs on
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
+          action = clap::ArgAction::Set)]
+    enable_xattr: bool,
     /// FUSE options, comma-separated: allow_other (automatic for root), writeback_cache
     /// (the kernel buffers writes; faster small writes, close-to-open still holds)
     #[arg(short = 'o')]
@@ -346,6 +353,7 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         fs_name: format!("strata:{}", format.name),
         allow_other: nix::unistd::geteuid().is_root() || fuse_flags.allow_other,
         writeback_cache: fuse_flags.writeback_cache,
+        enable_xattr: a.enable_xattr,
         read_only: a.read_only,
         max_write: a.max_fuse_io.clamp(4, 1024) << 10,
         ..FuseOptions::default()

@@ -379,3 +379,19 @@ fn unprivileged_writes_drop_setuid_setgid_and_capabilities_as_on_local_disk() {
         "the mount behaves like local disk"
     );
 }
+
+#[test]
+fn xattrs_can_be_turned_off_like_juicefs_does_by_default() {
+    let vol = Volume::new();
+    let on = vol.mount_with("on", &["--enable-xattr"]);
+    let out = sh(&on.path, "touch f && setfattr -n user.k -v v f && getfattr --only-values -n user.k f");
+    assert_eq!(out, "v");
+    drop(on);
+    let off = vol.mount_with("off", &["--enable-xattr=false"]);
+    let out = sh(
+        &off.path,
+        "getfattr -n user.k f 2>&1 || true; setfattr -n user.x -v 1 f 2>&1 || true; cat f; echo ok",
+    );
+    assert!(out.contains("Operation not supported"), "{out}");
+    assert!(out.ends_with("ok\n"), "the file itself still works: {out}");
+}
