@@ -384,7 +384,10 @@ fn unprivileged_writes_drop_setuid_setgid_and_capabilities_as_on_local_disk() {
 fn xattrs_can_be_turned_off_like_juicefs_does_by_default() {
     let vol = Volume::new();
     let on = vol.mount_with("on", &["--enable-xattr"]);
-    let out = sh(&on.path, "touch f && setfattr -n user.k -v v f && getfattr --only-values -n user.k f");
+    let out = sh(
+        &on.path,
+        "touch f && setfattr -n user.k -v v f && getfattr --only-values -n user.k f",
+    );
     assert_eq!(out, "v");
     drop(on);
     let off = vol.mount_with("off", &["--enable-xattr=false"]);
