@@ -167,6 +167,18 @@ pub fn run_fsck(a: FsckArgs) -> Result<()> {
                 f.example
             );
         }
+        let ns = &r.namespace;
+        if ns.volume_recorded != ns.volume_counted {
+            let ((rb, ri), (cb, ci)) = (ns.volume_recorded, ns.volume_counted);
+            let what = if ns.volume_repaired {
+                "set to the count"
+            } else {
+                "normal after a client crash or while clients write; --repair sets them"
+            };
+            println!(
+                "volume counters say {rb} bytes / {ri} inodes, the volume holds {cb} / {ci} ({what})"
+            );
+        }
         println!(
             "checked {} directories, {} files, {} block references against {} objects",
             r.namespace.directories, r.namespace.files, r.blocks_checked, r.objects_listed

@@ -93,6 +93,10 @@ fn gc_reports_planted_objects_and_deletes_only_when_asked() {
     drop(m);
     let out = strata_ok(&["fsck", &vol.meta_url]);
     assert!(out.contains("volume is clean"), "{out}");
+    assert!(
+        !out.contains("volume counters say"),
+        "counters exact after a clean unmount: {out}"
+    );
 }
 
 #[test]
@@ -181,8 +185,11 @@ fn a_crash_mid_write_leaves_only_leaked_objects_for_gc() {
         out.contains("leaked: 0 objects"),
         "gc removed every leak: {out}"
     );
+    // The killed client's unflushed counter changes are gone; --repair recounts them.
+    strata_ok(&["fsck", &vol.meta_url, "--repair"]);
     let out = strata_ok(&["fsck", &vol.meta_url]);
     assert!(out.contains("volume is clean"), "{out}");
+    assert!(!out.contains("volume counters say"), "{out}");
 }
 
 #[test]

@@ -103,9 +103,25 @@ pub async fn namespace_check_finds_and_repairs_counters<S: TestStore>() {
         .await
         .unwrap();
 
+    meta.flush_usage().await.unwrap();
     let clean = meta.check_namespace(false, |_| {}).await.unwrap();
     assert_eq!(clean.problems, vec![], "a fresh volume is clean");
     assert_eq!(clean.files, 3, "f, g and g-link");
+    assert_eq!(
+        clean.volume_recorded, clean.volume_counted,
+        "volume counters"
+    );
+    assert_eq!(
+        clean.volume_counted,
+        (4096 + 4096 + 8192, 4),
+        "d, sub, f (5000 B), g once"
+    );
+    poke(&meta, keys::counter("usedSpace"), codec::encode_slots(&[7])).await;
+    let drifted = meta.check_namespace(true, |_| {}).await.unwrap();
+    assert_eq!(drifted.volume_recorded.0, 7);
+    assert!(drifted.volume_repaired);
+    let fixed = meta.check_namespace(false, |_| {}).await.unwrap();
+    assert_eq!(fixed.volume_recorded, fixed.volume_counted);
 
     poke(&meta, keys::dir_usage(d.ino), codec::encode_slots(&[1, 99])).await;
     let length = meta.getattr(f.ino).await.unwrap().length;

@@ -32,6 +32,12 @@ pub struct NamespaceReport {
     pub directories: u64,
     pub files: u64,
     pub problems: Vec<NamespaceProblem>,
+    /// The volume counters (bytes, inodes) as recorded and as the walk counted them.
+    /// They differ after a client crash (its unflushed changes are lost) and while
+    /// clients write; `repair` sets them.
+    pub volume_recorded: (i64, i64),
+    pub volume_counted: (i64, i64),
+    pub volume_repaired: bool,
 }
 
 /// Usage and link counts of one directory's children, summed while walking it.
@@ -65,7 +71,69 @@ impl Meta {
             self.check_dir_counters(dir, &tally, repair, &mut report)
                 .await?;
         }
+        self.check_volume_counters(repair, &mut report).await?;
         Ok(report)
+    }
+
+    /// Compare the volume counters with what the walk counted plus the inodes that are
+    /// unlinked but still open somewhere (they keep their space until closed).
+    async fn check_volume_counters(
+        &self,
+        repair: bool,
+        report: &mut NamespaceReport,
+    ) -> Result<()> {
+        let (recorded, open_unlinked) = self
+            .txn(|tx| {
+                Box::pin(async move {
+                    let ks = vec![
+                        keys::counter(super::USED_SPACE),
+                        keys::counter(super::TOTAL_INODES),
+                    ];
+                    let vals = tx.get_many(&ks).await?;
+                    let recorded = (
+                        codec::decode_counter(&ks[0], vals[0].as_deref())?,
+                        codec::decode_counter(&ks[1], vals[1].as_deref())?,
+                    );
+                    let rows = tx.scan(b"SS", b"ST", usize::MAX, false).await?;
+                    let mut inos: Vec<Ino> = rows
+                        .iter()
+                        .filter_map(|(k, _)| keys::be_u64(k, 10).map(Ino))
+                        .collect();
+                    inos.sort();
+                    inos.dedup();
+                    let mut open = (0, 0);
+                    for ino in inos {
+                        if let Some(i) = get_inode(tx, ino).await?.filter(|i| i.fields.nlink == 0) {
+                            open.0 += space_of(i.core.kind, i.fields.length);
+                            open.1 += 1;
+                        }
+                    }
+                    Ok((recorded, open))
+                })
+            })
+            .await?;
+        report.volume_recorded = recorded;
+        report.volume_counted.0 += open_unlinked.0;
+        report.volume_counted.1 += open_unlinked.1;
+        if repair && report.volume_recorded != report.volume_counted {
+            let (space, inodes) = report.volume_counted;
+            self.txn(|tx| {
+                Box::pin(async move {
+                    tx.put(
+                        keys::counter(super::USED_SPACE),
+                        codec::encode_slots(&[space]),
+                    );
+                    tx.put(
+                        keys::counter(super::TOTAL_INODES),
+                        codec::encode_slots(&[inodes]),
+                    );
+                    Ok(())
+                })
+            })
+            .await?;
+            report.volume_repaired = true;
+        }
+        Ok(())
     }
 
     /// Read every entry of `dir`, check each child, and sum what the directory's
@@ -107,15 +175,23 @@ impl Meta {
                 if inode.core.kind == FileType::Directory {
                     tally.subdirs += 1;
                     stack.push(*child);
+                    // The trash's hour directories are not charged to the volume.
+                    if dir != Ino::TRASH {
+                        count_inode(report, inode);
+                    }
                     continue;
                 }
                 report.files += 1;
                 if inode.core.parent == Ino(0) {
                     *tally.multi.entry(*child).or_default() += 1;
                     if seen_multi.insert(*child) {
+                        count_inode(report, inode);
                         self.check_link_records(inode, repair, report).await?;
                     }
-                } else if inode.fields.nlink != 1 {
+                    continue;
+                }
+                count_inode(report, inode);
+                if inode.fields.nlink != 1 {
                     let fixed = repair && self.set_nlink(*child, 1).await.is_ok();
                     report.problems.push(NamespaceProblem {
                         ino: *child,
@@ -327,6 +403,12 @@ impl Meta {
         })
         .await
     }
+}
+
+/// Charge one inode (seen once) to the walk's volume count.
+fn count_inode(report: &mut NamespaceReport, inode: &Inode) {
+    report.volume_counted.0 += space_of(inode.core.kind, inode.fields.length);
+    report.volume_counted.1 += 1;
 }
 
 fn problem(ino: Ino, what: String) -> NamespaceProblem {
