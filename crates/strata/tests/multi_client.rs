@@ -130,8 +130,12 @@ fn two_clients_share_one_volume(meta_url: &str) {
     let out = sh(&b.path, "flock -n -x lk -c 'echo got' || echo blocked");
     assert_eq!(out, "blocked\n", "flock held on a blocks b");
     holder.wait().unwrap();
-    let out = sh(&b.path, "flock -n -x lk -c 'echo got' || echo blocked");
-    assert_eq!(out, "got\n", "released on a, free on b");
+    // FUSE ends a flock() with the file's release, which the kernel sends after close()
+    // without waiting for it: b may see the lock for the few ms that takes (SEMANTICS.md).
+    let freed = eventually(Duration::from_secs(5), || {
+        sh(&b.path, "flock -n -x lk -c 'echo got' || echo blocked") == "got\n"
+    });
+    assert!(freed, "released on a, free on b");
 
     killed_client_is_cleaned_up(&vol, &a);
 }
