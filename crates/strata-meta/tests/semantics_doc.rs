@@ -303,30 +303,28 @@ async fn run(meta: &Meta, ctx: &Ctx, words: &[&str]) -> Result<String, String> {
             meta.access(ctx, ino, bits).await.map(ok).map_err(e)
         }
         ["quota", p, bytes, inodes] => {
-            let ino = resolve(meta, ctx, p).await?;
-            let target = strata_meta::QuotaTarget::Dir(ino);
-            meta.set_quota(
-                target,
-                Some(bytes.parse().unwrap()),
-                Some(inodes.parse().unwrap()),
-            )
-            .await
-            .map(ok)
-            .map_err(e)
+            let target = strata_meta::QuotaTarget::Dir(resolve(meta, ctx, p).await?);
+            set_quota(meta, target, bytes, inodes).await
         }
         ["quota-uid", uid, bytes, inodes] => {
             let target = strata_meta::QuotaTarget::User(uid.parse().unwrap());
-            meta.set_quota(
-                target,
-                Some(bytes.parse().unwrap()),
-                Some(inodes.parse().unwrap()),
-            )
-            .await
-            .map(ok)
-            .map_err(e)
+            set_quota(meta, target, bytes, inodes).await
         }
         other => panic!("unknown example command {other:?}"),
     }
+}
+
+async fn set_quota(
+    meta: &Meta,
+    target: strata_meta::QuotaTarget,
+    bytes: &str,
+    inodes: &str,
+) -> Result<String, String> {
+    let (bytes, inodes) = (bytes.parse().unwrap(), inodes.parse().unwrap());
+    meta.set_quota(target, Some(bytes), Some(inodes))
+        .await
+        .map(ok)
+        .map_err(|err| err.errno().name().to_string())
 }
 
 async fn setattr(meta: &Meta, ctx: &Ctx, p: &str, set: SetAttr) -> Result<String, String> {

@@ -437,6 +437,9 @@ impl Meta {
 
     /// Charge a committed change to the quota directories above `dir` in the local cache.
     pub(crate) fn charge_dirs_locally(&self, dirs: &[Ino], space: i64, inodes: i64) {
+        if dirs.is_empty() {
+            return;
+        }
         self.with_quotas(|c| {
             for d in dirs {
                 c.charge(QuotaTarget::Dir(*d), space, inodes);
