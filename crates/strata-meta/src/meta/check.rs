@@ -471,17 +471,12 @@ impl Meta {
             let (bytes, inodes) = self.dir_usage(d).await?;
             total.bytes += bytes;
             let mut subdirs = 0;
-            let mut after: Option<Vec<u8>> = None;
-            loop {
-                let page = self.readdir(d, after.as_deref(), PAGE, false).await?;
+            let mut pages = self.entry_pages(d, false);
+            while let Some(page) = pages.next(self).await? {
                 for e in page.iter().filter(|e| e.kind == FileType::Directory) {
                     stack.push(e.ino);
                     subdirs += 1;
                 }
-                if page.len() < PAGE {
-                    break;
-                }
-                after = page.last().map(|e| e.name.clone());
             }
             total.dirs += subdirs;
             total.files += inodes - subdirs;

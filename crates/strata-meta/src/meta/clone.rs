@@ -15,8 +15,6 @@ use crate::error::{Result, posix};
 use crate::keys;
 use crate::kv::prefix_end;
 
-const PAGE: usize = 1000;
-
 impl Meta {
     /// Clone `src` (file or directory tree) as `dst_parent/dst_name`. With `preserve`, the
     /// copy keeps owner, mode and times; otherwise it belongs to the caller and gets the
@@ -38,9 +36,8 @@ impl Meta {
         let mut count = 1;
         let mut stack = vec![(src, top)];
         while let Some((from, to)) = stack.pop() {
-            let mut after: Option<Vec<u8>> = None;
-            loop {
-                let page = self.readdir(from, after.as_deref(), PAGE, false).await?;
+            let mut pages = self.entry_pages(from, false);
+            while let Some(page) = pages.next(self).await? {
                 for e in &page {
                     let copy = self.clone_node(ctx, e.ino, to, &e.name, preserve).await?;
                     count += 1;
@@ -49,10 +46,6 @@ impl Meta {
                         stack.push((e.ino, copy));
                     }
                 }
-                if page.len() < PAGE {
-                    break;
-                }
-                after = page.last().map(|e| e.name.clone());
             }
         }
         Ok(count)

@@ -224,9 +224,8 @@ impl Meta {
         linked_seen: &mut HashSet<Ino>,
         stats: &mut DumpStats,
     ) -> Result<()> {
-        let mut after: Option<Vec<u8>> = None;
-        loop {
-            let page = self.readdir(dir, after.as_deref(), PAGE, false).await?;
+        let mut pages = self.entry_pages(dir, false);
+        while let Some(page) = pages.next(self).await? {
             for e in &page {
                 write_line(
                     out,
@@ -252,11 +251,8 @@ impl Meta {
                 write_line(out, &DumpLine::Node(node))?;
                 stats.nodes += 1;
             }
-            if page.len() < PAGE {
-                return Ok(());
-            }
-            after = page.last().map(|e| e.name.clone());
         }
+        Ok(())
     }
 
     /// Everything one inode owns (core, fields, target, xattrs, chunks, usage) from one

@@ -541,6 +541,9 @@ impl Meta {
             codec::encode_dentry(src_kind, src_ino),
         );
         move_inode(tx, &mut src, parent, newparent, now).await?;
+        if src_kind == FileType::Directory {
+            self.note_dir_parent(src_ino, newparent);
+        }
         self.touch_dir(tx, parent, now, -src_is_dir, -src_space, -1)
             .await?;
         self.touch_dir(tx, newparent, now, src_is_dir, src_space, 1)
@@ -584,6 +587,46 @@ impl Meta {
             })
         })
         .await
+    }
+}
+
+/// Entries read per page by [`EntryPages`].
+const ENTRY_PAGE: usize = 1000;
+
+/// A directory's entries a page at a time, in name order (from [`Meta::entry_pages`]):
+/// whole-tree walks (dump, clone, rmr, trash, summary) never hold a large directory.
+#[derive(Debug)]
+pub struct EntryPages {
+    dir: Ino,
+    plus: bool,
+    after: Option<Vec<u8>>,
+    done: bool,
+}
+
+impl EntryPages {
+    /// The next page, `None` after the last.
+    pub async fn next(&mut self, meta: &Meta) -> Result<Option<Vec<DirEntry>>> {
+        if self.done {
+            return Ok(None);
+        }
+        let page = meta
+            .readdir(self.dir, self.after.as_deref(), ENTRY_PAGE, self.plus)
+            .await?;
+        self.done = page.len() < ENTRY_PAGE;
+        self.after = page.last().map(|e| e.name.clone());
+        Ok((!page.is_empty()).then_some(page))
+    }
+}
+
+impl Meta {
+    /// Page through the entries of `dir` (with attributes when `plus`).
+    pub fn entry_pages(&self, dir: Ino, plus: bool) -> EntryPages {
+        EntryPages {
+            dir,
+            plus,
+            after: None,
+            done: false,
+        }
     }
 }
 

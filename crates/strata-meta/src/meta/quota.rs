@@ -133,15 +133,37 @@ impl Meta {
         self.with_quotas(|c| !c.quotas.is_empty()).unwrap_or(false)
     }
 
-    /// Re-read every quota (and forget cached directory parents). Called every few
-    /// seconds by a mounted client.
+    /// Re-read every quota. Called every few seconds by a mounted client. Cached
+    /// directory parents are kept unless the set of quota directories changed: a
+    /// directory can only move (rename) where the same quota directories apply (else
+    /// EXDEV), so a parent another client changed still leads to the same quotas.
     pub async fn refresh_quotas(&self) -> Result<()> {
-        let quotas = self.list_quotas().await?;
+        let quotas: HashMap<QuotaTarget, Quota> = self.list_quotas().await?.into_iter().collect();
         self.with_quotas(|c| {
-            c.quotas = quotas.into_iter().collect();
-            c.parents.clear();
+            let dirs = |q: &HashMap<QuotaTarget, Quota>| {
+                let mut d: Vec<QuotaTarget> = q
+                    .keys()
+                    .filter(|t| matches!(t, QuotaTarget::Dir(_)))
+                    .copied()
+                    .collect();
+                d.sort();
+                d
+            };
+            if dirs(&quotas) != dirs(&c.quotas) {
+                c.parents.clear();
+            }
+            c.quotas = quotas;
         });
         Ok(())
+    }
+
+    /// Remember that directory `dir` now lives in `parent` (after this client's rename).
+    pub(crate) fn note_dir_parent(&self, dir: Ino, parent: Ino) {
+        self.with_quotas(|c| {
+            if c.parents.contains_key(&dir) {
+                c.parents.insert(dir, parent);
+            }
+        });
     }
 
     /// Every quota, in key order.

@@ -13,7 +13,6 @@ use crate::codec;
 use crate::error::{MetaError, Result, posix};
 use crate::keys;
 
-const PAGE: usize = 1000;
 const HOUR_NS: i64 = 3_600_000_000_000;
 
 /// One entry of the trash.
@@ -103,9 +102,8 @@ impl Meta {
             if hour_start >= end || hour_start + HOUR_NS <= start {
                 continue;
             }
-            let mut after: Option<Vec<u8>> = None;
-            loop {
-                let page = self.readdir(hour, after.as_deref(), PAGE, true).await?;
+            let mut pages = self.entry_pages(hour, true);
+            while let Some(page) = pages.next(self).await? {
                 for e in &page {
                     let (Some((parent, ino, name)), Some(attr)) =
                         (split_trash_name(&e.name), &e.attr)
@@ -129,10 +127,6 @@ impl Meta {
                         length: attr.length,
                     });
                 }
-                if page.len() < PAGE {
-                    break;
-                }
-                after = page.last().map(|e| e.name.clone());
             }
         }
         Ok(())
@@ -232,9 +226,8 @@ impl Meta {
                 continue;
             }
             stack.push((dir_parent, dir_name, dir, true));
-            let mut after: Option<Vec<u8>> = None;
-            loop {
-                let page = self.readdir(dir, after.as_deref(), PAGE, false).await?;
+            let mut pages = self.entry_pages(dir, false);
+            while let Some(page) = pages.next(self).await? {
                 for e in &page {
                     if e.kind == FileType::Directory {
                         // Removed when its turn comes, after its own entries.
@@ -248,10 +241,6 @@ impl Meta {
                     removed += 1;
                     done(1);
                 }
-                if page.len() < PAGE {
-                    break;
-                }
-                after = page.last().map(|e| e.name.clone());
             }
         }
         Ok(removed)
