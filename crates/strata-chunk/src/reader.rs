@@ -235,6 +235,13 @@ impl ChunkStore {
         end.saturating_sub(off)
     }
 
+    /// Make every block uploaded so far survive a crash of the machine (uploads are
+    /// readable by every client at once, durable after this); returns how many objects
+    /// that took.
+    pub async fn sync(&self) -> Result<u64> {
+        Ok(self.shared.store.sync().await?)
+    }
+
     /// Delete every block of slice `id` of `size` bytes, from the store and the cache.
     pub async fn delete_slice(&self, id: u64, size: u32) -> Result<()> {
         for (index, len) in block_sizes(size, self.shared.block_size) {

@@ -504,6 +504,20 @@ impl fuser::Filesystem for StrataFs {
         });
     }
 
+    /// fsync of a directory: its entries, like everything committed before, become durable.
+    fn fsyncdir(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.spawn(req, "fsyncdir", |vfs| async move {
+            empty(reply, vfs.sync().await)
+        });
+    }
+
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         let ctx = ctx(req);
         self.spawn(req, "opendir", |vfs| async move {

@@ -1,5 +1,7 @@
-//! Backends on the `object_store` crate: a local directory (`--storage file`, files fsynced
-//! before a put returns), any S3-compatible service (`--storage s3`), and memory (tests).
+//! Backends on the `object_store` crate: a local directory (`--storage file`; a put is
+//! renamed into place at once and made durable by the next [`ObjectStore::sync`], see
+//! [`crate::localsync`]), any S3-compatible service (`--storage s3`, durable when a put
+//! returns), and memory (tests).
 
 use std::ops::Range;
 use std::path::Path as FsPath;
@@ -14,6 +16,7 @@ use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStoreExt, PutPayload};
 
+use crate::localsync::LocalSync;
 use crate::{ObjectError, ObjectInfo, ObjectStore, Result};
 
 /// Settings of an S3-compatible store.
@@ -39,6 +42,8 @@ pub struct Backend {
     ordered_list: bool,
     /// The directory of a local store.
     local_dir: Option<std::path::PathBuf>,
+    /// The files of a local store not yet made durable.
+    unsynced: Option<LocalSync>,
 }
 
 impl Backend {
@@ -51,13 +56,13 @@ impl Backend {
             )));
         }
         let fs = LocalFileSystem::new_with_prefix(dir)
-            .map_err(|e| ObjectError::NoBucket(format!("{}: {e}", dir.display())))?
-            .with_fsync(true);
+            .map_err(|e| ObjectError::NoBucket(format!("{}: {e}", dir.display())))?;
         Ok(Backend {
             inner: Arc::new(fs),
             describe: format!("file://{}", dir.display()),
             ordered_list: false,
             local_dir: Some(dir.to_path_buf()),
+            unsynced: Some(LocalSync::new(dir)),
         })
     }
 
@@ -68,6 +73,7 @@ impl Backend {
             describe: "mem://".into(),
             ordered_list: true,
             local_dir: None,
+            unsynced: None,
         }
     }
 
@@ -104,7 +110,21 @@ impl Backend {
             describe: format!("s3://{}@{place}", cfg.bucket),
             ordered_list: true,
             local_dir: None,
+            unsynced: None,
         })
+    }
+}
+
+impl Backend {
+    fn written(&self, key: &str) {
+        if let Some(unsynced) = &self.unsynced {
+            unsynced.written(key);
+        }
+    }
+
+    /// Objects put and not yet made durable (local stores; 0 for the others).
+    pub fn unsynced(&self) -> usize {
+        self.unsynced.as_ref().map_or(0, LocalSync::pending)
     }
 }
 
@@ -176,6 +196,7 @@ impl ObjectStore for Backend {
             .put(&location, PutPayload::from(data))
             .await
             .map_err(|e| map_err(key, e))?;
+        self.written(key);
         Ok(())
     }
 
@@ -186,6 +207,7 @@ impl ObjectStore for Backend {
             .put(&location, payload)
             .await
             .map_err(|e| map_err(key, e))?;
+        self.written(key);
         Ok(())
     }
 
@@ -250,6 +272,13 @@ impl ObjectStore for Backend {
         }
     }
 
+    async fn sync(&self) -> Result<u64> {
+        match &self.unsynced {
+            Some(unsynced) => unsynced.sync().await,
+            None => Ok(0),
+        }
+    }
+
     async fn scan_all(&self, prefix: &str, each: &mut crate::ObjectVisitor<'_>) -> Result<()> {
         let trimmed = prefix.trim_end_matches('/');
         let prefix_path = if trimmed.is_empty() {
@@ -267,5 +296,30 @@ impl ObjectStore for Backend {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn local_puts_wait_for_a_sync_to_be_durable() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Backend::local(dir.path()).unwrap();
+        store
+            .put("vol/chunks/0/1/1_0_3", Bytes::from_static(b"abc"))
+            .await
+            .unwrap();
+        store
+            .put_parts("vol/meta-backup/x", vec![Bytes::from_static(b"d")])
+            .await
+            .unwrap();
+        // The key names the file the sync will open.
+        assert!(dir.path().join("vol/chunks/0/1/1_0_3").is_file());
+        assert_eq!(store.unsynced(), 2);
+        assert_eq!(store.sync().await.unwrap(), 2);
+        assert_eq!(store.unsynced(), 0);
+        assert_eq!(Backend::memory().sync().await.unwrap(), 0);
     }
 }

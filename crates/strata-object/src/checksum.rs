@@ -106,6 +106,10 @@ impl<S: ObjectStore> ObjectStore for Checksummed<S> {
         self.inner.delete(key).await
     }
 
+    async fn sync(&self) -> Result<u64> {
+        self.inner.sync().await
+    }
+
     async fn head(&self, key: &str) -> Result<ObjectInfo> {
         let mut info = self.inner.head(key).await?;
         info.size = info.size.saturating_sub(HEADER as u64);

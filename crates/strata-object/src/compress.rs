@@ -118,6 +118,10 @@ impl<S: ObjectStore> ObjectStore for Compressed<S> {
         self.inner.delete(key).await
     }
 
+    async fn sync(&self) -> Result<u64> {
+        self.inner.sync().await
+    }
+
     async fn head(&self, key: &str) -> Result<ObjectInfo> {
         self.inner.head(key).await
     }

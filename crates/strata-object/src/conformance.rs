@@ -230,6 +230,31 @@ pub async fn put_get_round_trip<B: TestBackend>() {
     );
 }
 
+/// `sync` succeeds with nothing to do, after puts, and after some of them were deleted;
+/// it changes nothing anyone reads, and a second sync has nothing left to do.
+pub async fn sync_after_puts_and_deletes<B: TestBackend>() {
+    let b = B::start();
+    let s = scoped(&b);
+    s.sync().await.unwrap();
+    for i in 0..5u8 {
+        s.put(&format!("s/{i}"), pattern(3000, i)).await.unwrap();
+    }
+    s.delete("s/3").await.unwrap();
+    let synced = s.sync().await.unwrap();
+    assert!(synced <= 5, "at most the objects put: {synced}");
+    assert_eq!(s.sync().await.unwrap(), 0, "nothing new to sync");
+    for i in [0u8, 1, 2, 4] {
+        assert_eq!(
+            s.get(&format!("s/{i}"), None).await.unwrap(),
+            pattern(3000, i)
+        );
+    }
+    assert!(matches!(
+        s.get("s/3", None).await,
+        Err(ObjectError::NotFound(_))
+    ));
+}
+
 pub async fn range_reads<B: TestBackend>() {
     let b = B::start();
     let s = scoped(&b);
@@ -435,7 +460,7 @@ pub async fn missing_bucket_is_reported<B: S3TestBackend>() {
 macro_rules! object_conformance_tests {
     ($backend:ty) => {
         $crate::object_conformance_tests!(@cases $backend; put_get_round_trip, range_reads, missing_objects,
-            listing_is_ordered_and_paged, scan_all_streams_every_object_once, concurrent_requests);
+            sync_after_puts_and_deletes, listing_is_ordered_and_paged, scan_all_streams_every_object_once, concurrent_requests);
     };
     ($backend:ty, s3) => {
         $crate::object_conformance_tests!($backend);

@@ -143,6 +143,11 @@ impl<S: ObjectStore> ObjectStore for Faulty<S> {
         self.inner.delete(key).await
     }
 
+    async fn sync(&self) -> Result<u64> {
+        self.control.before("sync").await?;
+        self.inner.sync().await
+    }
+
     async fn head(&self, key: &str) -> Result<ObjectInfo> {
         self.control.before("head").await?;
         self.inner.head(key).await

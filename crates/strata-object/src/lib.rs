@@ -13,6 +13,7 @@ pub mod compress;
 pub mod conformance;
 pub mod fault;
 pub mod limit;
+mod localsync;
 pub mod metered;
 pub mod prefix;
 pub mod retry;
@@ -84,7 +85,9 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// The object's bytes, or bytes `range` of it (clipped at its end).
     async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes>;
 
-    /// Store `data` under `key`, replacing any previous object; durable when it returns.
+    /// Store `data` under `key`, replacing any previous object. Every client can read it
+    /// when this returns; it survives a crash of the machine once [`sync`](Self::sync)
+    /// has returned after it (S3 stores: already when this returns).
     async fn put(&self, key: &str, data: Bytes) -> Result<()>;
 
     /// [`put`](Self::put) of the concatenation of `parts`: lets a wrapper add framing
@@ -92,6 +95,12 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<()> {
         self.put(key, concat(parts)).await
     }
+
+    /// Make every object put so far survive a crash of the machine; returns how many
+    /// objects had to be made durable (0 for stores whose puts are durable at once).
+    /// Required of every store and wrapper: a wrapper that forgot it would quietly lose
+    /// durability.
+    async fn sync(&self) -> Result<u64>;
 
     /// Delete `key`; deleting a missing object succeeds.
     async fn delete(&self, key: &str) -> Result<()>;

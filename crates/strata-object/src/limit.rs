@@ -126,6 +126,10 @@ impl<S: ObjectStore> ObjectStore for Limited<S> {
         self.inner.delete(key).await
     }
 
+    async fn sync(&self) -> Result<u64> {
+        self.inner.sync().await
+    }
+
     async fn head(&self, key: &str) -> Result<ObjectInfo> {
         let _permit = self.downloads.acquire().await.map_err(|_| closed())?;
         self.inner.head(key).await

@@ -11,15 +11,16 @@ use bytes::Bytes;
 use crate::{ObjectError, ObjectInfo, ObjectStore, Result};
 
 /// Kinds of request.
-pub const OPS: [&str; 5] = ["get", "put", "delete", "head", "list"];
+pub const OPS: [&str; 6] = ["get", "put", "delete", "head", "list", "sync"];
 /// Results a request can end with.
 pub const RESULTS: [&str; 4] = ["ok", "not_found", "error", "corrupt"];
 
 /// Live counters of one store.
 #[derive(Debug, Default)]
 pub struct ObjectStats {
-    requests: [[AtomicU64; 4]; 5],
+    requests: [[AtomicU64; 4]; 6],
     bytes_up: AtomicU64,
+    objects_synced: AtomicU64,
     bytes_down: AtomicU64,
 }
 
@@ -41,6 +42,11 @@ impl ObjectStats {
 
     pub fn bytes_down(&self) -> u64 {
         self.bytes_down.load(Ordering::Relaxed)
+    }
+
+    /// Objects made durable by syncs (local buckets write first and sync later).
+    pub fn objects_synced(&self) -> u64 {
+        self.objects_synced.load(Ordering::Relaxed)
     }
 
     /// Corrupt objects detected on read.
@@ -129,6 +135,15 @@ impl<S: ObjectStore> ObjectStore for Metered<S> {
     async fn delete(&self, key: &str) -> Result<()> {
         let r = self.inner.delete(key).await;
         self.stats.record(2, &r);
+        r
+    }
+
+    async fn sync(&self) -> Result<u64> {
+        let r = self.inner.sync().await;
+        self.stats.record(5, &r);
+        if let Ok(n) = &r {
+            self.stats.objects_synced.fetch_add(*n, Ordering::Relaxed);
+        }
         r
     }
 

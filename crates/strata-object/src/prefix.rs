@@ -60,6 +60,10 @@ impl<S: ObjectStore> ObjectStore for Prefixed<S> {
         self.inner.delete(&self.full(key)?).await
     }
 
+    async fn sync(&self) -> Result<u64> {
+        self.inner.sync().await
+    }
+
     async fn head(&self, key: &str) -> Result<ObjectInfo> {
         let mut info = self
             .inner

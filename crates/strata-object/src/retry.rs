@@ -108,6 +108,12 @@ impl<S: ObjectStore> ObjectStore for Retrying<S> {
             .await
     }
 
+    /// Never retried: after a failed `fsync` the kernel may report the next one clean
+    /// although the data is gone, so a retry could only hide the loss.
+    async fn sync(&self) -> Result<u64> {
+        self.inner.sync().await
+    }
+
     async fn head(&self, key: &str) -> Result<ObjectInfo> {
         self.run("head", self.policy.get_timeout, || self.inner.head(key))
             .await

@@ -67,6 +67,10 @@ impl<S: ObjectStore + ?Sized> ObjectStore for Arc<S> {
         (**self).delete(key).await
     }
 
+    async fn sync(&self) -> Result<u64> {
+        (**self).sync().await
+    }
+
     async fn head(&self, key: &str) -> Result<ObjectInfo> {
         (**self).head(key).await
     }

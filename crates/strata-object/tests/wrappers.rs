@@ -184,6 +184,9 @@ impl ObjectStore for Gauge {
     async fn delete(&self, key: &str) -> Result<()> {
         self.inner.as_ref().unwrap().delete(key).await
     }
+    async fn sync(&self) -> Result<u64> {
+        self.inner.as_ref().unwrap().sync().await
+    }
     async fn head(&self, key: &str) -> Result<ObjectInfo> {
         self.inner.as_ref().unwrap().head(key).await
     }

@@ -1,4 +1,5 @@
-//! Background work of a client: quota refresh, session heartbeat (which also flushes usage counters and
+//! Background work of a client: the periodic sync that makes committed changes durable,
+//! quota refresh, session heartbeat (which also flushes usage counters and
 //! cleans sessions of dead clients), freeing the data of deleted files and replaced slices
 //! (after the delay window), compacting fragmented chunks, and purging trash hours older
 //! than the volume's trash days, and automatic metadata backups.
@@ -34,6 +35,7 @@ impl BackgroundJobs {
         backup: Option<MetaBackup>,
     ) -> BackgroundJobs {
         let mut tasks = vec![
+            tokio::spawn(sync_loop(vfs.clone())),
             tokio::spawn(heartbeat_loop(vfs.clone(), heartbeat)),
             tokio::spawn(quota_loop(vfs.clone())),
         ];
@@ -46,6 +48,19 @@ impl BackgroundJobs {
             tasks.push(tokio::spawn(backup_loop(vfs, plan)));
         }
         BackgroundJobs { tasks }
+    }
+}
+
+/// How long a change may stay committed but not durable (ext4 commits its journal every
+/// 5 s too).
+pub const SYNC_EVERY: Duration = Duration::from_secs(5);
+
+async fn sync_loop(vfs: Arc<Vfs>) {
+    loop {
+        tokio::time::sleep(SYNC_EVERY).await;
+        if let Err(e) = vfs.sync().await {
+            tracing::warn!("periodic sync failed: errno {e}");
+        }
     }
 }
 
@@ -163,6 +178,12 @@ impl Vfs {
             .pending_slice_deletions(before, 256)
             .await
             .map_err(|e| e.to_string())?;
+        if due.is_empty() {
+            return Ok(());
+        }
+        // The changes that let these blocks go must survive a crash before the blocks are
+        // gone, or a crash could bring back a file whose data is deleted.
+        meta.sync().await.map_err(|e| e.to_string())?;
         let mut done = Vec::with_capacity(due.len());
         for d in due {
             match self.chunks().delete_slice(d.id, d.size).await {

@@ -404,6 +404,9 @@ impl Vfs {
         let mut writer = self.chunks.writer(id, start);
         writer.write_at(0, &data).await.map_err(from_chunk)?;
         let size = writer.finish().await.map_err(from_chunk)?;
+        // The merged slice replaces data that may already be durable: it must be too
+        // before the metadata points at it.
+        self.chunks.sync().await.map_err(from_chunk)?;
         let merged = Slice {
             pos: start,
             id,
@@ -461,9 +464,12 @@ impl Vfs {
         flushed
     }
 
+    /// fsync(2): commit the file's buffered writes, then make everything committed so far
+    /// durable (a superset of the file, as ext4's journal commit is).
     pub async fn fsync(&self, fh: u64) -> Result<()> {
         let handle = self.handle(fh)?;
-        self.flush_inode(handle.ino).await
+        self.flush_inode(handle.ino).await?;
+        self.sync().await
     }
 
     /// Release the locks `owner` holds on the handle's file: the kernel asks this at the

@@ -195,6 +195,7 @@ impl Vfs {
         if let Some(stats) = self.object_stats.lock().ok().and_then(|s| s.clone()) {
             line("object_bytes_up", stats.bytes_up());
             line("object_bytes_down", stats.bytes_down());
+            line("objects_synced", stats.objects_synced());
             for (op, result, n) in stats.snapshot() {
                 let _ = writeln!(
                     out,

@@ -29,7 +29,7 @@ pub use internal::{ACCESSLOG_INO, CONFIG_INO, STATS_INO, is_internal, log_time};
 /// Types of the metadata layer that front ends use through the VFS.
 pub use strata_meta::{Ctx, Entry, LockKind, PosixLock, SetAttr, StatFs, TimeSet};
 
-use crate::errno::from_meta;
+use crate::errno::{from_chunk, from_meta};
 use crate::file::{FileHandle, PendingWrites};
 
 /// Result of a VFS operation.
@@ -336,7 +336,7 @@ impl Vfs {
             .map_err(from_meta)
     }
 
-    /// Flush everything buffered for every inode (unmount, SIGTERM).
+    /// Flush everything buffered for every inode and make it durable (unmount, SIGTERM).
     pub async fn flush_all(&self) -> Result<()> {
         let inos: Vec<Ino> = self
             .pending
@@ -346,6 +346,15 @@ impl Vfs {
         for ino in inos {
             self.flush_inode(ino).await?;
         }
-        Ok(())
+        self.sync().await
+    }
+
+    /// Make everything this client committed so far survive a crash of the machine: the
+    /// uploaded blocks first, then the metadata naming them (`fsync`, `fsyncdir`, the
+    /// periodic sync, unmount). Until then a committed change is seen by every client and
+    /// survives a crash of any process, like a write to ext4 before its journal commit.
+    pub async fn sync(&self) -> Result<()> {
+        self.chunks.sync().await.map_err(from_chunk)?;
+        self.meta.sync().await.map_err(from_meta)
     }
 }

@@ -276,6 +276,7 @@ fn cache_for(a: &MountArgs, format: &strata_meta::Format) -> Result<Arc<dyn Bloc
 async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
     let meta_opts = strata_meta::MetaOptions {
         session_timeout: session_timeout(a.heartbeat),
+        deferred_sync: true,
         ..strata_meta::MetaOptions::default()
     };
     let (meta, format) = wiring::load_meta_with(&a.meta_url, meta_opts).await?;
@@ -372,6 +373,9 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
     drop(jobs);
     if let Err(e) = meta.close_session().await {
         tracing::warn!("closing the session: {e}");
+    }
+    if let Err(e) = vfs.sync().await {
+        tracing::warn!("syncing at unmount: errno {e}");
     }
     if session.guard.is_finished() {
         // Unmounted from outside: dropping the session would unmount the path again, and

@@ -47,6 +47,29 @@ pub async fn point_ops<S: TestStore>() {
     assert_eq!(tx.get(b"b").await.unwrap(), Some(Vec::new()));
 }
 
+/// With deferred syncs, commits are seen by another client at once, and `sync` (with
+/// work to do, with none, and several at once) succeeds on every engine.
+pub async fn deferred_commits_and_sync<S: TestStore>() {
+    let store = S::create();
+    let writer = store.client();
+    writer.set_deferred_sync(true);
+    writer.sync().await.unwrap();
+    put_all(writer.as_ref(), &[(b"d1", b"1"), (b"d2", b"2")]).await;
+    let other = store.client();
+    let mut tx = Txn::begin(other.as_ref()).await.unwrap();
+    assert_eq!(tx.get(b"d1").await.unwrap(), Some(b"1".to_vec()));
+    assert_eq!(tx.get(b"d2").await.unwrap(), Some(b"2".to_vec()));
+    drop(tx);
+    let (a, b) = tokio::join!(writer.sync(), writer.sync());
+    a.unwrap();
+    b.unwrap();
+    writer.sync().await.unwrap();
+    put_all(writer.as_ref(), &[(b"d3", b"3")]).await;
+    writer.sync().await.unwrap();
+    let mut tx = Txn::begin(other.as_ref()).await.unwrap();
+    assert_eq!(tx.get(b"d3").await.unwrap(), Some(b"3".to_vec()));
+}
+
 pub async fn scan_order_and_limits<S: TestStore>() {
     let store = S::create();
     let engine = store.client();

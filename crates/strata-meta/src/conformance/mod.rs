@@ -81,9 +81,11 @@ pub fn test_format(trash_days: u32) -> Format {
     }
 }
 
-/// Options for test clients: small id batches so batching paths run.
+/// Options for test clients: small id batches so batching paths run; syncs deferred, as
+/// on a mount.
 pub fn test_options() -> MetaOptions {
     MetaOptions {
+        deferred_sync: true,
         inode_batch: 16,
         slice_batch: 16,
         compact_threshold: 8,
@@ -158,7 +160,7 @@ macro_rules! meta_conformance_tests {
     ($store:ty) => {
         $crate::meta_conformance_tests!(@cases $store;
             kv::point_ops, kv::scan_order_and_limits, kv::read_your_writes, kv::conflicts_are_detected,
-            kv::field_updates_commute, kv::retry_loop_gives_up,
+            kv::field_updates_commute, kv::retry_loop_gives_up, kv::deferred_commits_and_sync,
             namespace::format_rules, namespace::create_and_lookup, namespace::name_limits,
             namespace::symlinks, namespace::unlink_rules, namespace::rmdir_rules,
             namespace::rename_rules, namespace::rename_exchange_and_noreplace,

@@ -231,9 +231,23 @@ pub trait KvEngine: Send + Sync + fmt::Debug {
     fn name(&self) -> &'static str;
     /// Open a read view.
     async fn snapshot(&self) -> Result<Box<dyn KvSnapshot>, KvError>;
-    /// Validate `req.reads` and apply `req.writes` atomically and durably, or return
-    /// `KvError::Conflict` and change nothing.
+    /// Validate `req.reads` and apply `req.writes` atomically, or return
+    /// `KvError::Conflict` and change nothing. A commit that returned is seen by every
+    /// later snapshot of every client and survives a crash of this process; it also
+    /// survives a crash of the machine when it returns, unless syncs are deferred (see
+    /// [`set_deferred_sync`](Self::set_deferred_sync)).
     async fn commit(&self, req: CommitRequest) -> Result<(), KvError>;
+    /// With `deferred`, commits stop waiting for the disk and [`sync`](Self::sync) makes
+    /// them durable (an engine that writes its own disk: SQLite); engines whose server
+    /// decides durability ignore it.
+    fn set_deferred_sync(&self, deferred: bool) {
+        let _ = deferred;
+    }
+    /// Make every commit that returned so far survive a crash of the machine. Nothing to
+    /// do for engines whose commits are durable when they return.
+    async fn sync(&self) -> Result<(), KvError> {
+        Ok(())
+    }
     /// True when all reads of one snapshot see one consistent state, so read-only
     /// transactions need no validation at the end.
     fn snapshot_isolation(&self) -> bool;

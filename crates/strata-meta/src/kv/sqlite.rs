@@ -1,18 +1,22 @@
 //! The SQLite engine, Strata's embedded default: one database file in WAL mode, one table
-//! of ordered binary keys, durable commits (`synchronous=FULL`), several processes may open
-//! the same file.
+//! of ordered binary keys, several processes may open the same file. Commits are durable
+//! when they return (`synchronous=FULL`), or, with deferred syncs (a mount), only
+//! committed to the WAL (`synchronous=NORMAL`: they survive a crash of the process, and
+//! SQLite stays consistent through a crash of the machine) until a `sync` fsyncs the WAL.
 //!
 //! Reads run on pooled read connections, each snapshot inside one SQLite read transaction
 //! (WAL gives it a consistent view). Commits go to one writer thread per engine, which
 //! takes every commit waiting in its queue, validates and applies each inside its own
-//! savepoint, and makes the whole batch durable with a single `COMMIT` — group commit: one
+//! savepoint, and commits the whole batch with a single `COMMIT` — group commit: one
 //! fsync is shared by all operations that arrived while the previous one was running, and
-//! no caller is answered before its batch is durable. Other processes are serialised by
+//! no caller is answered before its batch is committed. Syncs go through the same queue,
+//! so one WAL fsync answers every sync that arrived together. Other processes are serialised by
 //! SQLite's own write lock (`BEGIN IMMEDIATE` with a busy timeout).
 //!
 //! Reads are short indexed lookups and run inline on the calling task's thread.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -38,16 +42,29 @@ const WAL_CHECK_EVERY: u64 = 256;
 
 type Pool = Arc<Mutex<Vec<Connection>>>;
 
-struct CommitJob {
-    req: CommitRequest,
-    reply: oneshot::Sender<Result<(), KvError>>,
+type Reply = oneshot::Sender<Result<(), KvError>>;
+
+/// What the writer thread is asked to do.
+enum Job {
+    Commit { req: CommitRequest, reply: Reply },
+    Sync(Reply),
+}
+
+/// What the writer thread and the engine share.
+#[derive(Debug, Default)]
+struct WriterShared {
+    /// Commits wait only for the WAL write; `sync` makes them durable.
+    deferred: AtomicBool,
+    /// WAL fsyncs made for syncs.
+    wal_syncs: AtomicU64,
 }
 
 /// A metadata engine in one SQLite database file.
 pub struct SqliteEngine {
     path: PathBuf,
     readers: Pool,
-    writer: Mutex<mpsc::Sender<CommitJob>>,
+    writer: Mutex<mpsc::Sender<Job>>,
+    shared: Arc<WriterShared>,
 }
 
 impl std::fmt::Debug for SqliteEngine {
@@ -126,16 +143,39 @@ impl SqliteEngine {
         let (tx, rx) = mpsc::channel();
         let mut wal = path.clone().into_os_string();
         wal.push("-wal");
-        let wal = PathBuf::from(wal);
+        let shared = Arc::new(WriterShared::default());
+        let writer = Writer {
+            conn: writer_conn,
+            wal: PathBuf::from(wal),
+            wal_file: None,
+            shared: shared.clone(),
+            full: true,
+            dirty: false,
+        };
         std::thread::Builder::new()
             .name("strata-sqlite-commit".into())
-            .spawn(move || writer_loop(writer_conn, wal, rx))
+            .spawn(move || writer.run(rx))
             .map_err(|e| KvError::Engine(format!("cannot start sqlite writer thread: {e}")))?;
         Ok(SqliteEngine {
             path,
             readers: Arc::default(),
             writer: Mutex::new(tx),
+            shared,
         })
+    }
+
+    /// WAL fsyncs made to answer syncs so far.
+    pub fn wal_syncs(&self) -> u64 {
+        self.shared.wal_syncs.load(Ordering::Relaxed)
+    }
+
+    fn send(&self, job: Job) -> Result<(), KvError> {
+        let sent = self
+            .writer
+            .lock()
+            .map_err(|_| KvError::Engine("sqlite writer queue poisoned".into()))?
+            .send(job);
+        sent.map_err(|_| KvError::Engine("sqlite writer thread has stopped".into()))
     }
 
     /// The database file.
@@ -160,25 +200,115 @@ impl SqliteEngine {
     }
 }
 
-fn writer_loop(conn: Connection, wal: PathBuf, rx: mpsc::Receiver<CommitJob>) {
-    let mut batches = 0u64;
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
+/// The writer thread: the one write connection, and what it knows of the WAL's durability.
+struct Writer {
+    conn: Connection,
+    wal: PathBuf,
+    /// The WAL, opened at the first sync and kept open (SQLite holds no locks on it, so
+    /// this descriptor cannot disturb them; the database file itself is never opened here).
+    wal_file: Option<std::fs::File>,
+    shared: Arc<WriterShared>,
+    /// `synchronous=FULL` is set on the connection (else `NORMAL`).
+    full: bool,
+    /// Commits were made since the WAL was last known durable.
+    dirty: bool,
+}
+
+impl Writer {
+    fn run(mut self, rx: mpsc::Receiver<Job>) {
+        let mut batches = 0u64;
+        while let Ok(first) = rx.recv() {
+            let mut jobs = vec![first];
+            while jobs.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(job) => jobs.push(job),
+                    Err(_) => break,
+                }
+            }
+            let mut commits = Vec::with_capacity(jobs.len());
+            let mut syncs = Vec::new();
+            for job in jobs {
+                match job {
+                    Job::Commit { req, reply } => commits.push((req, reply)),
+                    Job::Sync(reply) => syncs.push(reply),
+                }
+            }
+            if !commits.is_empty() {
+                self.commit(commits);
+            }
+            if !syncs.is_empty() {
+                let result = self.sync();
+                for reply in syncs {
+                    let answer = match &result {
+                        Ok(()) => Ok(()),
+                        Err(e) => Err(clone_err(e)),
+                    };
+                    // A caller that went away no longer needs the answer.
+                    let _ = reply.send(answer);
+                }
+            }
+            batches += 1;
+            if batches.is_multiple_of(WAL_CHECK_EVERY) {
+                restart_wal_if_large(&self.conn, &self.wal);
             }
         }
-        let results = commit_batch(&conn, batch.iter().map(|j| &j.req));
-        for (job, result) in batch.into_iter().zip(results) {
-            // A caller that went away no longer needs the answer.
-            let _ = job.reply.send(result);
+        // The engine is gone: leave nothing it committed waiting for the disk.
+        if let Err(e) = self.sync() {
+            tracing::warn!("sqlite: final WAL sync failed: {e}");
         }
-        batches += 1;
-        if batches.is_multiple_of(WAL_CHECK_EVERY) {
-            restart_wal_if_large(&conn, &wal);
+    }
+
+    fn commit(&mut self, commits: Vec<(CommitRequest, Reply)>) {
+        let full = !self.shared.deferred.load(Ordering::Relaxed);
+        if full != self.full {
+            let pragma = if full {
+                "PRAGMA synchronous=FULL"
+            } else {
+                "PRAGMA synchronous=NORMAL"
+            };
+            match self.conn.execute_batch(pragma) {
+                Ok(()) => self.full = full,
+                Err(e) => tracing::warn!("sqlite: {pragma} failed: {e}"),
+            }
         }
+        let results = commit_batch(&self.conn, commits.iter().map(|(req, _)| req));
+        if results.iter().any(Result::is_ok) {
+            // A FULL commit fsyncs the WAL, and with it every commit before it.
+            self.dirty = !self.full;
+        }
+        for ((_, reply), result) in commits.into_iter().zip(results) {
+            let _ = reply.send(result);
+        }
+    }
+
+    /// fsync the WAL if anything was committed since it was last durable. Every commit is
+    /// in the WAL or, once checkpointed, in the database file, which SQLite fsyncs before
+    /// it lets the WAL be reused.
+    fn sync(&mut self) -> Result<(), KvError> {
+        if !self.dirty {
+            return Ok(());
+        }
+        let failed = |e: std::io::Error| KvError::Engine(format!("sqlite: cannot sync WAL: {e}"));
+        if self.wal_file.is_none() {
+            match std::fs::File::open(&self.wal) {
+                Ok(file) => self.wal_file = Some(file),
+                // No WAL: everything is in the database file; let SQLite sync it.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    self.conn
+                        .execute_batch("PRAGMA wal_checkpoint(FULL)")
+                        .map_err(sql_err)?;
+                    self.dirty = false;
+                    return Ok(());
+                }
+                Err(e) => return Err(failed(e)),
+            }
+        }
+        if let Some(file) = &self.wal_file {
+            file.sync_data().map_err(failed)?;
+        }
+        self.dirty = false;
+        self.shared.wal_syncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 }
 
@@ -385,14 +515,19 @@ impl KvEngine for SqliteEngine {
 
     async fn commit(&self, req: CommitRequest) -> Result<(), KvError> {
         let (reply, answer) = oneshot::channel();
-        let sent = self
-            .writer
-            .lock()
-            .map_err(|_| KvError::Engine("sqlite writer queue poisoned".into()))?
-            .send(CommitJob { req, reply });
-        if sent.is_err() {
-            return Err(KvError::Engine("sqlite writer thread has stopped".into()));
-        }
+        self.send(Job::Commit { req, reply })?;
+        answer
+            .await
+            .map_err(|_| KvError::Engine("sqlite writer thread has stopped".into()))?
+    }
+
+    fn set_deferred_sync(&self, deferred: bool) {
+        self.shared.deferred.store(deferred, Ordering::Relaxed);
+    }
+
+    async fn sync(&self) -> Result<(), KvError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(Job::Sync(reply))?;
         answer
             .await
             .map_err(|_| KvError::Engine("sqlite writer thread has stopped".into()))?
@@ -404,5 +539,63 @@ impl KvEngine for SqliteEngine {
 
     fn native_field_ops(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(key: &[u8]) -> CommitRequest {
+        CommitRequest {
+            reads: Vec::new(),
+            writes: vec![(key.to_vec(), Write::Put(b"v".to_vec()))],
+        }
+    }
+
+    #[tokio::test]
+    async fn deferred_commits_are_synced_once_per_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = SqliteEngine::open(dir.path().join("m.db")).unwrap();
+        // Durable commits leave nothing for a sync to do.
+        engine.commit(put(b"a")).await.unwrap();
+        engine.sync().await.unwrap();
+        assert_eq!(engine.wal_syncs(), 0);
+
+        engine.set_deferred_sync(true);
+        for key in [b"b", b"c", b"d"] {
+            engine.commit(put(key)).await.unwrap();
+        }
+        assert_eq!(engine.wal_syncs(), 0, "deferred commits do not sync");
+        let (first, second) = tokio::join!(engine.sync(), engine.sync());
+        first.unwrap();
+        second.unwrap();
+        assert_eq!(engine.wal_syncs(), 1, "one fsync for what was pending");
+        engine.sync().await.unwrap();
+        assert_eq!(engine.wal_syncs(), 1, "nothing new: no fsync");
+
+        // Back to durable commits: the next FULL commit covers the deferred one before it.
+        engine.commit(put(b"e")).await.unwrap();
+        engine.set_deferred_sync(false);
+        engine.commit(put(b"f")).await.unwrap();
+        engine.sync().await.unwrap();
+        assert_eq!(engine.wal_syncs(), 1);
+
+        let mut snap = engine.snapshot().await.unwrap();
+        for key in [b"a", b"b", b"c", b"d", b"e", b"f"] {
+            assert!(snap.get(key).await.unwrap().is_some());
+        }
+    }
+
+    #[tokio::test]
+    async fn deferred_commits_are_seen_by_another_engine_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        let writer = SqliteEngine::open(&path).unwrap();
+        writer.set_deferred_sync(true);
+        writer.commit(put(b"k")).await.unwrap();
+        let reader = SqliteEngine::open(&path).unwrap();
+        let mut snap = reader.snapshot().await.unwrap();
+        assert_eq!(snap.get(b"k").await.unwrap(), Some(b"v".to_vec()));
     }
 }

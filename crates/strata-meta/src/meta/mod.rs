@@ -97,6 +97,10 @@ pub struct MetaOptions {
     pub session_timeout: std::time::Duration,
     /// Slice count at which a chunk is reported for compaction.
     pub compact_threshold: usize,
+    /// Operations return once committed (seen by every client, surviving a crash of this
+    /// process) and [`Meta::sync`] makes them survive a crash of the machine; without it,
+    /// every operation is durable when it returns. Mounts defer, admin commands do not.
+    pub deferred_sync: bool,
 }
 
 impl Default for MetaOptions {
@@ -107,6 +111,7 @@ impl Default for MetaOptions {
             slice_batch: 1024,
             session_timeout: std::time::Duration::from_secs(300),
             compact_threshold: 100,
+            deferred_sync: false,
         }
     }
 }
@@ -196,6 +201,9 @@ pub(crate) fn space_of(kind: FileType, length: u64) -> i64 {
 impl Meta {
     /// A client of the volume in `engine`. Call [`Meta::load`] (or [`Meta::format`]) next.
     pub fn new(engine: Arc<dyn KvEngine>, opts: MetaOptions) -> Meta {
+        if opts.deferred_sync {
+            engine.set_deferred_sync(true);
+        }
         Meta {
             engine,
             opts,
@@ -214,6 +222,12 @@ impl Meta {
     /// The engine under this client.
     pub fn engine(&self) -> &Arc<dyn KvEngine> {
         &self.engine
+    }
+
+    /// Make every operation that returned so far survive a crash of the machine (see
+    /// [`MetaOptions::deferred_sync`]). Not retried: a failed sync may have lost data.
+    pub async fn sync(&self) -> Result<()> {
+        self.engine.sync().await.map_err(MetaError::from)
     }
 
     /// The options this client runs with.

@@ -63,6 +63,7 @@ pub async fn backup_if_due(
     }
     let name = backup_name(now);
     store.put(&name, dump_gzip(meta).await?).await?;
+    store.sync().await?;
     for old in backups.iter().skip(KEEP - 1) {
         if let Err(e) = store.delete(&old.key).await {
             tracing::warn!("removing old backup {}: {e}", old.key);
