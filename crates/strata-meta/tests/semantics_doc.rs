@@ -367,7 +367,13 @@ async fn run_block<S: TestStore>(block: &[Example]) {
 }
 
 fn document() -> String {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/SEMANTICS.md");
+    // The crate directory asked at run time: a test binary reused from a build in another
+    // checkout (shared target directory) must read this checkout's page.
+    let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(
+        || env!("CARGO_MANIFEST_DIR").into(),
+        std::path::PathBuf::from,
+    );
+    let path = crate_dir.join("../../docs/SEMANTICS.md");
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
 }
 

@@ -115,7 +115,12 @@ PY
 fn sqlite_git_and_tar_work() {
     let vol = Volume::new();
     let m = vol.mount("mnt");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // Asked at run time: the binary may have been built in another checkout.
+    let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(
+        || env!("CARGO_MANIFEST_DIR").into(),
+        std::path::PathBuf::from,
+    );
+    let src = crate_dir.join("../..");
     let out = sh(
         &m.path,
         &format!(
