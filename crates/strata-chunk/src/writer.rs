@@ -131,29 +131,38 @@ impl SliceWriter {
     }
 
     fn spawn_upload(&mut self, index: u32, block: Pending, cache_it: bool) {
-        let size = block.data.len() as u32;
-        let key = block_key(self.id, index, size);
-        self.keys.push(key.clone());
+        let key = self.key_of(index, &block);
         let shared = self.shared.clone();
-        self.uploads.spawn(async move {
-            let Pending { data, reserved } = block;
-            let data: Bytes = data.freeze();
-            shared.store.put(&key, data.clone()).await?;
-            ChunkStats::bump(&shared.stats.blocks_uploaded);
-            if cache_it {
-                shared.cache.put(&key, data).await;
-            } else if let Ok(buffer) = data.try_into_mut() {
-                shared.budget.recycle(buffer);
-            }
-            drop(reserved);
-            Ok(())
-        });
+        self.uploads
+            .spawn(async move { upload(&shared, key, block, cache_it).await });
+    }
+
+    fn key_of(&mut self, index: u32, block: &Pending) -> String {
+        let key = block_key(self.id, index, block.data.len() as u32);
+        self.keys.push(key.clone());
+        key
     }
 
     /// Upload what is left and wait for every upload. Returns the slice size on success;
     /// on failure deletes every block of the slice and returns the error.
     pub async fn finish(mut self) -> Result<u32> {
         let bs = self.shared.block_size;
+        if self.uploads.is_empty() && self.blocks.len() == 1 {
+            // One block and nothing in flight (a small file): upload it in this task; a
+            // spawned upload would only add two thread hand-offs.
+            if let Some((index, block)) = self.blocks.pop_first() {
+                let short = (block.data.len() as u32) < bs;
+                let key = self.key_of(index, &block);
+                let shared = self.shared.clone();
+                return match upload(&shared, key, block, short).await {
+                    Ok(()) => Ok(self.len),
+                    Err(e) => {
+                        self.delete_uploaded().await;
+                        Err(e)
+                    }
+                };
+            }
+        }
         let tail: Vec<u32> = self.blocks.keys().copied().collect();
         for index in tail {
             if let Some(block) = self.blocks.remove(&index) {
@@ -196,4 +205,19 @@ impl SliceWriter {
             self.shared.cache.remove(&key).await;
         }
     }
+}
+
+/// Upload one block, then cache it (short blocks) or give its buffer back.
+async fn upload(shared: &Shared, key: String, block: Pending, cache_it: bool) -> Result<()> {
+    let Pending { data, reserved } = block;
+    let data: Bytes = data.freeze();
+    shared.store.put(&key, data.clone()).await?;
+    ChunkStats::bump(&shared.stats.blocks_uploaded);
+    if cache_it {
+        shared.cache.put(&key, data).await;
+    } else if let Ok(buffer) = data.try_into_mut() {
+        shared.budget.recycle(buffer);
+    }
+    drop(reserved);
+    Ok(())
 }

@@ -1,6 +1,6 @@
 //! Backends on the `object_store` crate: a local directory (`--storage file`; a put is
 //! renamed into place at once and made durable by the next [`ObjectStore::sync`], see
-//! [`crate::localsync`]), any S3-compatible service (`--storage s3`, durable when a put
+//! [`crate::local`]), any S3-compatible service (`--storage s3`, durable when a put
 //! returns), and memory (tests).
 
 use std::ops::Range;
@@ -16,7 +16,7 @@ use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStoreExt, PutPayload};
 
-use crate::localsync::LocalSync;
+use crate::local::{self, INLINE_MAX, LocalSync};
 use crate::{ObjectError, ObjectInfo, ObjectStore, Result};
 
 /// Settings of an S3-compatible store.
@@ -178,6 +178,11 @@ impl ObjectStore for Backend {
         {
             return Ok(Bytes::new());
         }
+        if let Some(dir) = &self.local_dir
+            && let Some(data) = local::get_small(dir, key, range.clone())?
+        {
+            return Ok(data);
+        }
         let options = GetOptions {
             range: range.map(GetRange::Bounded),
             ..GetOptions::default()
@@ -192,6 +197,13 @@ impl ObjectStore for Backend {
 
     async fn put(&self, key: &str, data: Bytes) -> Result<()> {
         let location = path(key)?;
+        if let Some(dir) = &self.local_dir
+            && data.len() <= INLINE_MAX
+        {
+            local::put_inline(dir, key, &[data])?;
+            self.written(key);
+            return Ok(());
+        }
         self.inner
             .put(&location, PutPayload::from(data))
             .await
@@ -202,6 +214,13 @@ impl ObjectStore for Backend {
 
     async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<()> {
         let location = path(key)?;
+        if let Some(dir) = &self.local_dir
+            && parts.iter().map(Bytes::len).sum::<usize>() <= INLINE_MAX
+        {
+            local::put_inline(dir, key, &parts)?;
+            self.written(key);
+            return Ok(());
+        }
         let payload: PutPayload = parts.into_iter().collect();
         self.inner
             .put(&location, payload)
@@ -321,5 +340,16 @@ mod tests {
         assert_eq!(store.sync().await.unwrap(), 2);
         assert_eq!(store.unsynced(), 0);
         assert_eq!(Backend::memory().sync().await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn staging_files_are_not_objects() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Backend::local(dir.path()).unwrap();
+        store.put("a/obj", Bytes::from_static(b"1")).await.unwrap();
+        std::fs::write(dir.path().join("a/obj#1"), b"left by a crash").unwrap();
+        let listed = store.list("", None, 10).await.unwrap();
+        let keys: Vec<&str> = listed.iter().map(|o| o.key.as_str()).collect();
+        assert_eq!(keys, ["a/obj"]);
     }
 }

@@ -13,7 +13,7 @@ pub mod compress;
 pub mod conformance;
 pub mod fault;
 pub mod limit;
-mod localsync;
+mod local;
 pub mod metered;
 pub mod prefix;
 pub mod retry;

@@ -22,7 +22,7 @@ use strata_types::{FileType, Ino};
 
 const USAGE: &str =
     "usage: strata-mdtest (--db PATH | --memory) [--files N] [--clients N] [--threads N] \
-[--dir NAME] [--prefix P] [--phases create,stat,readdir,unlink]
+[--dir NAME] [--prefix P] [--phases create,stat,readdir,unlink] [--deferred-sync]
 
   --db PATH     SQLite database file (created and formatted if new)
   --memory      in-memory engine (one process)
@@ -31,7 +31,9 @@ const USAGE: &str =
   --threads N   concurrent tasks per client, sharing its engine (default 1)
   --dir NAME    directory under the root to work in (default mdtest)
   --prefix P    prefix of file names, to let several processes share --dir (default f)
-  --phases L    phases to run, in order (default create,stat,readdir,unlink)";
+  --phases L    phases to run, in order (default create,stat,readdir,unlink)
+  --deferred-sync  commits do not wait for the disk, as on a mount (default: every
+                commit durable, as admin commands run)";
 
 #[derive(Debug)]
 struct Args {
@@ -42,6 +44,7 @@ struct Args {
     dir: String,
     prefix: String,
     phases: Vec<String>,
+    deferred_sync: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -55,6 +58,7 @@ fn parse_args() -> Result<Args, String> {
         phases: ["create", "stat", "readdir", "unlink"]
             .map(String::from)
             .to_vec(),
+        deferred_sync: false,
     };
     let mut memory = false;
     let mut it = std::env::args().skip(1);
@@ -63,6 +67,7 @@ fn parse_args() -> Result<Args, String> {
         match flag.as_str() {
             "--db" => args.db = Some(PathBuf::from(value()?)),
             "--memory" => memory = true,
+            "--deferred-sync" => args.deferred_sync = true,
             "--files" => args.files = value()?.parse().map_err(|e| format!("--files: {e}"))?,
             "--clients" => {
                 args.clients = value()?.parse().map_err(|e| format!("--clients: {e}"))?
@@ -109,7 +114,11 @@ async fn open_client(args: &Args, memory: &MemoryEngine) -> Result<Meta, MetaErr
         Some(path) => Arc::new(SqliteEngine::open(path)?),
         None => Arc::new(memory.clone()),
     };
-    let meta = Meta::new(engine, MetaOptions::default());
+    let opts = MetaOptions {
+        deferred_sync: args.deferred_sync,
+        ..MetaOptions::default()
+    };
+    let meta = Meta::new(engine, opts);
     match meta.load().await {
         Ok(_) => Ok(meta),
         Err(MetaError::NotFormatted) => {

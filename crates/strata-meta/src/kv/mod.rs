@@ -9,6 +9,7 @@
 
 pub mod memory;
 pub mod sqlite;
+mod sqlite_writer;
 pub mod txn;
 
 use std::fmt;

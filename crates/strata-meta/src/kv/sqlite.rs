@@ -5,18 +5,15 @@
 //! SQLite stays consistent through a crash of the machine) until a `sync` fsyncs the WAL.
 //!
 //! Reads run on pooled read connections, each snapshot inside one SQLite read transaction
-//! (WAL gives it a consistent view). Commits go to one writer thread per engine, which
-//! takes every commit waiting in its queue, validates and applies each inside its own
-//! savepoint, and commits the whole batch with a single `COMMIT` — group commit: one
-//! fsync is shared by all operations that arrived while the previous one was running, and
-//! no caller is answered before its batch is committed. Syncs go through the same queue,
-//! so one WAL fsync answers every sync that arrived together. Other processes are serialised by
-//! SQLite's own write lock (`BEGIN IMMEDIATE` with a busy timeout).
+//! (WAL gives it a consistent view). Commits go through the engine's one write connection
+//! ([`super::sqlite_writer`]: a commit thread with group commit, or inline when syncs are
+//! deferred). Other processes are serialised by SQLite's own write lock
+//! (`BEGIN IMMEDIATE` with a busy timeout).
 //!
 //! Reads are short indexed lookups and run inline on the calling task's thread.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,45 +22,22 @@ use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
-use super::{
-    CommitRequest, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write, apply_field_ops,
-};
+use super::sqlite_writer::{self, Job, SharedWriter, Writer, WriterShared};
+use super::{CommitRequest, Key, KvEngine, KvError, KvSnapshot, Value};
 
-/// Most commits folded into one SQLite transaction.
-const MAX_BATCH: usize = 512;
 /// Idle read connections kept for reuse.
 const MAX_IDLE_READERS: usize = 16;
 /// How long to wait for another process's write lock before reporting the engine busy.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
-/// WAL size past which the writer forces a log restart.
-const WAL_RESTART_BYTES: u64 = 64 << 20;
-/// Batches between two checks of the WAL size.
-const WAL_CHECK_EVERY: u64 = 256;
 
 type Pool = Arc<Mutex<Vec<Connection>>>;
-
-type Reply = oneshot::Sender<Result<(), KvError>>;
-
-/// What the writer thread is asked to do.
-enum Job {
-    Commit { req: CommitRequest, reply: Reply },
-    Sync(Reply),
-}
-
-/// What the writer thread and the engine share.
-#[derive(Debug, Default)]
-struct WriterShared {
-    /// Commits wait only for the WAL write; `sync` makes them durable.
-    deferred: AtomicBool,
-    /// WAL fsyncs made for syncs.
-    wal_syncs: AtomicU64,
-}
 
 /// A metadata engine in one SQLite database file.
 pub struct SqliteEngine {
     path: PathBuf,
     readers: Pool,
-    writer: Mutex<mpsc::Sender<Job>>,
+    queue: Mutex<mpsc::Sender<Job>>,
+    writer: SharedWriter,
     shared: Arc<WriterShared>,
 }
 
@@ -75,7 +49,7 @@ impl std::fmt::Debug for SqliteEngine {
     }
 }
 
-fn sql_err(e: rusqlite::Error) -> KvError {
+pub(super) fn sql_err(e: rusqlite::Error) -> KvError {
     match e.sqlite_error_code() {
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
             KvError::Unavailable(format!("sqlite database is locked: {e}"))
@@ -141,25 +115,18 @@ impl SqliteEngine {
         let writer_conn = open_connection(&path, true)?;
         set_up_schema(&writer_conn)?;
         let (tx, rx) = mpsc::channel();
-        let mut wal = path.clone().into_os_string();
-        wal.push("-wal");
         let shared = Arc::new(WriterShared::default());
-        let writer = Writer {
-            conn: writer_conn,
-            wal: PathBuf::from(wal),
-            wal_file: None,
-            shared: shared.clone(),
-            full: true,
-            dirty: false,
-        };
+        let writer = Arc::new(Mutex::new(Writer::new(writer_conn, &path, shared.clone())));
+        let for_thread = writer.clone();
         std::thread::Builder::new()
             .name("strata-sqlite-commit".into())
-            .spawn(move || writer.run(rx))
+            .spawn(move || sqlite_writer::run(for_thread, rx))
             .map_err(|e| KvError::Engine(format!("cannot start sqlite writer thread: {e}")))?;
         Ok(SqliteEngine {
             path,
             readers: Arc::default(),
-            writer: Mutex::new(tx),
+            queue: Mutex::new(tx),
+            writer,
             shared,
         })
     }
@@ -171,7 +138,7 @@ impl SqliteEngine {
 
     fn send(&self, job: Job) -> Result<(), KvError> {
         let sent = self
-            .writer
+            .queue
             .lock()
             .map_err(|_| KvError::Engine("sqlite writer queue poisoned".into()))?
             .send(job);
@@ -200,215 +167,7 @@ impl SqliteEngine {
     }
 }
 
-/// The writer thread: the one write connection, and what it knows of the WAL's durability.
-struct Writer {
-    conn: Connection,
-    wal: PathBuf,
-    /// The WAL, opened at the first sync and kept open (SQLite holds no locks on it, so
-    /// this descriptor cannot disturb them; the database file itself is never opened here).
-    wal_file: Option<std::fs::File>,
-    shared: Arc<WriterShared>,
-    /// `synchronous=FULL` is set on the connection (else `NORMAL`).
-    full: bool,
-    /// Commits were made since the WAL was last known durable.
-    dirty: bool,
-}
-
-impl Writer {
-    fn run(mut self, rx: mpsc::Receiver<Job>) {
-        let mut batches = 0u64;
-        while let Ok(first) = rx.recv() {
-            let mut jobs = vec![first];
-            while jobs.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(job) => jobs.push(job),
-                    Err(_) => break,
-                }
-            }
-            let mut commits = Vec::with_capacity(jobs.len());
-            let mut syncs = Vec::new();
-            for job in jobs {
-                match job {
-                    Job::Commit { req, reply } => commits.push((req, reply)),
-                    Job::Sync(reply) => syncs.push(reply),
-                }
-            }
-            if !commits.is_empty() {
-                self.commit(commits);
-            }
-            if !syncs.is_empty() {
-                let result = self.sync();
-                for reply in syncs {
-                    let answer = match &result {
-                        Ok(()) => Ok(()),
-                        Err(e) => Err(clone_err(e)),
-                    };
-                    // A caller that went away no longer needs the answer.
-                    let _ = reply.send(answer);
-                }
-            }
-            batches += 1;
-            if batches.is_multiple_of(WAL_CHECK_EVERY) {
-                restart_wal_if_large(&self.conn, &self.wal);
-            }
-        }
-        // The engine is gone: leave nothing it committed waiting for the disk.
-        if let Err(e) = self.sync() {
-            tracing::warn!("sqlite: final WAL sync failed: {e}");
-        }
-    }
-
-    fn commit(&mut self, commits: Vec<(CommitRequest, Reply)>) {
-        let full = !self.shared.deferred.load(Ordering::Relaxed);
-        if full != self.full {
-            let pragma = if full {
-                "PRAGMA synchronous=FULL"
-            } else {
-                "PRAGMA synchronous=NORMAL"
-            };
-            match self.conn.execute_batch(pragma) {
-                Ok(()) => self.full = full,
-                Err(e) => tracing::warn!("sqlite: {pragma} failed: {e}"),
-            }
-        }
-        let results = commit_batch(&self.conn, commits.iter().map(|(req, _)| req));
-        if results.iter().any(Result::is_ok) {
-            // A FULL commit fsyncs the WAL, and with it every commit before it.
-            self.dirty = !self.full;
-        }
-        for ((_, reply), result) in commits.into_iter().zip(results) {
-            let _ = reply.send(result);
-        }
-    }
-
-    /// fsync the WAL if anything was committed since it was last durable. Every commit is
-    /// in the WAL or, once checkpointed, in the database file, which SQLite fsyncs before
-    /// it lets the WAL be reused.
-    fn sync(&mut self) -> Result<(), KvError> {
-        if !self.dirty {
-            return Ok(());
-        }
-        let failed = |e: std::io::Error| KvError::Engine(format!("sqlite: cannot sync WAL: {e}"));
-        if self.wal_file.is_none() {
-            match std::fs::File::open(&self.wal) {
-                Ok(file) => self.wal_file = Some(file),
-                // No WAL: everything is in the database file; let SQLite sync it.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    self.conn
-                        .execute_batch("PRAGMA wal_checkpoint(FULL)")
-                        .map_err(sql_err)?;
-                    self.dirty = false;
-                    return Ok(());
-                }
-                Err(e) => return Err(failed(e)),
-            }
-        }
-        if let Some(file) = &self.wal_file {
-            file.sync_data().map_err(failed)?;
-        }
-        self.dirty = false;
-        self.shared.wal_syncs.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-}
-
-/// Under steady concurrent load some reader is always inside the WAL, so SQLite's passive
-/// auto-checkpoint can never restart it and the file grows without bound. When it passes
-/// [`WAL_RESTART_BYTES`], wait briefly for readers and restart it.
-fn restart_wal_if_large(conn: &Connection, wal: &Path) {
-    let large = std::fs::metadata(wal)
-        .map(|m| m.len() > WAL_RESTART_BYTES)
-        .unwrap_or(false);
-    if large && let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(RESTART)") {
-        tracing::warn!("sqlite WAL checkpoint failed: {e}");
-    }
-}
-
-/// Run a batch of commits in one SQLite transaction; one result per commit.
-fn commit_batch<'r>(
-    conn: &Connection,
-    reqs: impl ExactSizeIterator<Item = &'r CommitRequest>,
-) -> Vec<Result<(), KvError>> {
-    let count = reqs.len();
-    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
-        let e = sql_err(e);
-        return (0..count).map(|_| Err(clone_err(&e))).collect();
-    }
-    let mut results: Vec<Result<(), KvError>> = reqs.map(|req| commit_one(conn, req)).collect();
-    if let Err(e) = conn.execute_batch("COMMIT") {
-        let e = sql_err(e);
-        let _ = conn.execute_batch("ROLLBACK");
-        for r in results.iter_mut().filter(|r| r.is_ok()) {
-            *r = Err(clone_err(&e));
-        }
-    }
-    results
-}
-
-fn clone_err(e: &KvError) -> KvError {
-    match e {
-        KvError::Unavailable(m) => KvError::Unavailable(m.clone()),
-        other => KvError::Engine(other.to_string()),
-    }
-}
-
-/// Validate and apply one commit inside a savepoint of the batch transaction.
-fn commit_one(conn: &Connection, req: &CommitRequest) -> Result<(), KvError> {
-    conn.execute_batch("SAVEPOINT one").map_err(sql_err)?;
-    let outcome = validate_and_apply(conn, req);
-    let end = if outcome.is_ok() {
-        "RELEASE one"
-    } else {
-        "ROLLBACK TO one; RELEASE one"
-    };
-    conn.execute_batch(end).map_err(sql_err)?;
-    outcome
-}
-
-fn validate_and_apply(conn: &Connection, req: &CommitRequest) -> Result<(), KvError> {
-    for check in &req.reads {
-        let holds = match check {
-            ReadCheck::Point { key, value } => get(conn, key)? == *value,
-            ReadCheck::Range {
-                start,
-                end,
-                limit,
-                reverse,
-                entries,
-            } => scan(conn, start, end, *limit, *reverse)? == *entries,
-        };
-        if !holds {
-            return Err(KvError::Conflict);
-        }
-    }
-    for (key, write) in &req.writes {
-        match write {
-            Write::Put(v) => put(conn, key, v)?,
-            Write::Delete => {
-                let mut stmt = conn
-                    .prepare_cached("DELETE FROM kv WHERE k = ?1")
-                    .map_err(sql_err)?;
-                stmt.execute(params![key]).map_err(sql_err)?;
-            }
-            Write::Fields(ops) => {
-                if let Some(v) = apply_field_ops(key, get(conn, key)?.as_deref(), ops)? {
-                    put(conn, key, &v)?;
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-fn put(conn: &Connection, key: &[u8], value: &[u8]) -> Result<(), KvError> {
-    let mut stmt = conn
-        .prepare_cached("INSERT OR REPLACE INTO kv (k, v) VALUES (?1, ?2)")
-        .map_err(sql_err)?;
-    stmt.execute(params![key, value]).map_err(sql_err)?;
-    Ok(())
-}
-
-fn get(conn: &Connection, key: &[u8]) -> Result<Option<Value>, KvError> {
+pub(super) fn get(conn: &Connection, key: &[u8]) -> Result<Option<Value>, KvError> {
     let mut stmt = conn
         .prepare_cached("SELECT v FROM kv WHERE k = ?1")
         .map_err(sql_err)?;
@@ -417,7 +176,7 @@ fn get(conn: &Connection, key: &[u8]) -> Result<Option<Value>, KvError> {
         .map_err(sql_err)
 }
 
-fn scan(
+pub(super) fn scan(
     conn: &Connection,
     start: &[u8],
     end: &[u8],
@@ -514,6 +273,9 @@ impl KvEngine for SqliteEngine {
     }
 
     async fn commit(&self, req: CommitRequest) -> Result<(), KvError> {
+        if let Some(result) = sqlite_writer::try_commit_inline(&self.writer, &self.shared, &req) {
+            return result;
+        }
         let (reply, answer) = oneshot::channel();
         self.send(Job::Commit { req, reply })?;
         answer
@@ -545,6 +307,7 @@ impl KvEngine for SqliteEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kv::Write;
 
     fn put(key: &[u8]) -> CommitRequest {
         CommitRequest {

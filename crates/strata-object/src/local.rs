@@ -1,16 +1,92 @@
-//! Deferred durability of a local-directory bucket. A put writes the object's file and
-//! renames it into place without waiting for the disk, which is all other clients need to
-//! read it; the key is remembered here, and [`LocalSync::sync`] later makes every
-//! remembered file and the directories naming them durable, so many objects share the cost
-//! of reaching the disk. Only a crash of the machine (not of a process) can lose a put that
-//! was not synced.
+//! What the local-directory bucket does itself rather than through `object_store`: small
+//! puts and gets done on the calling thread, and deferred durability. A put writes the object's
+//! file and renames it into place without waiting for the disk, which is all other
+//! clients need to read it; the key is remembered here, and [`LocalSync::sync`] later
+//! makes every remembered file and the directories naming them durable, so many objects
+//! share the cost of reaching the disk. Only a crash of the machine (not of a process) can
+//! lose a put that was not synced.
 
 use std::collections::{BTreeSet, HashSet};
 use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use bytes::Bytes;
+
 use crate::{ObjectError, Result};
+
+/// Puts and gets up to this size are done on the calling thread: a page-cache copy this
+/// small costs less than the hand-off to a blocking thread and back. Larger ones go to
+/// `object_store`'s blocking pool, where many can wait on the disk at once.
+pub(crate) const INLINE_MAX: usize = 256 << 10;
+
+/// Bytes `range` (clipped at the end) of object `key` if the object is at most
+/// [`INLINE_MAX`] bytes; `None` for a larger one.
+pub(crate) fn get_small(
+    root: &Path,
+    key: &str,
+    range: Option<Range<u64>>,
+) -> Result<Option<Bytes>> {
+    let path = root.join(key);
+    let failed =
+        |e: std::io::Error| ObjectError::Other(format!("cannot read {}: {e}", path.display()));
+    let mut file = match File::open(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ObjectError::NotFound(key.into()));
+        }
+        Err(e) => return Err(failed(e)),
+    };
+    let len = file.metadata().map_err(failed)?.len();
+    if len > INLINE_MAX as u64 {
+        return Ok(None);
+    }
+    let range = range.unwrap_or(0..len);
+    let start = range.start.min(len);
+    let end = range.end.min(len).max(start);
+    let mut data = Vec::with_capacity((end - start) as usize);
+    file.seek(SeekFrom::Start(start)).map_err(failed)?;
+    file.take(end - start)
+        .read_to_end(&mut data)
+        .map_err(failed)?;
+    Ok(Some(Bytes::from(data)))
+}
+
+/// Write `parts` as object `key` under `root`: into a staging file named `<file>#<n>`
+/// (the name `object_store` gives its own staged uploads, which listings skip), then
+/// renamed over the object's file, so readers see the old object or the whole new one.
+pub(crate) fn put_inline(root: &Path, key: &str, parts: &[Bytes]) -> Result<()> {
+    let dest = root.join(key);
+    let (mut file, staging) = create_staging(&dest)?;
+    let written = parts.iter().try_for_each(|p| file.write_all(p));
+    drop(file);
+    let outcome = written.and_then(|()| std::fs::rename(&staging, &dest));
+    outcome.map_err(|e| {
+        let _ = std::fs::remove_file(&staging);
+        ObjectError::Other(format!("cannot write {}: {e}", dest.display()))
+    })
+}
+
+fn create_staging(dest: &Path) -> Result<(File, PathBuf)> {
+    let failed = |e: std::io::Error| ObjectError::Other(format!("{}: {e}", dest.display()));
+    let mut n = 1u32;
+    loop {
+        let mut name = dest.as_os_str().to_owned();
+        name.push(format!("#{n}"));
+        let staging = PathBuf::from(name);
+        match File::options().write(true).create_new(true).open(&staging) {
+            Ok(file) => return Ok((file, staging)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => n += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let parent = dest.parent().ok_or_else(|| failed(e))?;
+                std::fs::create_dir_all(parent).map_err(failed)?;
+            }
+            Err(e) => return Err(failed(e)),
+        }
+    }
+}
 
 /// Above this many files a sync flushes the whole file system at once (`syncfs`): one
 /// journal commit instead of one per file.
@@ -120,6 +196,41 @@ mod tests {
         let path = root.join(key);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, b"x").unwrap();
+    }
+
+    #[test]
+    fn small_gets_read_ranges_and_leave_large_objects_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("s"), b"0123456789").unwrap();
+        let got = |r| get_small(dir.path(), "s", r).unwrap().unwrap();
+        assert_eq!(&got(None)[..], b"0123456789");
+        assert_eq!(&got(Some(2..5))[..], b"234");
+        assert_eq!(&got(Some(8..100))[..], b"89", "clipped at the end");
+        assert!(got(Some(20..30)).is_empty());
+        std::fs::write(dir.path().join("big"), vec![1u8; INLINE_MAX + 1]).unwrap();
+        assert!(get_small(dir.path(), "big", None).unwrap().is_none());
+        assert!(matches!(
+            get_small(dir.path(), "nope", None),
+            Err(ObjectError::NotFound(_))
+        ));
+    }
+
+    #[test]
+    fn inline_puts_replace_whole_files_and_leave_no_staging() {
+        let dir = tempfile::tempdir().unwrap();
+        let parts = [Bytes::from_static(b"ab"), Bytes::from_static(b"cd")];
+        put_inline(dir.path(), "x/y/obj", &parts).unwrap();
+        assert_eq!(std::fs::read(dir.path().join("x/y/obj")).unwrap(), b"abcd");
+        // A staging file left by a crash is stepped over, not reused.
+        std::fs::write(dir.path().join("x/y/obj#1"), b"stale").unwrap();
+        put_inline(dir.path(), "x/y/obj", &[Bytes::from_static(b"new")]).unwrap();
+        assert_eq!(std::fs::read(dir.path().join("x/y/obj")).unwrap(), b"new");
+        let mut names: Vec<_> = std::fs::read_dir(dir.path().join("x/y"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["obj", "obj#1"]);
     }
 
     #[tokio::test]
