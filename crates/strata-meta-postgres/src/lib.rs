@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use strata_meta::kv::{
-    CommitRequest, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write, take_prefix_param,
-    within,
+    CommitRequest, Key, KvEngine, KvError, KvSnapshot, Link, ReadCheck, Value, Write,
+    take_prefix_param, within,
 };
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
@@ -196,6 +196,33 @@ impl KvSnapshot for PostgresSnapshot {
     async fn get_many(&mut self, keys: &[Key]) -> Result<Vec<Option<Value>>, KvError> {
         let conn = self.pool.get().await?;
         get_rows(&conn, keys).await
+    }
+
+    async fn get_linked(
+        &mut self,
+        keys: &[Key],
+        link: &Link,
+    ) -> Result<Option<Vec<Option<Value>>>, KvError> {
+        let Some(holder) = keys.get(link.from) else {
+            return Ok(None);
+        };
+        let conn = self.pool.get().await?;
+        let (prefixes, suffixes): (Vec<Key>, Vec<Key>) = link.targets.iter().cloned().unzip();
+        let offset = i32::try_from(link.offset)
+            .map_err(|_| KvError::Engine(format!("link offset {}", link.offset)))?;
+        let rows = timed(conn.client.query(
+            &conn.stmts.linked,
+            &[&keys, holder, &offset, &prefixes, &suffixes],
+        ))
+        .await?;
+        let found: std::collections::HashMap<Key, Value> = pairs(rows)?.into_iter().collect();
+        let mut values: Vec<Option<Value>> = keys.iter().map(|k| found.get(k).cloned()).collect();
+        // The number came from the same snapshot, so these are the keys the server read.
+        match link.target_keys(values[link.from].as_deref()) {
+            Some(targets) => values.extend(targets.iter().map(|k| found.get(k).cloned())),
+            None => values.extend(link.targets.iter().map(|_| None)),
+        }
+        Ok(Some(values))
     }
 
     async fn scan(

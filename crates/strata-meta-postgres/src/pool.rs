@@ -15,6 +15,10 @@ use crate::{CONNECT_TIMEOUT, pg_error};
 pub(crate) struct Statements {
     pub get: Statement,
     pub get_many: Statement,
+    /// `$1` keys, `$2` the key holding a little-endian `u64` at byte `$3` (0-based), `$4`
+    /// and `$5` prefixes and suffixes: the rows of the keys and of `prefix || number
+    /// big-endian || suffix`, in one statement (one snapshot).
+    pub linked: Statement,
     pub scan_asc: Statement,
     pub scan_desc: Statement,
     pub upsert: Statement,
@@ -186,6 +190,7 @@ async fn prepare(client: &Client, table: &str) -> Result<Statements, KvError> {
     Ok(Statements {
         get: p(format!("SELECT v FROM {table} WHERE k = $1")).await?,
         get_many: p(format!("SELECT k, v FROM {table} WHERE k = ANY($1)")).await?,
+        linked: p(linked_sql(table)).await?,
         scan_asc: p(format!(
             "SELECT k, v FROM {table} WHERE k >= $1 AND k < $2 ORDER BY k LIMIT $3"
         ))
@@ -201,4 +206,22 @@ async fn prepare(client: &Client, table: &str) -> Result<Statements, KvError> {
         .await?,
         delete: p(format!("DELETE FROM {table} WHERE k = ANY($1)")).await?,
     })
+}
+
+/// See [`Statements::linked`]. The number's eight bytes are reversed one by one (bytea has
+/// no reverse).
+fn linked_sql(table: &str) -> String {
+    let number = (1..=8)
+        .rev()
+        .map(|i| format!("substring(v from $3::int + {i} for 1)"))
+        .collect::<Vec<_>>()
+        .join(" || ");
+    format!(
+        "WITH num AS (SELECT {number} AS n FROM {table} \
+           WHERE k = $2 AND length(v) >= $3::int + 8), \
+         targets AS (SELECT t.p || num.n || t.s AS k FROM num, \
+           UNNEST($4::bytea[], $5::bytea[]) AS t(p, s)) \
+         SELECT k, v FROM {table} WHERE k = ANY($1) \
+         UNION ALL SELECT x.k, x.v FROM {table} x JOIN targets USING (k)"
+    )
 }

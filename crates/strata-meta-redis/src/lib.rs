@@ -26,7 +26,7 @@ use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Script, Value as RedisValue};
 use strata_meta::kv::{
-    CommitRequest, FieldUpdate, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write,
+    CommitRequest, FieldUpdate, Key, KvEngine, KvError, KvSnapshot, Link, ReadCheck, Value, Write,
     take_prefix_param, within,
 };
 
@@ -74,6 +74,7 @@ pub struct RedisEngine {
     /// `{prefix}:i` — the sorted-set index of all keys.
     index: Vec<u8>,
     scan: Script,
+    linked: Script,
     commit: Script,
 }
 
@@ -103,6 +104,7 @@ impl RedisEngine {
             base,
             index,
             scan: Script::new(scripts::SCAN),
+            linked: Script::new(scripts::LINKED),
             commit: Script::new(scripts::COMMIT),
         })
     }
@@ -282,6 +284,7 @@ struct RedisSnapshot {
     base: Vec<u8>,
     index: Vec<u8>,
     scan: Script,
+    linked: Script,
     conn: ConnectionManager,
     slot: ConnSlot,
 }
@@ -310,6 +313,29 @@ impl KvSnapshot for RedisSnapshot {
         }
         let got = timed(cmd.query_async(&mut self.conn)).await;
         self.slot.check(got)
+    }
+
+    async fn get_linked(
+        &mut self,
+        keys: &[Key],
+        link: &Link,
+    ) -> Result<Option<Vec<Option<Value>>>, KvError> {
+        let mut call = self.linked.prepare_invoke();
+        call.arg(&self.base).arg(keys.len());
+        for key in keys {
+            call.arg(key);
+        }
+        call.arg(link.from).arg(link.offset).arg(link.targets.len());
+        for (prefix, suffix) in &link.targets {
+            call.arg(prefix).arg(suffix);
+        }
+        let flat: Vec<RedisValue> = self
+            .slot
+            .check(timed(call.invoke_async(&mut self.conn)).await)?;
+        flat.into_iter()
+            .map(bytes_of)
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some)
     }
 
     async fn scan(
@@ -357,6 +383,7 @@ impl KvEngine for RedisEngine {
             base: self.base.clone(),
             index: self.index.clone(),
             scan: self.scan.clone(),
+            linked: self.linked.clone(),
             conn,
             slot: self.conn.clone(),
         }))

@@ -22,6 +22,34 @@ end
 return out
 "#;
 
+/// Linked read (a lookup in one round trip): `ARGV` = base, n, then n keys, then the
+/// index (0-based) of the key holding the number, its byte offset, m, then m pairs
+/// `prefix, suffix`. Returns the n values, then for each pair the value of
+/// `prefix .. number .. suffix` — the little-endian `u64` at the offset, turned big-endian
+/// — or nil each when that value is missing or too short.
+pub const LINKED: &str = r#"
+local base, n = ARGV[1], tonumber(ARGV[2])
+local out = {}
+for i = 1, n do
+  out[i] = redis.call('GET', base .. 'k' .. ARGV[2 + i])
+end
+local from, offset, m = tonumber(ARGV[3 + n]), tonumber(ARGV[4 + n]), tonumber(ARGV[5 + n])
+local holder = out[from + 1]
+local number = false
+if holder and #holder >= offset + 8 then
+  number = string.reverse(string.sub(holder, offset + 1, offset + 8))
+end
+for j = 1, m do
+  local prefix, suffix = ARGV[4 + n + 2 * j], ARGV[5 + n + 2 * j]
+  if number then
+    out[n + j] = redis.call('GET', base .. 'k' .. prefix .. number .. suffix)
+  else
+    out[n + j] = false
+  end
+end
+return out
+"#;
+
 /// Validated commit. `ARGV` after the base: a commit id (empty for a read-only check; when
 /// set, the key `{base}c{id}` is written with the commit so a client whose answer got lost
 /// can ask whether it was applied), then:

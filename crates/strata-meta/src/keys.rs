@@ -5,7 +5,7 @@
 
 use strata_types::Ino;
 
-use crate::kv::Key;
+use crate::kv::{Key, Link};
 
 fn with_ino(tag: u8, ino: Ino, sub: u8, extra: usize) -> Key {
     let mut k = Vec::with_capacity(10 + extra);
@@ -33,6 +33,19 @@ pub fn inode_core(ino: Ino) -> Key {
 /// `A` ino `T`: an inode's field record (times, nlink, length).
 pub fn inode_fields(ino: Ino) -> Key {
     with_ino(b'A', ino, b'T', 0)
+}
+
+/// From a directory entry (`codec::encode_dentry`: kind, then the inode number), read as
+/// key number `from`, to the inode's core and field records: one-round-trip lookups.
+pub fn entry_to_inode(from: usize) -> Link {
+    Link {
+        from,
+        offset: 1,
+        targets: vec![
+            (b"A".to_vec(), b"I".to_vec()),
+            (b"A".to_vec(), b"T".to_vec()),
+        ],
+    }
 }
 
 /// `A` ino: every key of one inode starts with this.
@@ -222,6 +235,14 @@ pub fn be_u32(key: &[u8], at: usize) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_entry_links_to_its_inode_records() {
+        let ino = Ino(0x0102_0304_0506);
+        let entry = crate::codec::encode_dentry(strata_types::FileType::Regular, ino);
+        let targets = entry_to_inode(1).target_keys(Some(&entry)).unwrap();
+        assert_eq!(targets, vec![inode_core(ino), inode_fields(ino)]);
+    }
 
     #[test]
     fn keys_of_one_inode_share_a_prefix_and_sort_numerically() {

@@ -70,6 +70,71 @@ pub async fn deferred_commits_and_sync<S: TestStore>() {
     assert_eq!(tx.get(b"d3").await.unwrap(), Some(b"3".to_vec()));
 }
 
+/// A linked read returns the first keys' values and those of the keys one of them names,
+/// as the same reads done one by one would; nothing is linked from a missing or short
+/// value.
+pub async fn linked_reads_follow_a_number<S: TestStore>() {
+    use crate::kv::Link;
+    let store = S::create();
+    let engine = store.client();
+    let id: u64 = 0x0102_0304_0506_0708;
+    let mut pointer = vec![9u8];
+    pointer.extend_from_slice(&id.to_le_bytes());
+    let target = |suffix: &[u8]| [&b"T"[..], &id.to_be_bytes(), suffix].concat();
+    put_all(
+        engine.as_ref(),
+        &[
+            (b"dir", b"d"),
+            (b"ptr", &pointer),
+            (b"short", b"\x09\x01"),
+            (&target(b"x"), b"X"),
+        ],
+    )
+    .await;
+    let link = Link {
+        from: 1,
+        offset: 1,
+        targets: vec![
+            (b"T".to_vec(), b"x".to_vec()),
+            (b"T".to_vec(), b"y".to_vec()),
+        ],
+    };
+    let mut tx = Txn::begin(engine.as_ref()).await.unwrap();
+    let got = tx
+        .get_linked(&[b"dir".to_vec(), b"ptr".to_vec()], &link)
+        .await
+        .unwrap();
+    assert_eq!(
+        got,
+        vec![
+            Some(b"d".to_vec()),
+            Some(pointer.clone()),
+            Some(b"X".to_vec()),
+            None
+        ]
+    );
+    tx.commit().await.unwrap();
+    for missing in [&b"none"[..], b"short"] {
+        let mut tx = Txn::begin(engine.as_ref()).await.unwrap();
+        let got = tx
+            .get_linked(&[b"dir".to_vec(), missing.to_vec()], &link)
+            .await
+            .unwrap();
+        let expected_ptr = (missing == b"short").then(|| b"\x09\x01".to_vec());
+        assert_eq!(got, vec![Some(b"d".to_vec()), expected_ptr, None, None]);
+        tx.commit().await.unwrap();
+    }
+    // A transaction that read a linked value conflicts when it changes.
+    let mut reader = Txn::begin(engine.as_ref()).await.unwrap();
+    reader
+        .get_linked(&[b"dir".to_vec(), b"ptr".to_vec()], &link)
+        .await
+        .unwrap();
+    reader.put(b"other".to_vec(), b"1".to_vec());
+    put_all(engine.as_ref(), &[(&target(b"x"), b"changed")]).await;
+    assert!(matches!(reader.commit().await, Err(KvError::Conflict)));
+}
+
 pub async fn scan_order_and_limits<S: TestStore>() {
     let store = S::create();
     let engine = store.client();

@@ -206,6 +206,33 @@ pub struct CommitRequest {
     pub writes: Vec<(Key, Write)>,
 }
 
+/// How [`KvSnapshot::get_linked`] finds more keys from the value of one key: the value
+/// holds a `u64` (little-endian, at `offset`), and each target key is `prefix`, that
+/// number big-endian, `suffix` — the way a directory entry names an inode's records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Link {
+    /// Index (in the keys read first) of the key whose value holds the number.
+    pub from: usize,
+    /// Where the little-endian `u64` starts in that value.
+    pub offset: usize,
+    /// `(prefix, suffix)` of each key to read next.
+    pub targets: Vec<(Key, Key)>,
+}
+
+impl Link {
+    /// The keys `value` links to; `None` when it holds no number at `offset`.
+    pub fn target_keys(&self, value: Option<&[u8]>) -> Option<Vec<Key>> {
+        let raw: [u8; 8] = value?.get(self.offset..self.offset + 8)?.try_into().ok()?;
+        let id = u64::from_le_bytes(raw).to_be_bytes();
+        Some(
+            self.targets
+                .iter()
+                .map(|(prefix, suffix)| [&prefix[..], &id, &suffix[..]].concat())
+                .collect(),
+        )
+    }
+}
+
 /// A read view of an engine. Each call returns values of one consistent state (a single
 /// atomic command or statement); a read-only transaction that made one call is therefore
 /// not re-checked.
@@ -223,6 +250,18 @@ pub trait KvSnapshot: Send {
         limit: usize,
         reverse: bool,
     ) -> Result<Vec<(Key, Value)>, KvError>;
+    /// Values of `keys`, then of the keys `link` names from one of them (`None` each when
+    /// it names none), read in one call from one consistent state: a lookup (directory,
+    /// entry, then the inode it names) in one round trip. `Ok(None)` when the engine
+    /// cannot, and the caller reads in two steps.
+    async fn get_linked(
+        &mut self,
+        keys: &[Key],
+        link: &Link,
+    ) -> Result<Option<Vec<Option<Value>>>, KvError> {
+        let _ = (keys, link);
+        Ok(None)
+    }
 }
 
 /// A transactional, ordered key-value engine under the metadata layer.

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 
 use super::{
-    CommitRequest, FieldOp, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write,
+    CommitRequest, FieldOp, Key, KvEngine, KvError, KvSnapshot, Link, ReadCheck, Value, Write,
     apply_field_ops,
 };
 
@@ -79,6 +79,44 @@ impl<'a> Txn<'a> {
             out.push(self.get(key).await?);
         }
         Ok(out)
+    }
+
+    /// Values of `keys`, then of the keys `link` names from one of them (`None` each when
+    /// it names none): one engine call where the engine can (see
+    /// [`KvSnapshot::get_linked`]), else two.
+    pub async fn get_linked(
+        &mut self,
+        keys: &[Key],
+        link: &Link,
+    ) -> Result<Vec<Option<Value>>, KvError> {
+        let fresh = self.writes.is_empty() && keys.iter().all(|k| !self.is_buffered_value(k));
+        if fresh && let Some(values) = self.snapshot.get_linked(keys, link).await? {
+            if values.len() != keys.len() + link.targets.len() {
+                return Err(KvError::Engine(format!(
+                    "linked read returned {} values for {} keys",
+                    values.len(),
+                    keys.len() + link.targets.len()
+                )));
+            }
+            self.engine_calls += 1;
+            let targets = link.target_keys(values.get(link.from).and_then(|v| v.as_deref()));
+            let mut read = keys.to_vec();
+            read.extend(targets.into_iter().flatten());
+            for (key, value) in read.iter().zip(&values) {
+                // A target equal to a key read first is recorded once.
+                if !self.is_buffered_value(key) {
+                    self.record_point(key, value.clone());
+                }
+            }
+            return Ok(values);
+        }
+        let mut values = self.get_many(keys).await?;
+        let from = values.get(link.from).and_then(|v| v.as_deref());
+        match link.target_keys(from) {
+            Some(targets) => values.extend(self.get_many(&targets).await?),
+            None => values.extend(link.targets.iter().map(|_| None)),
+        }
+        Ok(values)
     }
 
     /// Entries with `start <= key < end` in key order (descending with `reverse`), at most

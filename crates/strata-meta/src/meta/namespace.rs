@@ -121,6 +121,10 @@ impl Meta {
         if name.len() > strata_types::MAX_NAME_LEN {
             return posix(Errno::ENAMETOOLONG);
         }
+        let special = matches!(name, b"." | b"..") || (parent == Ino::ROOT && name == TRASH_NAME);
+        if !special {
+            return self.lookup_entry(ctx, parent, name).await;
+        }
         self.txn(|tx| {
             Box::pin(async move {
                 let (dir, entry) = get_dir_and_entry(tx, parent, name).await?;
@@ -140,6 +144,45 @@ impl Meta {
                         format!("entry points at missing inode {ino}"),
                     )
                 })?;
+                Ok(Entry {
+                    ino,
+                    attr: inode.attr(),
+                })
+            })
+        })
+        .await
+    }
+
+    /// Look a name up with one linked read: the directory, the entry and the inode it
+    /// names in one engine call where the engine can.
+    async fn lookup_entry(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<Entry> {
+        self.txn(|tx| {
+            Box::pin(async move {
+                let ks = vec![keys::inode_core(parent), keys::dentry(parent, name)];
+                let vals = tx.get_linked(&ks, &keys::entry_to_inode(1)).await?;
+                let dir = match &vals[0] {
+                    Some(v) => InodeCore::decode(&ks[0], v)?,
+                    None => return posix(Errno::ENOENT),
+                };
+                if dir.kind != FileType::Directory {
+                    return posix(Errno::ENOTDIR);
+                }
+                check_access(ctx, &dir, MAY_EXEC)?;
+                let Some(entry) = &vals[1] else {
+                    return posix(Errno::ENOENT);
+                };
+                let (_, ino) = codec::decode_dentry(&ks[1], entry)?;
+                let missing =
+                    || MetaError::corrupt(&ks[1], format!("entry points at missing inode {ino}"));
+                let (core, fields) = match (&vals[2], &vals[3]) {
+                    (Some(core), Some(fields)) => (core, fields),
+                    _ => return Err(missing()),
+                };
+                let inode = Inode {
+                    ino,
+                    core: InodeCore::decode(&keys::inode_core(ino), core)?,
+                    fields: InodeFields::decode(&keys::inode_fields(ino), fields)?,
+                };
                 Ok(Entry {
                     ino,
                     attr: inode.attr(),
