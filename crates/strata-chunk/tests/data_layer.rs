@@ -286,9 +286,10 @@ async fn damaged_cache_files_are_dropped_and_reread() {
     }];
     r.chunks.read(&slices, 0, 1000).await.unwrap();
     let path = cache.path_of(&block_key(6, 0, 1000));
-    // Fetched blocks are cached in the background; wait for it.
+    // Fetched blocks are cached in the background; wait for it (the file is renamed into
+    // place before the cache's index counts it).
     for _ in 0..200 {
-        if path.exists() {
+        if path.exists() && cache.used_bytes() > 0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
