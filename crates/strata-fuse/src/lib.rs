@@ -2,6 +2,7 @@
 //! task that calls the VFS and replies from there, so a slow read never stalls a stat;
 //! several dispatch threads each read their own `/dev/fuse` clone.
 
+mod dispatch;
 mod ops;
 
 use std::ffi::OsStr;

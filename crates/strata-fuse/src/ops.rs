@@ -1,10 +1,10 @@
 //! `fuser::Filesystem` for [`StrataFs`]: each call copies what it needs out of the
-//! request, spawns a task that calls the VFS, and replies from that task.
+//! request and runs a handler that calls the VFS and replies ([`crate::dispatch`]).
 
 use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use fuser::{
     AccessFlags, CopyFileRangeFlags, FileHandle, FopenFlags, Generation, INodeNo, InitFlags,
@@ -14,139 +14,13 @@ use fuser::{
 };
 use strata_types::{Errno, Ino};
 use strata_vfs::Vfs;
-use strata_vfs::{Ctx, Entry, LockKind, PosixLock, SetAttr, TimeSet};
+use strata_vfs::{LockKind, SetAttr};
 
-use crate::{StrataFs, bare_attr, errno, file_attr, file_type, groups_of, name_bytes};
-
-const F_RDLCK: i32 = 0;
-const F_WRLCK: i32 = 1;
-const F_UNLCK: i32 = 2;
-
-fn ctx(req: &Request) -> Ctx {
-    let (uid, gid, pid) = (req.uid(), req.gid(), req.pid());
-    // Root passes every check; only other callers need their supplementary groups.
-    let groups = if uid == 0 { Vec::new() } else { groups_of(pid) };
-    Ctx {
-        uid,
-        gid,
-        groups,
-        pid,
-    }
-}
-
-fn time_set(t: TimeOrNow) -> TimeSet {
-    match t {
-        TimeOrNow::Now => TimeSet::Now,
-        TimeOrNow::SpecificTime(st) => TimeSet::At(match st.duration_since(UNIX_EPOCH) {
-            Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
-            Err(e) => -i64::try_from(e.duration().as_nanos()).unwrap_or(i64::MAX),
-        }),
-    }
-}
-
-fn lock_kind(typ: i32) -> Result<LockKind, Errno> {
-    match typ {
-        F_RDLCK => Ok(LockKind::Read),
-        F_WRLCK => Ok(LockKind::Write),
-        F_UNLCK => Ok(LockKind::Unlock),
-        _ => Err(Errno::EINVAL),
-    }
-}
-
-/// FUSE lock ranges are inclusive; ours end exclusively (`u64::MAX` = to end of file).
-fn posix_lock(start: u64, end: u64, typ: i32, pid: u32) -> Result<PosixLock, Errno> {
-    Ok(PosixLock {
-        kind: lock_kind(typ)?,
-        start,
-        end: end.saturating_add(1),
-        pid,
-    })
-}
-
-impl StrataFs {
-    /// Run `f` on the runtime; when someone reads `.accesslog`, log the call with the
-    /// caller and its latency.
-    fn spawn<F>(&self, req: &Request, op: &'static str, f: impl FnOnce(Arc<Vfs>) -> F)
-    where
-        F: std::future::Future<Output = ()> + Send + 'static,
-    {
-        let vfs = self.vfs.clone();
-        if !vfs.access_log_active() {
-            self.run(f(vfs));
-            return;
-        }
-        let who = format!("[uid:{},gid:{},pid:{}]", req.uid(), req.gid(), req.pid());
-        let fut = f(vfs.clone());
-        self.rt.spawn(async move {
-            let started = std::time::Instant::now();
-            fut.await;
-            let secs = started.elapsed().as_secs_f64();
-            vfs.log_access(format!("{} {who} {op} <{secs:.6}>", strata_vfs::log_time()));
-        });
-    }
-
-    /// Run a request: polled once right here on the dispatch thread, and only if it has to
-    /// wait (a metadata round trip, an upload, a lock) handed to the runtime, which polls
-    /// it again with a real waker. Requests that complete at once (buffered writes, cached
-    /// attributes) are answered without a hop to another thread — half the latency of a
-    /// 4 KiB write.
-    fn run<F>(&self, fut: F)
-    where
-        F: std::future::Future<Output = ()> + Send + 'static,
-    {
-        let _runtime = self.rt.enter();
-        let mut fut = Box::pin(fut);
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        if fut.as_mut().poll(&mut cx).is_pending() {
-            self.rt.spawn(fut);
-        }
-    }
-
-    fn reply_entry(vfs: &Vfs, reply: ReplyEntry, r: Result<Entry, Errno>) {
-        match r {
-            Ok(e) => {
-                let ttl = if e.attr.is_dir() {
-                    vfs.options().dir_entry_ttl
-                } else {
-                    vfs.options().entry_ttl
-                };
-                reply.entry(
-                    &ttl,
-                    &file_attr(Ino(vfs.to_front(e.ino)), &e.attr),
-                    Generation(0),
-                );
-            }
-            Err(e) => reply.error(errno(e)),
-        }
-    }
-}
-
-fn empty(reply: ReplyEmpty, r: Result<(), Errno>) {
-    match r {
-        Ok(()) => reply.ok(),
-        Err(e) => reply.error(errno(e)),
-    }
-}
-
-/// Add directory entries to a reply page with `add` (true = page full) and remember where
-/// the page ended, so the next page continues by name.
-fn fill_page(
-    vfs: &Vfs,
-    fh: u64,
-    entries: Vec<strata_vfs::DirEntryPlus>,
-    mut add: impl FnMut(&strata_vfs::DirEntryPlus) -> bool,
-) {
-    let mut last = None;
-    for e in entries {
-        if add(&e) {
-            break;
-        }
-        last = Some((e.next_offset, e.name));
-    }
-    if let Some((next, name)) = last {
-        vfs.set_dir_cursor(fh, next, name);
-    }
-}
+use crate::dispatch::{
+    F_RDLCK, F_UNLCK, F_WRLCK, FromBytesCompat, ctx, empty, fill_page, placeholder_attr,
+    posix_lock, time_set,
+};
+use crate::{StrataFs, bare_attr, errno, file_attr, file_type, name_bytes};
 
 /// Background requests (readahead, writeback) the kernel may have in flight.
 const MAX_BACKGROUND: u16 = 64;
@@ -835,33 +709,5 @@ impl fuser::Filesystem for StrataFs {
                 Err(e) => reply.error(errno(e)),
             }
         });
-    }
-}
-
-/// Attributes for a negative entry (inode 0): never shown to programs.
-fn placeholder_attr() -> strata_types::Attr {
-    strata_types::Attr {
-        kind: strata_types::FileType::Regular,
-        mode: 0,
-        uid: 0,
-        gid: 0,
-        rdev: 0,
-        atime: 0,
-        mtime: 0,
-        ctime: 0,
-        nlink: 0,
-        length: 0,
-        parent: Ino(0),
-    }
-}
-
-trait FromBytesCompat {
-    fn from_bytes_compat(b: &[u8]) -> &OsStr;
-}
-
-impl FromBytesCompat for OsStr {
-    fn from_bytes_compat(b: &[u8]) -> &OsStr {
-        use std::os::unix::ffi::OsStrExt;
-        OsStr::from_bytes(b)
     }
 }
