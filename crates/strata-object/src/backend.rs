@@ -40,10 +40,8 @@ pub struct Backend {
     describe: String,
     /// The listing comes back in key order (S3, memory) rather than in walk order (files).
     ordered_list: bool,
-    /// The directory of a local store.
-    local_dir: Option<std::path::PathBuf>,
-    /// The files of a local store not yet made durable.
-    unsynced: Option<LocalSync>,
+    /// A local store's directory and its files not yet made durable.
+    local: Option<LocalSync>,
 }
 
 impl Backend {
@@ -61,8 +59,7 @@ impl Backend {
             inner: Arc::new(fs),
             describe: format!("file://{}", dir.display()),
             ordered_list: false,
-            local_dir: Some(dir.to_path_buf()),
-            unsynced: Some(LocalSync::new(dir)),
+            local: Some(LocalSync::new(dir)),
         })
     }
 
@@ -72,8 +69,7 @@ impl Backend {
             inner: Arc::new(InMemory::new()),
             describe: "mem://".into(),
             ordered_list: true,
-            local_dir: None,
-            unsynced: None,
+            local: None,
         }
     }
 
@@ -109,22 +105,21 @@ impl Backend {
             inner: Arc::new(store),
             describe: format!("s3://{}@{place}", cfg.bucket),
             ordered_list: true,
-            local_dir: None,
-            unsynced: None,
+            local: None,
         })
     }
 }
 
 impl Backend {
     fn written(&self, key: &str) {
-        if let Some(unsynced) = &self.unsynced {
-            unsynced.written(key);
+        if let Some(local) = &self.local {
+            local.written(key);
         }
     }
 
     /// Objects put and not yet made durable (local stores; 0 for the others).
     pub fn unsynced(&self) -> usize {
-        self.unsynced.as_ref().map_or(0, LocalSync::pending)
+        self.local.as_ref().map_or(0, LocalSync::pending)
     }
 }
 
@@ -178,7 +173,7 @@ impl ObjectStore for Backend {
         {
             return Ok(Bytes::new());
         }
-        if let Some(dir) = &self.local_dir
+        if let Some(dir) = self.local.as_ref().map(LocalSync::root)
             && let Some(data) = local::get_small(dir, key, range.clone())?
         {
             return Ok(data);
@@ -196,25 +191,12 @@ impl ObjectStore for Backend {
     }
 
     async fn put(&self, key: &str, data: Bytes) -> Result<()> {
-        let location = path(key)?;
-        if let Some(dir) = &self.local_dir
-            && data.len() <= INLINE_MAX
-        {
-            local::put_inline(dir, key, &[data])?;
-            self.written(key);
-            return Ok(());
-        }
-        self.inner
-            .put(&location, PutPayload::from(data))
-            .await
-            .map_err(|e| map_err(key, e))?;
-        self.written(key);
-        Ok(())
+        self.put_parts(key, vec![data]).await
     }
 
     async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<()> {
         let location = path(key)?;
-        if let Some(dir) = &self.local_dir
+        if let Some(dir) = self.local.as_ref().map(LocalSync::root)
             && parts.iter().map(Bytes::len).sum::<usize>() <= INLINE_MAX
         {
             local::put_inline(dir, key, &parts)?;
@@ -280,7 +262,7 @@ impl ObjectStore for Backend {
     }
 
     async fn check(&self) -> Result<()> {
-        match &self.local_dir {
+        match self.local.as_ref().map(LocalSync::root) {
             // Listing a directory tree walks all of it; its existence is the check.
             Some(dir) if dir.is_dir() => Ok(()),
             Some(dir) => Err(ObjectError::NoBucket(format!(
@@ -292,8 +274,8 @@ impl ObjectStore for Backend {
     }
 
     async fn sync(&self) -> Result<u64> {
-        match &self.unsynced {
-            Some(unsynced) => unsynced.sync().await,
+        match &self.local {
+            Some(local) => local.sync().await,
             None => Ok(0),
         }
     }

@@ -92,7 +92,7 @@ fn create_staging(dest: &Path) -> Result<(File, PathBuf)> {
 /// journal commit instead of one per file.
 const SYNCFS_ABOVE: usize = 64;
 
-/// The files of a local bucket written since the last sync.
+/// A local bucket's directory and the files written since the last sync.
 #[derive(Debug)]
 pub(crate) struct LocalSync {
     root: PathBuf,
@@ -116,6 +116,11 @@ impl LocalSync {
         if let Ok(mut keys) = self.unsynced.lock() {
             keys.insert(key.to_string());
         }
+    }
+
+    /// The bucket directory.
+    pub(crate) fn root(&self) -> &Path {
+        &self.root
     }
 
     /// Files written and not yet synced.

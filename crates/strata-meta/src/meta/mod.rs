@@ -508,15 +508,30 @@ fn add_counter(tx: &mut Txn<'_>, name: &str, delta: i64) -> Result<()> {
 pub(crate) async fn get_inode(tx: &mut Txn<'_>, ino: Ino) -> Result<Option<Inode>> {
     let ks = vec![keys::inode_core(ino), keys::inode_fields(ino)];
     let vals = tx.get_many(&ks).await?;
-    match (&vals[0], &vals[1]) {
+    decode_inode(ino, vals[0].as_deref(), vals[1].as_deref())
+}
+
+/// An inode from its core and field records as read (`None` when neither exists).
+pub(crate) fn decode_inode(
+    ino: Ino,
+    core: Option<&[u8]>,
+    fields: Option<&[u8]>,
+) -> Result<Option<Inode>> {
+    match (core, fields) {
         (Some(core), Some(fields)) => Ok(Some(Inode {
             ino,
-            core: InodeCore::decode(&ks[0], core)?,
-            fields: InodeFields::decode(&ks[1], fields)?,
+            core: InodeCore::decode(&keys::inode_core(ino), core)?,
+            fields: InodeFields::decode(&keys::inode_fields(ino), fields)?,
         })),
         (None, None) => Ok(None),
-        (Some(_), None) => Err(MetaError::corrupt(&ks[1], "inode has no field record")),
-        (None, Some(_)) => Err(MetaError::corrupt(&ks[0], "inode has no core record")),
+        (Some(_), None) => Err(MetaError::corrupt(
+            &keys::inode_fields(ino),
+            "inode has no field record",
+        )),
+        (None, Some(_)) => Err(MetaError::corrupt(
+            &keys::inode_core(ino),
+            "inode has no core record",
+        )),
     }
 }
 

@@ -6,13 +6,13 @@ use strata_types::{Attr, Errno, FileType, Ino, MAX_SYMLINK_LEN};
 use super::access::{MAY_EXEC, MAY_WRITE, check_access, check_sticky};
 use super::delete::Unlinked;
 use super::{
-    Ctx, Dir, Meta, TRASH_NAME, check_name, get_dir, get_inode, must_get_inode, now_ns, put_inode,
-    space_of,
+    Ctx, Dir, Meta, TRASH_NAME, check_name, decode_inode, get_dir, get_inode, must_get_inode,
+    now_ns, put_inode, space_of,
 };
 use crate::codec::{self, Inode, InodeCore, InodeFields, usage_slot};
 use crate::error::{MetaError, Result, posix};
 use crate::keys;
-use crate::kv::{Txn, prefix_end};
+use crate::kv::{Key, Txn, prefix_end};
 
 /// An inode and its attributes, as lookup and create return them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -84,6 +84,38 @@ pub(crate) async fn get_dir_and_entry(
 ) -> Result<(Dir, Option<(FileType, Ino)>)> {
     let ks = vec![keys::inode_core(dir), keys::dentry(dir, name)];
     let vals = tx.get_many(&ks).await?;
+    decode_dir_and_entry(dir, &ks, &vals)
+}
+
+/// A directory, and the inode its entry `name` names (`None` when there is no such
+/// entry), read with one linked read: one engine call where the engine can.
+async fn lookup_entry(
+    tx: &mut Txn<'_>,
+    dir: Ino,
+    name: &[u8],
+) -> Result<(Dir, Option<(Ino, Inode)>)> {
+    let ks = vec![keys::inode_core(dir), keys::dentry(dir, name)];
+    let vals = tx.get_linked(&ks, &keys::entry_to_inode(1)).await?;
+    let (dir, entry) = decode_dir_and_entry(dir, &ks, &vals[..2])?;
+    let Some((_, ino)) = entry else {
+        return Ok((dir, None));
+    };
+    match decode_inode(ino, vals[2].as_deref(), vals[3].as_deref())? {
+        Some(inode) => Ok((dir, Some((ino, inode)))),
+        None => Err(MetaError::corrupt(
+            &ks[1],
+            format!("entry points at missing inode {ino}"),
+        )),
+    }
+}
+
+/// The directory's core record and its entry, as read for keys `ks` (see
+/// [`get_dir_and_entry`]).
+fn decode_dir_and_entry(
+    dir: Ino,
+    ks: &[Key],
+    vals: &[Option<Vec<u8>>],
+) -> Result<(Dir, Option<(FileType, Ino)>)> {
     let core = match &vals[0] {
         Some(v) => InodeCore::decode(&ks[0], v)?,
         None => return posix(Errno::ENOENT),
@@ -122,67 +154,24 @@ impl Meta {
             return posix(Errno::ENAMETOOLONG);
         }
         let special = matches!(name, b"." | b"..") || (parent == Ino::ROOT && name == TRASH_NAME);
-        if !special {
-            return self.lookup_entry(ctx, parent, name).await;
-        }
         self.txn(|tx| {
             Box::pin(async move {
-                let (dir, entry) = get_dir_and_entry(tx, parent, name).await?;
+                let (dir, inode) = if special {
+                    let dir = get_dir(tx, parent).await?;
+                    let ino = match name {
+                        b"." => parent,
+                        b".." => dir.core.parent,
+                        _ => Ino::TRASH,
+                    };
+                    let inode = get_inode(tx, ino).await?.ok_or_else(|| {
+                        MetaError::corrupt(&keys::inode_core(ino), "named but missing")
+                    })?;
+                    (dir, Some((ino, inode)))
+                } else {
+                    lookup_entry(tx, parent, name).await?
+                };
                 check_access(ctx, &dir.core, MAY_EXEC)?;
-                let ino = match name {
-                    b"." => parent,
-                    b".." => dir.core.parent,
-                    _ if parent == Ino::ROOT && name == TRASH_NAME => Ino::TRASH,
-                    _ => match entry {
-                        Some((_, ino)) => ino,
-                        None => return posix(Errno::ENOENT),
-                    },
-                };
-                let inode = get_inode(tx, ino).await?.ok_or_else(|| {
-                    MetaError::corrupt(
-                        &keys::dentry(parent, name),
-                        format!("entry points at missing inode {ino}"),
-                    )
-                })?;
-                Ok(Entry {
-                    ino,
-                    attr: inode.attr(),
-                })
-            })
-        })
-        .await
-    }
-
-    /// Look a name up with one linked read: the directory, the entry and the inode it
-    /// names in one engine call where the engine can.
-    async fn lookup_entry(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<Entry> {
-        self.txn(|tx| {
-            Box::pin(async move {
-                let ks = vec![keys::inode_core(parent), keys::dentry(parent, name)];
-                let vals = tx.get_linked(&ks, &keys::entry_to_inode(1)).await?;
-                let dir = match &vals[0] {
-                    Some(v) => InodeCore::decode(&ks[0], v)?,
-                    None => return posix(Errno::ENOENT),
-                };
-                if dir.kind != FileType::Directory {
-                    return posix(Errno::ENOTDIR);
-                }
-                check_access(ctx, &dir, MAY_EXEC)?;
-                let Some(entry) = &vals[1] else {
-                    return posix(Errno::ENOENT);
-                };
-                let (_, ino) = codec::decode_dentry(&ks[1], entry)?;
-                let missing =
-                    || MetaError::corrupt(&ks[1], format!("entry points at missing inode {ino}"));
-                let (core, fields) = match (&vals[2], &vals[3]) {
-                    (Some(core), Some(fields)) => (core, fields),
-                    _ => return Err(missing()),
-                };
-                let inode = Inode {
-                    ino,
-                    core: InodeCore::decode(&keys::inode_core(ino), core)?,
-                    fields: InodeFields::decode(&keys::inode_fields(ino), fields)?,
-                };
+                let (ino, inode) = inode.ok_or(MetaError::Posix(Errno::ENOENT))?;
                 Ok(Entry {
                     ino,
                     attr: inode.attr(),
