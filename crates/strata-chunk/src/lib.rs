@@ -8,6 +8,9 @@
 //!
 //! This crate never sees metadata: callers pass slice lists in and get slice records out.
 
+// The data path converts sizes and offsets with checked conversions, never `as`.
+#![warn(clippy::cast_possible_truncation)]
+
 pub mod buffer;
 pub mod cache;
 pub mod readahead;

@@ -4,11 +4,12 @@
 //! being fetched waits for that fetch instead of starting its own.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared as SharedFuture};
+use parking_lot::Mutex;
 use strata_object::ObjectStore;
 use strata_types::{CHUNK_SIZE, Slice, build_read_plan};
 use tokio::sync::Semaphore;
@@ -198,11 +199,7 @@ impl ChunkStore {
     }
 
     fn shared_fetch(&self, key: String, expected: usize) -> Fetch {
-        let Ok(mut inflight) = self.shared.inflight.lock() else {
-            return fetch_now(self.shared.clone(), key, expected)
-                .boxed()
-                .shared();
-        };
+        let mut inflight = self.shared.inflight.lock();
         if let Some(existing) = inflight.get(&key) {
             ChunkStats::bump(&self.shared.stats.joined_fetches);
             return existing.clone();
@@ -223,7 +220,7 @@ impl ChunkStore {
         for piece in self.plan(slices, off, end) {
             let Ok(slot) = self.shared.prefetch_slots.clone().try_acquire_owned() else {
                 ChunkStats::bump(&self.shared.stats.prefetches_dropped);
-                return piece.out as u32;
+                return u32::try_from(piece.out).unwrap_or(u32::MAX);
             };
             ChunkStats::bump(&self.shared.stats.prefetches);
             let this = self.clone();
@@ -281,8 +278,6 @@ async fn fetch_now(shared: Arc<Shared>, key: String, expected: usize) -> Result<
         }),
         Err(e) => Err(e.into()),
     };
-    if let Ok(mut inflight) = shared.inflight.lock() {
-        inflight.remove(&key);
-    }
+    shared.inflight.lock().remove(&key);
     result
 }

@@ -82,10 +82,10 @@ async fn write_all(chunks: &ChunkStore, writes: &[(u32, Vec<u8>)]) -> Vec<Slice>
             && *off >= *pos
             && w.accepts(*off - *pos)
         {
-            w.write_at(*off - *pos, data).await.unwrap();
+            w.write_at(*off - *pos, data, None).await.unwrap();
             continue;
         }
-        if let Some((w, pos)) = open.take() {
+        if let Some((mut w, pos)) = open.take() {
             let id = w.id();
             let size = w.finish().await.unwrap();
             committed.push(Slice {
@@ -98,10 +98,10 @@ async fn write_all(chunks: &ChunkStore, writes: &[(u32, Vec<u8>)]) -> Vec<Slice>
         }
         let mut w = chunks.writer(next_id, *off);
         next_id += 1;
-        w.write_at(0, data).await.unwrap();
+        w.write_at(0, data, None).await.unwrap();
         open = Some((w, *off));
     }
-    if let Some((w, pos)) = open {
+    if let Some((mut w, pos)) = open {
         let id = w.id();
         let size = w.finish().await.unwrap();
         committed.push(Slice {
@@ -168,7 +168,7 @@ proptest! {
 async fn blocks_are_named_and_sized_as_documented() {
     let r = rig(Arc::new(NoCache::default()), 1 << 20);
     let mut w = r.chunks.writer(77, 0);
-    w.write_at(0, &bytes(2500, 1)).await.unwrap();
+    w.write_at(0, &bytes(2500, 1), None).await.unwrap();
     assert_eq!(w.finish().await.unwrap(), 2500);
     let keys: Vec<String> = r
         .raw
@@ -194,44 +194,76 @@ async fn blocks_are_named_and_sized_as_documented() {
 async fn writes_that_do_not_continue_a_slice_are_refused() {
     let r = rig(Arc::new(NoCache::default()), 1 << 20);
     let mut w = r.chunks.writer(1, 0);
-    w.write_at(0, &bytes(1500, 1)).await.unwrap();
+    w.write_at(0, &bytes(1500, 1), None).await.unwrap();
     assert!(matches!(
-        w.write_at(2000, b"gap").await,
+        w.write_at(2000, b"gap", None).await,
         Err(ChunkError::NeedNewSlice { .. })
     ));
     assert!(matches!(
-        w.write_at(10, b"uploaded block").await,
+        w.write_at(10, b"uploaded block", None).await,
         Err(ChunkError::NeedNewSlice { .. })
     ));
-    w.write_at(1200, b"overwrite in the open block")
+    w.write_at(1200, b"overwrite in the open block", None)
         .await
         .unwrap();
     let mut tail = r.chunks.writer(2, (64 << 20) - 10);
     assert!(matches!(
-        tail.write_at(0, &[0; 11]).await,
+        tail.write_at(0, &[0; 11], None).await,
         Err(ChunkError::OutOfChunk { .. })
     ));
     assert_eq!(w.finish().await.unwrap(), 1500);
 }
 
 #[tokio::test]
-async fn a_failed_upload_leaves_no_blocks_behind() {
+async fn a_failed_upload_keeps_the_data_for_a_retry_and_abort_cleans_up() {
     let r = rig(Arc::new(NoCache::default()), 1 << 20);
     r.faults.set(FaultPlan {
         fail_puts_after: Some(2),
         ..FaultPlan::default()
     });
     let mut w = r.chunks.writer(9, 0);
-    w.write_at(0, &bytes(5500, 2)).await.unwrap();
+    w.write_at(0, &bytes(5500, 2), None).await.unwrap();
     let err = w.finish().await.expect_err("the third upload fails");
     assert!(
         matches!(err, ChunkError::Object(ObjectError::Injected(_))),
         "{err}"
     );
-    r.faults.set(FaultPlan::default());
+    assert!(w.unstored_bytes() > 0, "the unstored blocks are still held");
     assert!(
-        r.raw.list("", None, 100).await.unwrap().is_empty(),
-        "uploaded blocks were deleted"
+        !w.accepts(5500),
+        "a slice being finished takes no more writes"
+    );
+    r.faults.set(FaultPlan::default());
+    assert_eq!(w.finish().await.unwrap(), 5500, "the retry stores the rest");
+    assert_eq!(w.unstored_bytes(), 0);
+    let slices = [Slice {
+        pos: 0,
+        id: 9,
+        size: 5500,
+        off: 0,
+        len: 5500,
+    }];
+    assert_eq!(
+        &r.chunks.read(&slices, 0, 5500).await.unwrap()[..],
+        &bytes(5500, 2)[..],
+        "every byte survived the failed attempt"
+    );
+    // A slice that cannot be committed is given up: its blocks go.
+    let mut gone = r.chunks.writer(10, 0);
+    gone.write_at(0, &bytes(2500, 3), None).await.unwrap();
+    gone.finish().await.unwrap();
+    gone.abort().await;
+    let left: Vec<String> = r
+        .raw
+        .list("", None, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.key)
+        .collect();
+    assert!(
+        left.iter().all(|k| !k.contains("/10_")),
+        "aborted slice's blocks were deleted: {left:?}"
     );
 }
 
@@ -239,7 +271,7 @@ async fn a_failed_upload_leaves_no_blocks_behind() {
 async fn damaged_objects_are_errors_not_data() {
     let r = rig(Arc::new(NoCache::default()), 1 << 20);
     let mut w = r.chunks.writer(5, 0);
-    w.write_at(0, &bytes(1000, 3)).await.unwrap();
+    w.write_at(0, &bytes(1000, 3), None).await.unwrap();
     w.finish().await.unwrap();
     let slices = [Slice {
         pos: 0,
@@ -275,7 +307,7 @@ async fn damaged_cache_files_are_dropped_and_reread() {
     let cache = Arc::new(DiskCache::open(&[dir.path().to_path_buf()], 1 << 20, 0.0).unwrap());
     let r = rig(cache.clone(), 1 << 20);
     let mut w = r.chunks.writer(6, 0);
-    w.write_at(0, &bytes(1000, 4)).await.unwrap();
+    w.write_at(0, &bytes(1000, 4), None).await.unwrap();
     w.finish().await.unwrap();
     let slices = [Slice {
         pos: 0,
@@ -330,7 +362,7 @@ async fn the_buffer_budget_holds_under_a_fast_writer() {
     let data = bytes(30 * BS as usize, 5);
     for piece in data.chunks(700) {
         let off = w.len();
-        w.write_at(off, piece).await.unwrap();
+        w.write_at(off, piece, None).await.unwrap();
         assert!(r.chunks.budget().in_use() <= 3 * u64::from(BS));
     }
     w.finish().await.unwrap();
@@ -361,7 +393,9 @@ async fn the_memory_cache_limit_holds() {
     let cache = Arc::new(MemoryCache::new(2500));
     let r = rig(cache.clone(), 1 << 20);
     let mut w = r.chunks.writer(12, 0);
-    w.write_at(0, &bytes(10 * BS as usize, 6)).await.unwrap();
+    w.write_at(0, &bytes(10 * BS as usize, 6), None)
+        .await
+        .unwrap();
     w.finish().await.unwrap();
     let slices = [Slice {
         pos: 0,
@@ -390,7 +424,7 @@ async fn the_memory_cache_limit_holds() {
 async fn concurrent_readers_of_a_cold_block_share_one_get() {
     let r = rig(Arc::new(MemoryCache::new(1 << 20)), 1 << 20);
     let mut w = r.chunks.writer(13, 0);
-    w.write_at(0, &bytes(BS as usize, 7)).await.unwrap();
+    w.write_at(0, &bytes(BS as usize, 7), None).await.unwrap();
     w.finish().await.unwrap();
     r.faults.set(FaultPlan {
         delay: Duration::from_millis(30),
@@ -422,7 +456,7 @@ async fn prefetches_are_bounded_and_never_wait() {
     let r = rig(Arc::new(MemoryCache::new(1 << 20)), 1 << 20);
     let mut w = r.chunks.writer(14, 0);
     let data = bytes(20 * BS as usize, 8);
-    w.write_at(0, &data).await.unwrap();
+    w.write_at(0, &data, None).await.unwrap();
     w.finish().await.unwrap();
     r.faults.set(FaultPlan {
         delay: Duration::from_millis(50),
@@ -471,7 +505,7 @@ async fn a_block_read_in_pieces_is_fetched_once() {
     let chunks = ChunkStore::new(store, Arc::new(NoCache::default()), opts);
     let mut w = chunks.writer(15, 0);
     let data = bytes(BS as usize, 9);
-    w.write_at(0, &data).await.unwrap();
+    w.write_at(0, &data, None).await.unwrap();
     w.finish().await.unwrap();
     let slices = [Slice {
         pos: 0,

@@ -6,7 +6,9 @@ use std::ffi::OsStr;
 use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
-use fuser::{Generation, ReplyEmpty, ReplyEntry, Request, TimeOrNow};
+use fuser::{
+    FileHandle, FopenFlags, Generation, ReplyCreate, ReplyEmpty, ReplyEntry, Request, TimeOrNow,
+};
 use strata_types::{Errno, Ino};
 use strata_vfs::Vfs;
 use strata_vfs::{Ctx, Entry, LockKind, PosixLock, TimeSet};
@@ -94,6 +96,23 @@ impl StrataFs {
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         if fut.as_mut().poll(&mut cx).is_pending() {
             self.rt.spawn(fut);
+        }
+    }
+
+    /// Answer a create (or O_TMPFILE): the new entry and its open handle.
+    pub(crate) fn reply_created(vfs: &Vfs, reply: ReplyCreate, r: Result<(Entry, u64), Errno>) {
+        match r {
+            Ok((e, fh)) => {
+                let attr = file_attr(Ino(vfs.to_front(e.ino)), &e.attr);
+                reply.created(
+                    &vfs.options().entry_ttl,
+                    &attr,
+                    Generation(0),
+                    FileHandle(fh),
+                    FopenFlags::empty(),
+                )
+            }
+            Err(e) => reply.error(errno(e)),
         }
     }
 

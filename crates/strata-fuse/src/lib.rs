@@ -3,6 +3,7 @@
 //! several dispatch threads each read their own `/dev/fuse` clone.
 
 mod dispatch;
+mod interrupt;
 mod ops;
 
 use std::ffi::OsStr;
@@ -34,6 +35,11 @@ pub struct FuseOptions {
     /// Serve extended attributes (`--enable-xattr`, on by default); when off, xattr
     /// requests get ENOSYS and the kernel stops sending them (EOPNOTSUPP to programs).
     pub enable_xattr: bool,
+    /// Let root's processes in too when the mount is not `allow_other` (`-o allow_root`).
+    pub allow_root: bool,
+    /// Other `-o` options, passed to the kernel mount as given (`nodev`, `nosuid`,
+    /// `noexec`, `sync`, `dirsync`, `auto_unmount`, `max_read=N`, ...).
+    pub extra: Vec<String>,
 }
 
 impl Default for FuseOptions {
@@ -48,6 +54,8 @@ impl Default for FuseOptions {
             kernel_readahead_kib: 8192,
             writeback_cache: false,
             enable_xattr: true,
+            allow_root: false,
+            extra: Vec::new(),
         }
     }
 }
@@ -60,6 +68,7 @@ pub struct StrataFs {
     pub(crate) max_write: u32,
     pub(crate) writeback_cache: bool,
     pub(crate) enable_xattr: bool,
+    pub(crate) interrupts: std::sync::Arc<interrupt::Interrupts>,
 }
 
 /// Mount `vfs` at `mountpoint`; requests are served on `rt` until the returned session is
@@ -70,11 +79,18 @@ pub fn mount(
     mountpoint: &Path,
     opts: &FuseOptions,
 ) -> std::io::Result<BackgroundSession> {
+    // The kernel never updates a FUSE file's atime itself; the flag only shows the mode.
+    let atime = if vfs.options().atime_mode == strata_vfs::AtimeMode::NoAtime {
+        MountOption::NoAtime
+    } else {
+        MountOption::Atime
+    };
     let mut mount_options = vec![
         MountOption::FSName(opts.fs_name.clone()),
         MountOption::Subtype("strata".into()),
-        MountOption::NoAtime,
+        atime,
     ];
+    mount_options.extend(opts.extra.iter().map(|o| mount_option(o)));
     if opts.default_permissions {
         mount_options.push(MountOption::DefaultPermissions);
     }
@@ -85,21 +101,53 @@ pub fn mount(
     config.mount_options = mount_options;
     config.acl = if opts.allow_other {
         SessionACL::All
+    } else if opts.allow_root {
+        SessionACL::RootAndOwner
     } else {
         SessionACL::Owner
     };
     config.n_threads = Some(opts.threads.max(1));
     config.clone_fd = true;
+    let vfs_handle = vfs.clone();
     let fs = StrataFs {
         vfs,
         rt,
         max_write: opts.max_write,
         writeback_cache: opts.writeback_cache,
         enable_xattr: opts.enable_xattr,
+        interrupts: std::sync::Arc::default(),
     };
     let session = fuser::spawn_mount(fs, mountpoint, &config)?;
+    let notifier = session.notifier();
+    vfs_handle.set_entry_invalidator(strata_vfs::EntryInvalidator(Arc::new(
+        move |parent: u64, name: &[u8]| {
+            // ENOENT: the kernel had nothing cached for it.
+            if let Err(e) = notifier.inval_entry(INodeNo(parent), name_os(name))
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::debug!("invalidating a kernel entry: {e}");
+            }
+        },
+    )));
     set_kernel_readahead(mountpoint, opts.kernel_readahead_kib);
     Ok(session)
+}
+
+/// A `-o` option as the kernel mount takes it: flags by name, anything else as given.
+fn mount_option(option: &str) -> MountOption {
+    match option {
+        "dev" => MountOption::Dev,
+        "nodev" => MountOption::NoDev,
+        "suid" => MountOption::Suid,
+        "nosuid" => MountOption::NoSuid,
+        "exec" => MountOption::Exec,
+        "noexec" => MountOption::NoExec,
+        "sync" => MountOption::Sync,
+        "async" => MountOption::Async,
+        "dirsync" => MountOption::DirSync,
+        "auto_unmount" => MountOption::AutoUnmount,
+        other => MountOption::CUSTOM(other.to_string()),
+    }
 }
 
 /// Raise the kernel's readahead of the mount at `mountpoint` through its backing device
@@ -124,6 +172,11 @@ fn set_kernel_readahead(mountpoint: &Path, kib: u32) {
 
 pub(crate) fn errno(e: Errno) -> fuser::Errno {
     fuser::Errno::from_i32(e.0)
+}
+
+fn name_os(name: &[u8]) -> &OsStr {
+    use std::os::unix::ffi::OsStrExt;
+    OsStr::from_bytes(name)
 }
 
 pub(crate) fn name_bytes(name: &OsStr) -> &[u8] {

@@ -108,6 +108,7 @@ impl fuser::Filesystem for StrataFs {
             atime: atime.map(time_set),
             mtime: mtime.map(time_set),
             size_from_open_file: fh.is_some(),
+            ..SetAttr::default()
         };
         self.spawn(req, "setattr", |vfs| async move {
             match vfs.setattr(&ctx, vfs.from_front(ino.0), &set).await {
@@ -304,7 +305,7 @@ impl fuser::Filesystem for StrataFs {
     fn write(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         data: &[u8],
@@ -314,6 +315,17 @@ impl fuser::Filesystem for StrataFs {
         reply: ReplyWrite,
     ) {
         let data = data.to_vec();
+        if self.vfs.from_front(ino.0) == strata_vfs::CONTROL_INO {
+            // A path tool's request: it runs as the writer.
+            let caller = ctx(req);
+            self.spawn(req, "write", |vfs| async move {
+                match vfs.control_write(fh.0, &caller, &data).await {
+                    Ok(n) => reply.written(n),
+                    Err(e) => reply.error(errno(e)),
+                }
+            });
+            return;
+        }
         // With FUSE_HANDLE_KILLPRIV_V2 the kernel no longer asks for security.capability
         // before every write (a metadata read each); it flags the writes that must drop
         // setuid/setgid/capabilities instead.
@@ -469,14 +481,15 @@ impl fuser::Filesystem for StrataFs {
 
     fn releasedir(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        self.vfs.releasedir(fh.0);
-        reply.ok();
+        self.spawn(req, "releasedir", |vfs| async move {
+            empty(reply, vfs.releasedir(fh.0).await)
+        });
     }
 
     fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
@@ -595,22 +608,10 @@ impl fuser::Filesystem for StrataFs {
     ) {
         let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
         self.spawn(req, "create", |vfs| async move {
-            match vfs
+            let created = vfs
                 .create(&ctx, vfs.from_front(parent.0), &name, mode & !umask)
-                .await
-            {
-                Ok((e, fh)) => {
-                    let attr = file_attr(Ino(vfs.to_front(e.ino)), &e.attr);
-                    reply.created(
-                        &vfs.options().entry_ttl,
-                        &attr,
-                        Generation(0),
-                        FileHandle(fh),
-                        FopenFlags::empty(),
-                    )
-                }
-                Err(e) => reply.error(errno(e)),
-            }
+                .await;
+            StrataFs::reply_created(&vfs, reply, created)
         });
     }
 
@@ -646,6 +647,8 @@ impl fuser::Filesystem for StrataFs {
         });
     }
 
+    /// A blocking request waits until the lock is free or the caller is interrupted
+    /// (a signal; `kill -9`): then it ends with EINTR and takes nothing.
     fn setlk(
         &self,
         req: &Request,
@@ -659,12 +662,41 @@ impl fuser::Filesystem for StrataFs {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
+        let registration = self.interrupts.register(req.unique().0);
         self.spawn(req, "setlk", |vfs| async move {
             let r = match posix_lock(start, end, typ, pid) {
-                Ok(lock) => vfs.setlk(fh.0, lock_owner.0, lock, sleep).await,
+                Ok(lock) => {
+                    vfs.setlk(fh.0, lock_owner.0, lock, sleep, &registration.token)
+                        .await
+                }
                 Err(e) => Err(e),
             };
+            drop(registration);
             empty(reply, r)
+        });
+    }
+
+    /// The kernel interrupts a request: a waiting lock request gives up (EINTR).
+    fn interrupt(&self, _req: &Request, unique: fuser::RequestId) {
+        self.interrupts.interrupt(unique.0);
+    }
+
+    /// open(O_TMPFILE) in directory `parent`.
+    fn tmpfile(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let ctx = ctx(req);
+        self.spawn(req, "tmpfile", |vfs| async move {
+            let created = vfs
+                .tmpfile(&ctx, vfs.from_front(parent.0), mode & !umask)
+                .await;
+            StrataFs::reply_created(&vfs, reply, created)
         });
     }
 

@@ -26,6 +26,7 @@ use etcd_client::{
 use strata_meta::kv::{
     CommitRequest, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write, within,
 };
+use strata_types::{Secret, redact_url};
 use tokio::sync::OnceCell;
 
 /// How long connecting may take.
@@ -40,7 +41,8 @@ pub struct EtcdUrl {
     pub endpoints: Vec<String>,
     /// Key prefix of the volume (the URL's path; `strata` when empty).
     pub prefix: String,
-    pub user: Option<(String, String)>,
+    /// User and password (hidden when printed).
+    pub user: Option<(String, Secret)>,
 }
 
 impl EtcdUrl {
@@ -48,14 +50,15 @@ impl EtcdUrl {
     pub fn parse(url: &str) -> Result<EtcdUrl, KvError> {
         let rest = url.strip_prefix("etcd://").ok_or_else(|| {
             KvError::Engine(format!(
-                "not an etcd URL: {url:?} (expected etcd://host1:2379,host2:2379/prefix)"
+                "not an etcd URL: {} (expected etcd://host1:2379,host2:2379/prefix)",
+                redact_url(url)
             ))
         })?;
         let (hosts, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         let (user, hosts) = match hosts.rsplit_once('@') {
             Some((cred, hosts)) => {
                 let (name, pass) = cred.split_once(':').unwrap_or((cred, ""));
-                (Some((name.to_string(), pass.to_string())), hosts)
+                (Some((name.to_string(), Secret::new(pass))), hosts)
             }
             None => (None, hosts),
         };
@@ -65,7 +68,10 @@ impl EtcdUrl {
             .map(|h| format!("http://{h}"))
             .collect();
         if endpoints.is_empty() {
-            return Err(KvError::Engine(format!("etcd URL {url:?} names no host")));
+            return Err(KvError::Engine(format!(
+                "etcd URL {} names no host",
+                redact_url(url)
+            )));
         }
         let prefix = prefix.trim_matches('/');
         let prefix = if prefix.is_empty() { "strata" } else { prefix };
@@ -123,7 +129,7 @@ impl EtcdEngine {
                     .with_timeout(REQUEST_TIMEOUT)
                     .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5));
                 if let Some((name, pass)) = &self.url.user {
-                    options = options.with_user(name.clone(), pass.clone());
+                    options = options.with_user(name.clone(), pass.expose().to_string());
                 }
                 let connecting = async {
                     Client::connect(&self.url.endpoints, Some(options))
@@ -400,7 +406,11 @@ mod tests {
         assert_eq!(u.user, None);
         let v = EtcdUrl::parse("etcd://root:pw@h:2379").unwrap();
         assert_eq!(v.prefix, "strata");
-        assert_eq!(v.user, Some(("root".into(), "pw".into())));
+        assert_eq!(v.user, Some(("root".into(), Secret::new("pw"))));
+        assert!(
+            !format!("{v:?}").contains("pw"),
+            "the password never prints"
+        );
         assert!(EtcdUrl::parse("etcd:///x").is_err());
         assert!(EtcdUrl::parse("redis://h").is_err());
     }

@@ -22,6 +22,7 @@ use strata_meta::kv::{
     CommitRequest, Key, KvEngine, KvError, KvSnapshot, Link, ReadCheck, Value, Write,
     take_prefix_param, within,
 };
+use strata_types::{Secret, redact_url};
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
 
@@ -38,7 +39,8 @@ const POOL_SIZE: usize = 8;
 /// the volume's table prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PostgresUrl {
-    pub conninfo: String,
+    /// The connection URL for the client library, password included (hidden when printed).
+    pub conninfo: Secret,
     pub prefix: String,
 }
 
@@ -47,12 +49,16 @@ impl PostgresUrl {
     pub fn parse(url: &str) -> Result<PostgresUrl, KvError> {
         if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
             return Err(KvError::Engine(format!(
-                "not a PostgreSQL URL: {url:?} (expected postgres://user:pass@host:port/db)"
+                "not a PostgreSQL URL: {} (expected postgres://user:pass@host:port/db)",
+                redact_url(url)
             )));
         }
         let (conninfo, prefix) = take_prefix_param(url, "strata", valid_prefix)?;
         let prefix = prefix.to_lowercase();
-        Ok(PostgresUrl { conninfo, prefix })
+        Ok(PostgresUrl {
+            conninfo: Secret::new(conninfo),
+            prefix,
+        })
     }
 
     /// The volume's table.
@@ -78,6 +84,7 @@ impl PostgresEngine {
     pub fn lazy(url: &PostgresUrl) -> Result<PostgresEngine, KvError> {
         let config: tokio_postgres::Config = url
             .conninfo
+            .expose()
             .parse()
             .map_err(|e| KvError::Engine(format!("bad PostgreSQL URL: {e}")))?;
         Ok(PostgresEngine {
@@ -333,6 +340,9 @@ async fn commit_on(
     puts: &(Vec<&[u8]>, Vec<&[u8]>),
     deletes: &[&[u8]],
 ) -> Result<(), KvError> {
+    // Until the transaction has ended either way, this connection must not be reused: if
+    // this future is dropped on the way, the pool closes the connection instead.
+    conn.in_transaction = true;
     timed(
         conn.client
             .batch_execute("BEGIN ISOLATION LEVEL SERIALIZABLE"),
@@ -363,8 +373,11 @@ async fn commit_on(
     if result.is_err() {
         // Best effort: a failed COMMIT already ended the transaction; a broken connection
         // is dropped by the pool.
-        let _ = timed(conn.client.batch_execute("ROLLBACK")).await;
+        if timed(conn.client.batch_execute("ROLLBACK")).await.is_err() {
+            return result;
+        }
     }
+    conn.in_transaction = false;
     result
 }
 
@@ -377,8 +390,12 @@ mod tests {
         let u = PostgresUrl::parse("postgres://u:p@127.0.0.1:5432/db?sslmode=disable&prefix=Vol_1")
             .unwrap();
         assert_eq!(
-            u.conninfo,
+            u.conninfo.expose(),
             "postgres://u:p@127.0.0.1:5432/db?sslmode=disable"
+        );
+        assert!(
+            !format!("{u:?}").contains(":p@"),
+            "the password never prints"
         );
         assert_eq!(u.table(), "strata_vol_1");
         let d = PostgresUrl::parse("postgresql://h/db").unwrap();

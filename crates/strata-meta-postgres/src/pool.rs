@@ -1,9 +1,14 @@
 //! A small pool of PostgreSQL connections, each with its statements prepared. A connection
-//! is made when none is idle (up to the pool size); one that broke is dropped, not reused.
-//! The first connection of an engine creates the volume's table if it does not exist.
+//! is made when none is idle (up to the pool size); one that broke is dropped, not reused,
+//! and so is one given back in the middle of a transaction (its user was cancelled between
+//! `BEGIN` and `COMMIT`/`ROLLBACK`): reused, it would run the next user's statements inside
+//! the abandoned transaction and commit both. The first connection of an engine creates
+//! the volume's table if it does not exist.
 
 use std::ops::{Deref, DerefMut};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use strata_meta::kv::{KvError, within};
 use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
@@ -53,12 +58,15 @@ impl std::fmt::Debug for Pool {
     }
 }
 
-/// A connection taken from the pool; goes back when dropped unless marked broken.
+/// A connection taken from the pool; goes back when dropped unless marked broken or left
+/// inside a transaction.
 pub(crate) struct Pooled {
     conn: Option<Conn>,
     pool: Arc<Inner>,
     _permit: OwnedSemaphorePermit,
     pub broken: bool,
+    /// Set from before `BEGIN` is sent until its `COMMIT` or `ROLLBACK` has answered.
+    pub in_transaction: bool,
 }
 
 impl Deref for Pooled {
@@ -83,10 +91,10 @@ impl Drop for Pooled {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take()
             && !self.broken
+            && !self.in_transaction
             && !conn.client.is_closed()
-            && let Ok(mut idle) = self.pool.idle.lock()
         {
-            idle.push(conn);
+            self.pool.idle.lock().push(conn);
         }
     }
 }
@@ -113,7 +121,7 @@ impl Pool {
             .acquire_owned()
             .await
             .map_err(|_| KvError::Engine("connection pool closed".into()))?;
-        let idle = self.inner.idle.lock().ok().and_then(|mut idle| idle.pop());
+        let idle = self.inner.idle.lock().pop();
         let conn = match idle {
             Some(conn) if !conn.client.is_closed() => conn,
             _ => self.connect().await?,
@@ -123,6 +131,7 @@ impl Pool {
             pool: self.inner.clone(),
             _permit: permit,
             broken: false,
+            in_transaction: false,
         })
     }
 

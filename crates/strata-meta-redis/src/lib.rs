@@ -19,16 +19,18 @@
 mod scripts;
 mod source;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Script, Value as RedisValue};
 use strata_meta::kv::{
     CommitRequest, FieldUpdate, Key, KvEngine, KvError, KvSnapshot, Link, ReadCheck, Value, Write,
     take_prefix_param, within,
 };
+use strata_types::{Secret, redact_url};
 
 /// How long connecting (and the first PING) may take before the engine is unavailable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -40,7 +42,8 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 /// volume (`?prefix=NAME`, default `strata`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RedisUrl {
-    pub server: String,
+    /// The server URL, password included (hidden when printed).
+    pub server: Secret,
     pub prefix: String,
 }
 
@@ -49,11 +52,15 @@ impl RedisUrl {
     pub fn parse(url: &str) -> Result<RedisUrl, KvError> {
         if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
             return Err(KvError::Engine(format!(
-                "not a Redis URL: {url:?} (expected redis://host:port/db)"
+                "not a Redis URL: {} (expected redis://host:port/db)",
+                redact_url(url)
             )));
         }
         let (server, prefix) = take_prefix_param(url, "strata", valid_prefix)?;
-        Ok(RedisUrl { server, prefix })
+        Ok(RedisUrl {
+            server: Secret::new(server),
+            prefix,
+        })
     }
 }
 
@@ -91,7 +98,7 @@ impl RedisEngine {
     ///
     /// [`connect`]: RedisEngine::connect
     pub fn lazy(url: &RedisUrl) -> Result<RedisEngine, KvError> {
-        let source = source::Source::new(&url.server)?;
+        let source = source::Source::new(url.server.expose())?;
         let base = format!("{}:", url.prefix).into_bytes();
         let mut index = base.clone();
         index.push(b'i');
@@ -198,23 +205,18 @@ struct ConnSlot {
 
 impl ConnSlot {
     fn get(&self) -> Option<ConnectionManager> {
-        self.current.lock().ok().and_then(|c| c.clone())
+        self.current.lock().clone()
     }
 
     fn set(&self, conn: ConnectionManager) {
-        if let Ok(mut current) = self.current.lock() {
-            *current = Some(conn);
-        }
+        *self.current.lock() = Some(conn);
     }
 
     /// Pass `result` through; an unavailable server makes a Sentinel client look up the
     /// master again at its next use.
     fn check<T>(&self, result: Result<T, KvError>) -> Result<T, KvError> {
-        if self.resettable
-            && matches!(result, Err(KvError::Unavailable(_)))
-            && let Ok(mut current) = self.current.lock()
-        {
-            *current = None;
+        if self.resettable && matches!(result, Err(KvError::Unavailable(_))) {
+            *self.current.lock() = None;
         }
         result
     }
@@ -496,11 +498,15 @@ mod tests {
     #[test]
     fn urls_split_into_server_and_prefix() {
         let u = RedisUrl::parse("redis://:pw@127.0.0.1:6379/2?prefix=vol_a").unwrap();
-        assert_eq!(u.server, "redis://:pw@127.0.0.1:6379/2");
+        assert_eq!(u.server.expose(), "redis://:pw@127.0.0.1:6379/2");
+        assert!(
+            !format!("{u:?}").contains("pw"),
+            "the password never prints"
+        );
         assert_eq!(u.prefix, "vol_a");
         let d = RedisUrl::parse("rediss://host:6380/0?protocol=resp3").unwrap();
         assert_eq!(d.prefix, "strata");
-        assert_eq!(d.server, "rediss://host:6380/0?protocol=resp3");
+        assert_eq!(d.server.expose(), "rediss://host:6380/0?protocol=resp3");
         assert!(RedisUrl::parse("postgres://x").is_err());
         assert!(RedisUrl::parse("redis://h/0?prefix=a:b").is_err());
     }

@@ -6,6 +6,7 @@
 use redis::sentinel::{Sentinel, SentinelNodeConnectionInfo};
 use redis::{Client, RedisConnectionInfo};
 use strata_meta::kv::KvError;
+use strata_types::redact_url;
 
 use crate::redis_error;
 
@@ -50,13 +51,16 @@ pub(crate) fn sentinel_spec(server: &str) -> Result<Option<SentinelSpec>, KvErro
         .collect();
     if master.is_empty() || nodes.is_empty() {
         return Err(KvError::Engine(format!(
-            "bad Sentinel URL {server:?}: expected redis://MASTER,HOST:PORT,.../DB"
+            "bad Sentinel URL {}: expected redis://MASTER,HOST:PORT,.../DB",
+            redact_url(server)
         )));
     }
-    let db = db
-        .trim_matches('/')
-        .parse::<i64>()
-        .map_err(|_| KvError::Engine(format!("bad Redis database number in {server:?}")))?;
+    let db = db.trim_matches('/').parse::<i64>().map_err(|_| {
+        KvError::Engine(format!(
+            "bad Redis database number in {}",
+            redact_url(server)
+        ))
+    })?;
     let (user, password) = match userinfo.map(|u| u.split_once(':').unwrap_or((u, ""))) {
         Some((user, pass)) => (
             Some(user.to_string()).filter(|u| !u.is_empty()),

@@ -35,7 +35,13 @@ pub struct InodeCore {
     pub gid: u32,
     pub rdev: u32,
     pub parent: Ino,
+    /// An `O_TMPFILE` inode not linked yet: `linkat` may give it its first name (flags bit
+    /// 0; Linux's `I_LINKABLE`).
+    pub linkable: bool,
 }
+
+/// Bit of the core record's flags byte: [`InodeCore::linkable`].
+const FLAG_LINKABLE: u8 = 1;
 
 impl InodeCore {
     pub fn encode(&self) -> Vec<u8> {
@@ -47,7 +53,7 @@ impl InodeCore {
         v.extend_from_slice(&self.gid.to_le_bytes());
         v.extend_from_slice(&self.rdev.to_le_bytes());
         v.extend_from_slice(&self.parent.0.to_le_bytes());
-        v.push(0); // flags, reserved
+        v.push(if self.linkable { FLAG_LINKABLE } else { 0 });
         v
     }
 
@@ -76,6 +82,7 @@ impl InodeCore {
             gid: u32_at(8),
             rdev: u32_at(12),
             parent: Ino(u64::from_le_bytes(parent)),
+            linkable: v[24] & FLAG_LINKABLE != 0,
         })
     }
 }
@@ -258,6 +265,7 @@ mod tests {
             gid: 100,
             rdev: 7,
             parent: Ino(42),
+            linkable: true,
         };
         assert_eq!(InodeCore::decode(b"k", &core.encode()).unwrap(), core);
         let fields = InodeFields {

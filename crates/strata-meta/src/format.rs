@@ -2,6 +2,7 @@
 //! client reads first.
 
 use serde::{Deserialize, Serialize};
+use strata_types::Secret;
 
 use crate::error::{MetaError, Result};
 
@@ -19,7 +20,10 @@ pub struct Format {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub access_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub secret_key: Option<String>,
+    pub secret_key: Option<Secret>,
+    /// Session token of temporary S3 credentials (`--session-token`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_token: Option<Secret>,
     /// Block size in KiB.
     pub block_size_kib: u32,
     /// `none`, `lz4` or `zstd`.
@@ -107,6 +111,7 @@ mod tests {
             bucket: "/tmp/b".into(),
             access_key: None,
             secret_key: None,
+            session_token: None,
             block_size_kib: 4096,
             compression: "none".into(),
             trash_days: 1,

@@ -131,17 +131,15 @@ async fn run(meta: &Meta, ctx: &Ctx, words: &[&str]) -> Result<String, String> {
         ["rename", src, dst, rest @ ..] => {
             let (sd, sn) = parent_of(meta, ctx, src).await?;
             let (dd, dn) = parent_of(meta, ctx, dst).await?;
-            let flags = match rest.first() {
-                Some(&"noreplace") => RenameFlags {
-                    noreplace: true,
-                    exchange: false,
-                },
-                Some(&"exchange") => RenameFlags {
-                    noreplace: false,
-                    exchange: true,
-                },
-                _ => RenameFlags::default(),
-            };
+            let bits = rest.iter().fold(0, |bits, flag| {
+                bits | match *flag {
+                    "noreplace" => RenameFlags::NOREPLACE,
+                    "exchange" => RenameFlags::EXCHANGE,
+                    "whiteout" => RenameFlags::WHITEOUT,
+                    _ => 0,
+                }
+            });
+            let flags = RenameFlags::from_bits(bits).map_err(e)?;
             meta.rename(ctx, sd, &sn, dd, &dn, flags)
                 .await
                 .map(ok)
@@ -185,9 +183,14 @@ async fn run(meta: &Meta, ctx: &Ctx, words: &[&str]) -> Result<String, String> {
             )
             .await
         }
-        ["write", p, off, len] => {
+        ["write", p, off, len, rest @ ..] => {
             let ino = resolve(meta, ctx, p).await?;
             let (off, len): (u64, u32) = (off.parse().unwrap(), len.parse().unwrap());
+            // `write /f OFF LEN written-at NS`: the commit of writes that returned at NS.
+            let written_at = match rest {
+                ["written-at", ns] => ns.parse().unwrap(),
+                _ => strata_meta::now_ns(),
+            };
             let id = meta.new_slice_id().await.map_err(e)?;
             let index = (off / strata_types::CHUNK_SIZE) as u32;
             let pos = (off % strata_types::CHUNK_SIZE) as u32;
@@ -198,10 +201,17 @@ async fn run(meta: &Meta, ctx: &Ctx, words: &[&str]) -> Result<String, String> {
                 off: 0,
                 len,
             };
-            meta.write_chunk(ino, index, slice, strata_meta::now_ns())
+            meta.write_chunk(ino, index, slice, Some(written_at))
                 .await
                 .map(|_| "ok".into())
                 .map_err(e)
+        }
+        ["settime", p, ns] => {
+            let set = SetAttr {
+                mtime: Some(strata_meta::TimeSet::At(ns.parse().unwrap())),
+                ..SetAttr::default()
+            };
+            setattr(meta, ctx, p, set).await
         }
         ["punch", p, off, len] => {
             let ino = resolve(meta, ctx, p).await?;
@@ -238,6 +248,8 @@ async fn run(meta: &Meta, ctx: &Ctx, words: &[&str]) -> Result<String, String> {
                 "uid" => a.uid.to_string(),
                 "gid" => a.gid.to_string(),
                 "kind" => format!("{:?}", a.kind).to_lowercase(),
+                "rdev" => a.rdev.to_string(),
+                "mtime" => a.mtime.to_string(),
                 other => panic!("unknown stat field {other}"),
             })
         }

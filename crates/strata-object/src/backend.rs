@@ -15,6 +15,7 @@ use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStoreExt, PutPayload};
+use strata_types::Secret;
 
 use crate::local::{self, INLINE_MAX, LocalSync};
 use crate::{ObjectError, ObjectInfo, ObjectStore, Result};
@@ -28,8 +29,12 @@ pub struct S3Config {
     pub bucket: String,
     /// Credentials; when empty, taken from `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`.
     pub access_key: String,
-    pub secret_key: String,
-    /// Address the bucket as `endpoint/bucket` (path style) instead of `bucket.endpoint`.
+    pub secret_key: Secret,
+    /// Temporary credentials' session token (`--session-token`, `AWS_SESSION_TOKEN`).
+    pub session_token: Option<Secret>,
+    /// Address the bucket as `endpoint/bucket` (path style). Otherwise requests go to
+    /// `bucket.host`, and `endpoint` already names the bucket
+    /// (`https://BUCKET.s3.REGION.amazonaws.com`).
     pub path_style: bool,
 }
 
@@ -90,7 +95,10 @@ impl Backend {
         if !cfg.access_key.is_empty() {
             b = b
                 .with_access_key_id(&cfg.access_key)
-                .with_secret_access_key(&cfg.secret_key);
+                .with_secret_access_key(cfg.secret_key.expose());
+        }
+        if let Some(token) = &cfg.session_token {
+            b = b.with_token(token.expose());
         }
         let store = b
             .with_virtual_hosted_style_request(!cfg.path_style)

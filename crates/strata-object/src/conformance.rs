@@ -161,6 +161,7 @@ fn s3_config(endpoint: &str, secret: &str, bucket: &str) -> S3Config {
         bucket: bucket.into(),
         access_key: TEST_ACCESS_KEY.into(),
         secret_key: secret.into(),
+        session_token: None,
         path_style: true,
     }
 }
@@ -204,7 +205,7 @@ fn scoped<B: TestBackend>(backend: &B) -> Arc<dyn ObjectStore> {
 fn pattern(len: usize, seed: u8) -> Bytes {
     Bytes::from(
         (0..len)
-            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .map(|i| (i.to_le_bytes()[0]).wrapping_mul(31).wrapping_add(seed))
             .collect::<Vec<_>>(),
     )
 }

@@ -1,13 +1,15 @@
-//! Fault injection for tests: failing requests (all, after N calls, or every Nth), delays,
-//! short reads and flipped bits, switchable at run time through a shared [`FaultControl`].
+//! Fault injection for tests: failing requests (all, after N calls, or every Nth), failing
+//! syncs, delays, puts held until released, short reads and flipped bits, switchable at
+//! run time through a shared [`FaultControl`].
 
 use std::ops::Range;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use parking_lot::Mutex;
 
 use crate::{ObjectError, ObjectInfo, ObjectStore, Result};
 
@@ -26,6 +28,10 @@ pub struct FaultPlan {
     pub short_reads: bool,
     /// Gets return the bytes with one bit flipped.
     pub flip_bits: bool,
+    /// Syncs fail (as an `fsync` that hit a disk error).
+    pub fail_syncs: bool,
+    /// Puts wait until a plan without this is set.
+    pub hold_puts: bool,
 }
 
 /// The switch board of a [`Faulty`] store.
@@ -34,18 +40,47 @@ pub struct FaultControl {
     plan: Mutex<FaultPlan>,
     puts: AtomicU64,
     gets: AtomicU64,
+    deletes: AtomicU64,
     calls: AtomicU64,
+    /// Woken whenever the plan changes (held puts look again).
+    changed: tokio::sync::Notify,
+    /// Puts waiting while held.
+    held: AtomicU64,
 }
 
 impl FaultControl {
     pub fn set(&self, plan: FaultPlan) {
-        if let Ok(mut p) = self.plan.lock() {
-            *p = plan;
+        *self.plan.lock() = plan;
+        self.changed.notify_waiters();
+    }
+
+    /// Deletes seen so far.
+    pub fn deletes(&self) -> u64 {
+        self.deletes.load(Ordering::Relaxed)
+    }
+
+    /// Puts waiting right now because puts are held.
+    pub fn held_puts(&self) -> u64 {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// Wait while puts are held.
+    async fn wait_while_held(&self) {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if !self.plan().hold_puts {
+                return;
+            }
+            self.held.fetch_add(1, Ordering::Relaxed);
+            changed.await;
+            self.held.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
     pub fn plan(&self) -> FaultPlan {
-        self.plan.lock().map(|p| p.clone()).unwrap_or_default()
+        self.plan.lock().clone()
     }
 
     /// Successful-or-attempted puts and gets seen so far.
@@ -57,7 +92,16 @@ impl FaultControl {
     }
 
     async fn before(&self, kind: &str) -> Result<FaultPlan> {
+        if kind == "put" {
+            self.wait_while_held().await;
+        }
+        if kind == "delete" {
+            self.deletes.fetch_add(1, Ordering::Relaxed);
+        }
         let plan = self.plan();
+        if kind == "sync" && plan.fail_syncs {
+            return Err(ObjectError::Other("injected: sync failed".into()));
+        }
         if !plan.delay.is_zero() {
             tokio::time::sleep(plan.delay).await;
         }

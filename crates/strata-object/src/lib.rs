@@ -6,6 +6,9 @@
 //! byte counters) and [`fault`] (fault injection for tests). [`stack`] assembles them in
 //! the right order from options.
 
+// The data path converts sizes and offsets with checked conversions, never `as`.
+#![warn(clippy::cast_possible_truncation)]
+
 pub mod backend;
 pub mod checksum;
 pub mod compress;
@@ -177,9 +180,11 @@ pub fn slice_range(data: Bytes, range: Option<Range<u64>>) -> Bytes {
     match range {
         None => data,
         Some(r) => {
-            let len = data.len() as u64;
-            let start = r.start.min(len) as usize;
-            let end = r.end.min(len).max(r.start.min(len)) as usize;
+            // Both ends are clipped to the data's length, so they fit a usize.
+            let len = u64::try_from(data.len()).unwrap_or(u64::MAX);
+            let at = |n: u64| usize::try_from(n.min(len)).unwrap_or(data.len());
+            let start = at(r.start);
+            let end = at(r.end).max(start);
             data.slice(start..end)
         }
     }

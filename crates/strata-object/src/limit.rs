@@ -36,27 +36,25 @@ impl Default for Limits {
 #[derive(Debug)]
 struct Pacer {
     bytes_per_sec: f64,
-    next_free: std::sync::Mutex<Instant>,
+    next_free: parking_lot::Mutex<Instant>,
 }
 
 impl Pacer {
     fn new(mbps: u64) -> Option<Pacer> {
         (mbps > 0).then(|| Pacer {
             bytes_per_sec: mbps as f64 * 1_000_000.0 / 8.0,
-            next_free: std::sync::Mutex::new(Instant::now()),
+            next_free: parking_lot::Mutex::new(Instant::now()),
         })
     }
 
     /// Reserve time for `bytes` and wait for the reservation to start.
     async fn pace(&self, bytes: usize) {
-        let wait = match self.next_free.lock() {
-            Ok(mut next) => {
-                let now = Instant::now();
-                let start = (*next).max(now);
-                *next = start + Duration::from_secs_f64(bytes as f64 / self.bytes_per_sec);
-                start.saturating_duration_since(now)
-            }
-            Err(_) => Duration::ZERO,
+        let wait = {
+            let mut next = self.next_free.lock();
+            let now = Instant::now();
+            let start = (*next).max(now);
+            *next = start + Duration::from_secs_f64(bytes as f64 / self.bytes_per_sec);
+            start.saturating_duration_since(now)
         };
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;

@@ -11,9 +11,10 @@ use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::Arc;
 
 use bytes::Bytes;
+use parking_lot::Mutex;
 
 use crate::{ObjectError, Result};
 
@@ -46,7 +47,7 @@ pub(crate) fn get_small(
     let range = range.unwrap_or(0..len);
     let start = range.start.min(len);
     let end = range.end.min(len).max(start);
-    let mut data = Vec::with_capacity((end - start) as usize);
+    let mut data = Vec::with_capacity(usize::try_from(end - start).unwrap_or(0));
     file.seek(SeekFrom::Start(start)).map_err(failed)?;
     file.take(end - start)
         .read_to_end(&mut data)
@@ -113,9 +114,7 @@ impl LocalSync {
 
     /// `key` was written and renamed into place.
     pub(crate) fn written(&self, key: &str) {
-        if let Ok(mut keys) = self.unsynced.lock() {
-            keys.insert(key.to_string());
-        }
+        self.unsynced.lock().insert(key.to_string());
     }
 
     /// The bucket directory.
@@ -125,30 +124,36 @@ impl LocalSync {
 
     /// Files written and not yet synced.
     pub(crate) fn pending(&self) -> usize {
-        self.unsynced.lock().map(|k| k.len()).unwrap_or(0)
+        self.unsynced.lock().len()
     }
 
-    /// Make every file written so far durable; returns how many there were.
+    /// Make every file written so far durable; returns how many there were. If it fails,
+    /// the files stay on the list, so the next sync tries them again and reports the
+    /// failure again rather than success.
     pub(crate) async fn sync(&self) -> Result<u64> {
         let _turn = self.running.lock().await;
-        let keys: Vec<String> = match self.unsynced.lock() {
-            Ok(mut keys) => keys.drain().collect(),
-            Err(_) => return Err(ObjectError::Other("local sync list poisoned".into())),
-        };
+        let keys: Vec<String> = self.unsynced.lock().drain().collect();
         if keys.is_empty() {
             return Ok(0);
         }
         let root = self.root.clone();
-        let count = keys.len() as u64;
-        tokio::task::spawn_blocking(move || {
-            if keys.len() > SYNCFS_ABOVE {
+        let count = u64::try_from(keys.len()).unwrap_or(u64::MAX);
+        let keys = Arc::new(keys);
+        let syncing = keys.clone();
+        let outcome = tokio::task::spawn_blocking(move || {
+            if syncing.len() > SYNCFS_ABOVE {
                 sync_file_system(&root)
             } else {
-                sync_files(&root, &keys)
+                sync_files(&root, &syncing)
             }
         })
         .await
-        .map_err(|e| ObjectError::Other(format!("local sync task failed: {e}")))??;
+        .map_err(|e| ObjectError::Other(format!("local sync task failed: {e}")))
+        .and_then(|r| r);
+        if let Err(e) = outcome {
+            self.unsynced.lock().extend(keys.iter().cloned());
+            return Err(e);
+        }
         Ok(count)
     }
 }
@@ -284,5 +289,10 @@ mod tests {
         // A key naming a path through a regular file cannot be opened (ENOTDIR).
         sync.written("f/under");
         assert!(matches!(sync.sync().await, Err(ObjectError::Other(_))));
+        assert_eq!(sync.pending(), 1, "a failed sync keeps its files");
+        assert!(
+            matches!(sync.sync().await, Err(ObjectError::Other(_))),
+            "and the next sync reports the failure again, not success"
+        );
     }
 }

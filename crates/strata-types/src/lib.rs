@@ -1,8 +1,12 @@
 //! Strata's shared vocabulary: inode numbers, file types, attributes, slice records,
-//! errno values and size constants. Plain data only — no I/O, no async, no dependencies —
-//! so every other crate can use it without pulling anything else in.
+//! errno values, size constants, and secrets that redact themselves. Plain data only — no
+//! I/O, no async, no dependency but serde — so every other crate can use it.
 
 use std::fmt;
+
+mod secret;
+
+pub use secret::{MetaUrl, Secret, redact_url};
 
 /// Size of one chunk: a file is cut into chunks of this many bytes.
 pub const CHUNK_SIZE: u64 = 64 << 20;
@@ -12,8 +16,11 @@ pub const DEFAULT_BLOCK_SIZE: u32 = 4 << 20;
 pub const MAX_NAME_LEN: usize = 255;
 /// Longest symlink target, as on Linux (ENAMETOOLONG beyond).
 pub const MAX_SYMLINK_LEN: usize = 4096;
-/// Largest file length Strata accepts (EFBIG beyond): 2^63 - 1 rounded down to a chunk.
-pub const MAX_FILE_SIZE: u64 = (i64::MAX as u64 / CHUNK_SIZE) * CHUNK_SIZE;
+/// Number of chunks a file may have: chunk indexes are `u32` in the metadata keys.
+pub const MAX_CHUNKS: u64 = 1 << 32;
+/// Largest file length Strata accepts (EFBIG beyond): what the key format can address,
+/// 2^32 chunks of 64 MiB = 2^58 bytes (256 PiB).
+pub const MAX_FILE_SIZE: u64 = MAX_CHUNKS * CHUNK_SIZE;
 
 /// An inode number. The root directory is 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -265,6 +272,7 @@ pub struct Errno(pub i32);
 impl Errno {
     pub const EPERM: Errno = Errno(1);
     pub const ENOENT: Errno = Errno(2);
+    pub const EINTR: Errno = Errno(4);
     pub const E2BIG: Errno = Errno(7);
     pub const EIO: Errno = Errno(5);
     pub const EBADF: Errno = Errno(9);
@@ -289,6 +297,7 @@ impl Errno {
     pub const ENOTEMPTY: Errno = Errno(39);
     pub const ELOOP: Errno = Errno(40);
     pub const ENODATA: Errno = Errno(61);
+    pub const EPROTO: Errno = Errno(71);
     pub const EOPNOTSUPP: Errno = Errno(95);
     pub const ETIMEDOUT: Errno = Errno(110);
     pub const EDQUOT: Errno = Errno(122);
@@ -298,6 +307,7 @@ impl Errno {
         match self.0 {
             1 => "EPERM",
             2 => "ENOENT",
+            4 => "EINTR",
             7 => "E2BIG",
             5 => "EIO",
             9 => "EBADF",
@@ -322,6 +332,7 @@ impl Errno {
             39 => "ENOTEMPTY",
             40 => "ELOOP",
             61 => "ENODATA",
+            71 => "EPROTO",
             95 => "EOPNOTSUPP",
             110 => "ETIMEDOUT",
             122 => "EDQUOT",

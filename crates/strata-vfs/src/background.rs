@@ -3,25 +3,37 @@
 //! cleans sessions of dead clients), freeing the data of deleted files and replaced slices
 //! (after the delay window), compacting fragmented chunks, and purging trash hours older
 //! than the volume's trash days, and automatic metadata backups.
+//!
+//! Jobs stop through a cancellation token, between two steps: a job is never cut off in
+//! the middle of a transaction or an upload. [`BackgroundJobs::stop`] waits for that.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::Vfs;
 
-/// The running background tasks; stopped when dropped.
+/// The running background tasks. [`BackgroundJobs::stop`] ends them at their next safe
+/// point and waits; dropping them asks them to stop without waiting.
 #[derive(Debug)]
 pub struct BackgroundJobs {
     tasks: Vec<JoinHandle<()>>,
+    stop: CancellationToken,
 }
 
 impl Drop for BackgroundJobs {
     fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
+        self.stop.cancel();
+    }
+}
+
+/// Sleep `every`; false when the jobs are stopping instead.
+async fn wait(stop: &CancellationToken, every: Duration) -> bool {
+    tokio::select! {
+        () = stop.cancelled() => false,
+        () = tokio::time::sleep(every) => true,
     }
 }
 
@@ -34,20 +46,32 @@ impl BackgroundJobs {
         cleanup: bool,
         backup: Option<MetaBackup>,
     ) -> BackgroundJobs {
+        let stop = CancellationToken::new();
+        let s = || stop.clone();
         let mut tasks = vec![
-            tokio::spawn(sync_loop(vfs.clone())),
-            tokio::spawn(heartbeat_loop(vfs.clone(), heartbeat)),
-            tokio::spawn(quota_loop(vfs.clone())),
+            tokio::spawn(sync_loop(vfs.clone(), s())),
+            tokio::spawn(heartbeat_loop(vfs.clone(), heartbeat, s())),
+            tokio::spawn(quota_loop(vfs.clone(), s())),
         ];
         if cleanup {
-            tasks.push(tokio::spawn(deletion_loop(vfs.clone())));
-            tasks.push(tokio::spawn(compaction_loop(vfs.clone())));
-            tasks.push(tokio::spawn(trash_loop(vfs.clone())));
+            tasks.push(tokio::spawn(deletion_loop(vfs.clone(), s())));
+            tasks.push(tokio::spawn(compaction_loop(vfs.clone(), s())));
+            tasks.push(tokio::spawn(trash_loop(vfs.clone(), s())));
         }
         if let Some(plan) = backup {
-            tasks.push(tokio::spawn(backup_loop(vfs, plan)));
+            tasks.push(tokio::spawn(backup_loop(vfs, plan, s())));
         }
-        BackgroundJobs { tasks }
+        BackgroundJobs { tasks, stop }
+    }
+
+    /// Stop every job at its next safe point and wait until all have.
+    pub async fn stop(mut self) {
+        self.stop.cancel();
+        for task in std::mem::take(&mut self.tasks) {
+            if let Err(e) = task.await {
+                tracing::warn!("a background job ended abnormally: {e}");
+            }
+        }
     }
 }
 
@@ -55,18 +79,18 @@ impl BackgroundJobs {
 /// 5 s too).
 pub const SYNC_EVERY: Duration = Duration::from_secs(5);
 
-async fn sync_loop(vfs: Arc<Vfs>) {
-    loop {
-        tokio::time::sleep(SYNC_EVERY).await;
+async fn sync_loop(vfs: Arc<Vfs>, stop: CancellationToken) {
+    while wait(&stop, SYNC_EVERY).await {
+        // Writes whose last close could not commit them are retried first.
+        vfs.retry_kept_writes().await;
         if let Err(e) = vfs.sync().await {
-            tracing::warn!("periodic sync failed: errno {e}");
+            tracing::error!("periodic sync failed: errno {e} (reported to open files)");
         }
     }
 }
 
-async fn heartbeat_loop(vfs: Arc<Vfs>, every: Duration) {
-    loop {
-        tokio::time::sleep(every).await;
+async fn heartbeat_loop(vfs: Arc<Vfs>, every: Duration, stop: CancellationToken) {
+    while wait(&stop, every).await {
         if let Err(e) = vfs.meta().heartbeat().await {
             tracing::warn!("session heartbeat failed: {e}");
         }
@@ -76,22 +100,23 @@ async fn heartbeat_loop(vfs: Arc<Vfs>, every: Duration) {
     }
 }
 
-async fn deletion_loop(vfs: Arc<Vfs>) {
-    loop {
-        tokio::time::sleep(Duration::from_secs(1)).await;
+async fn deletion_loop(vfs: Arc<Vfs>, stop: CancellationToken) {
+    while wait(&stop, Duration::from_secs(1)).await {
         if let Err(e) = vfs.delete_pending_data().await {
             tracing::warn!("freeing deleted data failed: {e}");
         }
     }
 }
 
-async fn compaction_loop(vfs: Arc<Vfs>) {
-    loop {
-        tokio::time::sleep(Duration::from_secs(5)).await;
+async fn compaction_loop(vfs: Arc<Vfs>, stop: CancellationToken) {
+    while wait(&stop, Duration::from_secs(5)).await {
         let Ok(candidates) = vfs.meta().compaction_candidates(16).await else {
             continue;
         };
         for c in candidates {
+            if stop.is_cancelled() {
+                return;
+            }
             if let Err(e) = vfs.compact_chunk(c.ino, c.index).await {
                 tracing::debug!("compacting chunk {} of {}: errno {e}", c.index, c.ino);
             }
@@ -107,9 +132,8 @@ pub struct MetaBackup {
     pub store: Arc<dyn strata_object::ObjectStore>,
 }
 
-async fn backup_loop(vfs: Arc<Vfs>, plan: MetaBackup) {
-    loop {
-        tokio::time::sleep(plan.every.min(Duration::from_secs(600))).await;
+async fn backup_loop(vfs: Arc<Vfs>, plan: MetaBackup, stop: CancellationToken) {
+    while wait(&stop, plan.every.min(Duration::from_secs(600))).await {
         match crate::maintenance::backup::backup_if_due(vfs.meta(), &plan.store, plan.every).await {
             Ok(Some(name)) => tracing::info!("metadata backed up to {name}"),
             Ok(None) => {}
@@ -122,9 +146,8 @@ async fn backup_loop(vfs: Arc<Vfs>, plan: MetaBackup) {
 /// only its own changes, so several clients may overshoot a limit by this much writing.
 const QUOTA_REFRESH_EVERY: Duration = Duration::from_secs(2);
 
-async fn quota_loop(vfs: Arc<Vfs>) {
-    loop {
-        tokio::time::sleep(QUOTA_REFRESH_EVERY).await;
+async fn quota_loop(vfs: Arc<Vfs>, stop: CancellationToken) {
+    while wait(&stop, QUOTA_REFRESH_EVERY).await {
         // Owner usage is written with the volume counters; write it before re-reading.
         if vfs.meta().has_quotas()
             && let Err(e) = vfs.meta().flush_usage().await
@@ -140,9 +163,8 @@ async fn quota_loop(vfs: Arc<Vfs>) {
 /// How often expired trash hours are purged.
 const TRASH_PURGE_EVERY: Duration = Duration::from_secs(600);
 
-async fn trash_loop(vfs: Arc<Vfs>) {
-    loop {
-        tokio::time::sleep(TRASH_PURGE_EVERY).await;
+async fn trash_loop(vfs: Arc<Vfs>, stop: CancellationToken) {
+    while wait(&stop, TRASH_PURGE_EVERY).await {
         match vfs.meta().purge_trash(strata_meta::now_ns()).await {
             Ok(0) => {}
             Ok(n) => tracing::info!("purged {n} expired trash entries"),

@@ -32,29 +32,32 @@ pub struct DirEntryPlus {
 }
 
 impl Vfs {
-    /// opendir(3): needs read permission on the directory.
+    /// opendir(3): needs read permission on the directory. An open directory stays
+    /// readable (`fstat`, an empty listing) after rmdir or a rename replaced it, until
+    /// closed.
     pub async fn opendir(&self, ctx: &Ctx, ino: Ino) -> Result<u64> {
         self.meta
             .access(ctx, ino, strata_meta::MAY_READ)
             .await
             .map_err(from_meta)?;
+        self.meta.mark_open(ino);
         let fh = self.new_fh();
-        if let Ok(mut dirs) = self.dirs.lock() {
-            dirs.insert(fh, DirHandle { ino, cursor: None });
-        }
+        self.dirs.lock().insert(fh, DirHandle { ino, cursor: None });
         Ok(fh)
     }
 
     /// The entries of directory handle `fh` from `offset` on (one page).
     pub async fn readdir(&self, fh: u64, offset: u64, plus: bool) -> Result<Vec<DirEntryPlus>> {
         let (ino, cursor) = {
-            let dirs = self.dirs.lock().map_err(|_| strata_types::Errno::EIO)?;
+            let dirs = self.dirs.lock();
             let handle = dirs.get(&fh).ok_or(strata_types::Errno::EBADF)?;
             (handle.ino, handle.cursor.clone())
         };
         let mut out = Vec::new();
         if offset < 2 {
             let attr = self.meta.getattr(ino).await.map_err(from_meta)?;
+            self.note_times(ino, &attr);
+            self.accessed(ino).await;
             if offset == 0 {
                 out.push(DirEntryPlus {
                     name: b".".to_vec(),
@@ -81,7 +84,9 @@ impl Vfs {
         let mut after = after;
         let mut to_skip = skip;
         while out.len() < PAGE {
-            let want = (PAGE - out.len()) + to_skip.min(PAGE as u64 * 4) as usize;
+            // Skipping reads at most four pages' worth of entries per call.
+            let skip_now = usize::try_from(to_skip).map_or(PAGE * 4, |n| n.min(PAGE * 4));
+            let want = (PAGE - out.len()) + skip_now;
             let page = self
                 .meta
                 .readdir(ino, after.as_deref(), want, plus)
@@ -110,8 +115,8 @@ impl Vfs {
                 break;
             }
         }
-        if let (Some(last), Ok(mut dirs)) = (out.last(), self.dirs.lock())
-            && let Some(handle) = dirs.get_mut(&fh)
+        if let Some(last) = out.last()
+            && let Some(handle) = self.dirs.lock().get_mut(&fh)
         {
             handle.cursor = Some((last.next_offset, last.name.clone()));
         }
@@ -121,16 +126,16 @@ impl Vfs {
     /// Record the last entry the caller actually consumed, so the next page continues
     /// after it (the kernel may take fewer entries than a page holds).
     pub fn set_dir_cursor(&self, fh: u64, next_offset: u64, name: Vec<u8>) {
-        if let Ok(mut dirs) = self.dirs.lock()
-            && let Some(handle) = dirs.get_mut(&fh)
-        {
+        if let Some(handle) = self.dirs.lock().get_mut(&fh) {
             handle.cursor = Some((next_offset, name));
         }
     }
 
-    pub fn releasedir(&self, fh: u64) {
-        if let Ok(mut dirs) = self.dirs.lock() {
-            dirs.remove(&fh);
-        }
+    /// closedir(3): the last close of a directory removed meanwhile deletes it.
+    pub async fn releasedir(&self, fh: u64) -> Result<()> {
+        let Some(handle) = self.dirs.lock().remove(&fh) else {
+            return Err(strata_types::Errno::EBADF);
+        };
+        self.meta.close(handle.ino).await.map_err(from_meta)
     }
 }

@@ -1,7 +1,9 @@
-//! Internal files at the root of a mount: `.stats` (live counters of this client) and
-//! `.config` (the client's settings, as the command line gave them). They are not listed by
-//! readdir and cannot be changed; their contents are generated when opened. Inode numbers
-//! come from the reserved range (docs/FORMAT.md).
+//! Internal files at the root of a mount: `.stats` (live counters of this client),
+//! `.config` (the client's settings, without secrets), `.accesslog` (a stream of the
+//! operations served) and `.control` (path tools' channel into the mount,
+//! [`crate::control`]). They are not listed by readdir; all but `.control` are read-only
+//! and generated when opened. Inode numbers come from the reserved range
+//! (docs/FORMAT.md).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -20,6 +22,7 @@ const ACCESS_LOG_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
 pub const STATS_INO: Ino = Ino(0x7FFF_FFFF_0000_0001);
 pub const CONFIG_INO: Ino = Ino(0x7FFF_FFFF_0000_0002);
 pub const ACCESSLOG_INO: Ino = Ino(0x7FFF_FFFF_0000_0003);
+pub const CONTROL_INO: Ino = Ino(0x7FFF_FFFF_0000_0004);
 /// Lines an `.accesslog` reader may fall behind before older ones are dropped.
 pub(crate) const ACCESS_LOG_LINES: usize = 4096;
 
@@ -32,6 +35,7 @@ pub fn internal_ino(name: &[u8]) -> Option<Ino> {
         b".stats" => Some(STATS_INO),
         b".config" => Some(CONFIG_INO),
         b".accesslog" => Some(ACCESSLOG_INO),
+        b".control" => Some(CONTROL_INO),
         _ => None,
     }
 }
@@ -39,7 +43,7 @@ pub fn internal_ino(name: &[u8]) -> Option<Ino> {
 /// True for the inodes of internal files (front ends serve them with direct I/O: their
 /// size is not known before they are read).
 pub fn is_internal(ino: Ino) -> bool {
-    ino == STATS_INO || ino == CONFIG_INO || ino == ACCESSLOG_INO
+    ino == STATS_INO || ino == CONFIG_INO || ino == ACCESSLOG_INO || ino == CONTROL_INO
 }
 
 /// Local time of day for log lines (UTC, `YYYY.MM.DD hh:mm:ss.uuuuuu`).
@@ -57,11 +61,13 @@ pub fn log_time() -> String {
     )
 }
 
-pub(crate) fn internal_attr(length: u64) -> Attr {
+pub(crate) fn internal_attr(ino: Ino, length: u64) -> Attr {
     let now = strata_meta::now_ns();
     Attr {
         kind: FileType::Regular,
-        mode: 0o444,
+        // Anyone may talk to the mount through `.control`: what a request may do is
+        // checked against its caller.
+        mode: if ino == CONTROL_INO { 0o666 } else { 0o444 },
         uid: 0,
         gid: 0,
         rdev: 0,
@@ -75,6 +81,49 @@ pub(crate) fn internal_attr(length: u64) -> Attr {
 }
 
 impl Vfs {
+    /// open(2) of an internal file: read-only; its contents are generated now.
+    pub(crate) fn open_internal(&self, ino: Ino, flags: u32) -> crate::Result<(u64, Attr)> {
+        if ino == CONTROL_INO {
+            return Ok((self.open_control(), internal_attr(ino, 0)));
+        }
+        if flags & 3 != 0 {
+            return Err(strata_types::Errno::EACCES);
+        }
+        let fh = self.register(ino, false, false);
+        if ino == ACCESSLOG_INO {
+            self.subscribe_access_log(fh);
+            return Ok((fh, internal_attr(ino, 0)));
+        }
+        let content = bytes::Bytes::from(self.internal_content(ino));
+        let attr = internal_attr(ino, u64::try_from(content.len()).unwrap_or(u64::MAX));
+        self.internal_reads.lock().insert(fh, content);
+        Ok((fh, attr))
+    }
+
+    /// A read of an internal file's handle; `None` for other handles.
+    pub(crate) async fn read_internal(&self, fh: u64, off: u64, size: u32) -> Option<bytes::Bytes> {
+        let size = usize::try_from(size).unwrap_or(usize::MAX);
+        if let Some(replies) = self.read_control(fh, size).await {
+            return Some(replies);
+        }
+        if let Some(lines) = self.read_access_log(fh, size).await {
+            return Some(bytes::Bytes::from(lines));
+        }
+        let content = self.internal_reads.lock().get(&fh).cloned()?;
+        let start = usize::try_from(off)
+            .unwrap_or(usize::MAX)
+            .min(content.len());
+        let end = start.saturating_add(size).min(content.len());
+        Some(content.slice(start..end))
+    }
+
+    /// The last close of an internal file's handle.
+    pub(crate) fn release_internal(&self, fh: u64) {
+        self.release_control(fh);
+        self.unsubscribe_access_log(fh);
+        self.internal_reads.lock().remove(&fh);
+    }
+
     /// Whether anyone is reading `.accesslog` (callers skip formatting lines otherwise).
     pub fn access_log_active(&self) -> bool {
         self.access_log.receiver_count() > 0
@@ -87,15 +136,13 @@ impl Vfs {
 
     pub(crate) fn subscribe_access_log(&self, fh: u64) {
         let reader = Arc::new(tokio::sync::Mutex::new(self.access_log.subscribe()));
-        if let Ok(mut readers) = self.access_readers.lock() {
-            readers.insert(fh, reader);
-        }
+        self.access_readers.lock().insert(fh, reader);
     }
 
     /// Lines of `.accesslog` for handle `fh`: waits for the first (up to a second), then
     /// takes whatever else is queued.
     pub(crate) async fn read_access_log(&self, fh: u64, size: usize) -> Option<Vec<u8>> {
-        let reader = self.access_readers.lock().ok()?.get(&fh).cloned()?;
+        let reader = self.access_readers.lock().get(&fh).cloned()?;
         let mut rx = reader.lock().await;
         let mut out = Vec::new();
         loop {
@@ -130,34 +177,23 @@ impl Vfs {
     }
 
     pub(crate) fn unsubscribe_access_log(&self, fh: u64) {
-        if let Ok(mut readers) = self.access_readers.lock() {
-            readers.remove(&fh);
-        }
+        self.access_readers.lock().remove(&fh);
     }
 
     /// Record the settings `.config` shows.
     pub fn set_config_text(&self, text: String) {
-        if let Ok(mut c) = self.config_text.lock() {
-            *c = text;
-        }
+        *self.config_text.lock() = text;
     }
 
     /// Let `.stats` show the object store's counters.
     pub fn set_object_stats(&self, stats: Arc<ObjectStats>) {
-        if let Ok(mut s) = self.object_stats.lock() {
-            *s = Some(stats);
-        }
+        *self.object_stats.lock() = Some(stats);
     }
 
     /// Current contents of an internal file.
     pub(crate) fn internal_content(&self, ino: Ino) -> Vec<u8> {
         if ino == CONFIG_INO {
-            return self
-                .config_text
-                .lock()
-                .map(|c| c.clone())
-                .unwrap_or_default()
-                .into_bytes();
+            return self.config_text.lock().clone().into_bytes();
         }
         self.stats_text().into_bytes()
     }
@@ -167,8 +203,8 @@ impl Vfs {
         let mut line = |name: &str, value: u64| {
             let _ = writeln!(out, "strata_{name} {value}");
         };
-        let handles = self.handles.lock().map(|h| h.len()).unwrap_or(0);
-        line("open_handles", handles as u64);
+        let handles = self.handles.lock().len();
+        line("open_handles", u64::try_from(handles).unwrap_or(u64::MAX));
         line("buffer_bytes_in_use", self.chunks.budget().in_use());
         line("buffer_bytes_capacity", self.chunks.budget().capacity());
         let cache = self.chunks.cache();
@@ -192,7 +228,7 @@ impl Vfs {
             "prefetches_dropped",
             chunk.prefetches_dropped.load(Ordering::Relaxed),
         );
-        if let Some(stats) = self.object_stats.lock().ok().and_then(|s| s.clone()) {
+        if let Some(stats) = self.object_stats.lock().clone() {
             line("object_bytes_up", stats.bytes_up());
             line("object_bytes_down", stats.bytes_down());
             line("objects_synced", stats.objects_synced());

@@ -1,15 +1,15 @@
 //! Whether the kernel's page cache of a file may be kept at open (FOPEN_KEEP_CACHE).
 //!
 //! The kernel drops a FUSE file's cached pages at every open unless told to keep them.
-//! This client remembers, per inode, the modification time and length the cached pages
-//! belong to: the attributes seen at this client's last open, or those its last committed
+//! This client remembers, per inode, the modification and change times and the length the
+//! cached pages belong to: the attributes seen at this client's last open, or those its last committed
 //! write left (written bytes go through the page cache). An open that finds the
-//! same modification time and length keeps the pages; any change — by this client or
+//! same times and length keeps the pages (a commit of new data always moves ctime); any change — by this client or
 //! another — drops them, so close-to-open consistency holds.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 
+use parking_lot::Mutex;
 use strata_types::{Attr, Ino, Nanos};
 
 /// Inodes remembered at most; past this the table starts over (opens then re-read).
@@ -18,16 +18,14 @@ const MAX_TRACKED: usize = 100_000;
 /// What the kernel's cached pages of each inode belong to.
 #[derive(Debug, Default)]
 pub(crate) struct KernelCacheTracker {
-    seen: Mutex<HashMap<Ino, (Nanos, u64)>>,
+    seen: Mutex<HashMap<Ino, (Nanos, Nanos, u64)>>,
 }
 
 impl KernelCacheTracker {
     /// At open: true when the cached pages match `attr`; remembers `attr` either way.
     pub fn check_at_open(&self, ino: Ino, attr: &Attr) -> bool {
-        let Ok(mut seen) = self.seen.lock() else {
-            return false;
-        };
-        let now = (attr.mtime, attr.length);
+        let mut seen = self.seen.lock();
+        let now = (attr.mtime, attr.ctime, attr.length);
         let keep = seen.get(&ino) == Some(&now);
         if !keep {
             if seen.len() >= MAX_TRACKED {
@@ -40,12 +38,11 @@ impl KernelCacheTracker {
 
     /// After this client's writes to `ino` were committed: its pages hold what `attr` says.
     pub fn record(&self, ino: Ino, attr: &Attr) {
-        if let Ok(mut seen) = self.seen.lock() {
-            if seen.len() >= MAX_TRACKED {
-                seen.clear();
-            }
-            seen.insert(ino, (attr.mtime, attr.length));
+        let mut seen = self.seen.lock();
+        if seen.len() >= MAX_TRACKED {
+            seen.clear();
         }
+        seen.insert(ino, (attr.mtime, attr.ctime, attr.length));
     }
 }
 

@@ -5,32 +5,47 @@
 //! Every operation returns `Result<_, Errno>`: errors are mapped to errno here, in
 //! [`errno`], and nowhere else.
 
+// The data path converts sizes and offsets with checked conversions, never `as`.
+#![warn(clippy::cast_possible_truncation)]
+
+mod atime;
 mod background;
+pub mod control;
+mod control_ops;
 mod dir;
 pub mod errno;
 mod file;
 mod internal;
 mod kernelcache;
+mod locks;
 pub mod maintenance;
 mod opencache;
+mod write;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use strata_chunk::ChunkStore;
 use strata_meta::{Meta, RenameFlags, XattrFlags};
 use strata_types::{Attr, Errno, FileType, Ino};
 
+pub use atime::AtimeMode;
 pub use background::{BackgroundJobs, MetaBackup};
+pub use control_ops::{ChunkInfo, FileInfo, SliceInfo, SummaryRow};
 pub use dir::DirEntryPlus;
-pub use internal::{ACCESSLOG_INO, CONFIG_INO, STATS_INO, is_internal, log_time};
+pub use internal::{ACCESSLOG_INO, CONFIG_INO, CONTROL_INO, STATS_INO, is_internal, log_time};
 /// Types of the metadata layer that front ends use through the VFS.
 pub use strata_meta::{Ctx, Entry, LockKind, PosixLock, SetAttr, StatFs, TimeSet};
+/// How a front end interrupts a waiting request (a blocking lock).
+pub use tokio_util::sync::CancellationToken;
 
 use crate::errno::{from_chunk, from_meta};
-use crate::file::{FileHandle, PendingWrites};
+use crate::file::FileHandle;
+use crate::write::PendingWrites;
 
 /// Result of a VFS operation.
 pub type Result<T> = std::result::Result<T, Errno>;
@@ -53,6 +68,8 @@ pub struct VfsOptions {
     pub hide_internal: bool,
     /// The directory shown as the root of the mount (`--subdir`); the volume root by default.
     pub root: Ino,
+    /// When reads update access times (`--atime-mode`).
+    pub atime_mode: AtimeMode,
 }
 
 impl Default for VfsOptions {
@@ -66,6 +83,7 @@ impl Default for VfsOptions {
             read_only: false,
             hide_internal: false,
             root: Ino::ROOT,
+            atime_mode: AtimeMode::NoAtime,
         }
     }
 }
@@ -80,7 +98,14 @@ pub struct Vfs {
     dirs: Mutex<HashMap<u64, dir::DirHandle>>,
     next_fh: AtomicU64,
     /// Unflushed writes per inode, shared by this client's handles of that inode.
-    pending: Mutex<HashMap<Ino, Arc<tokio::sync::Mutex<PendingWrites>>>>,
+    pending: Mutex<HashMap<Ino, Arc<PendingWrites>>>,
+    /// Inodes whose buffered writes could not be committed at their last close: kept and
+    /// retried by the periodic sync.
+    kept: Mutex<HashSet<Ino>>,
+    /// Syncs that failed so far (each open handle is told once).
+    sync_failures: AtomicU64,
+    /// Access times seen and updates in flight (`--atime-mode`).
+    atimes: atime::AtimeTracker,
     /// Lengths and slice lists of files open here.
     open_files: opencache::OpenFileCache,
     /// What `.config` shows.
@@ -95,6 +120,25 @@ pub struct Vfs {
     access_readers: Mutex<HashMap<u64, internal::AccessReader>>,
     /// What the kernel's cached pages of each file belong to.
     kernel_cache: kernelcache::KernelCacheTracker,
+    /// Open `.control` files.
+    controls: control::ControlHandles,
+    /// Drops an entry from the kernel's cache (set by the FUSE front end).
+    entry_invalidator: Mutex<Option<EntryInvalidator>>,
+}
+
+/// How the front end makes the kernel forget a cached entry: called with the parent as
+/// the front end numbers it, and the name.
+/// It may block (the kernel takes the directory's lock): it runs on a blocking thread.
+#[derive(Clone)]
+pub struct EntryInvalidator(pub Arc<InvalidateFn>);
+
+/// The function behind an [`EntryInvalidator`].
+pub type InvalidateFn = dyn Fn(u64, &[u8]) + Send + Sync;
+
+impl std::fmt::Debug for EntryInvalidator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EntryInvalidator")
+    }
 }
 
 impl Vfs {
@@ -107,6 +151,9 @@ impl Vfs {
             dirs: Mutex::default(),
             next_fh: AtomicU64::new(1),
             pending: Mutex::default(),
+            kept: Mutex::default(),
+            sync_failures: AtomicU64::new(0),
+            atimes: atime::AtimeTracker::default(),
             open_files: opencache::OpenFileCache::default(),
             config_text: Mutex::default(),
             object_stats: Mutex::default(),
@@ -114,6 +161,25 @@ impl Vfs {
             access_log: tokio::sync::broadcast::channel(internal::ACCESS_LOG_LINES).0,
             access_readers: Mutex::default(),
             kernel_cache: kernelcache::KernelCacheTracker::default(),
+            controls: Mutex::default(),
+            entry_invalidator: Mutex::default(),
+        }
+    }
+
+    /// Let the VFS drop entries it removed behind the kernel's back (a path tool's `rmr`)
+    /// from the kernel's cache.
+    pub fn set_entry_invalidator(&self, invalidate: EntryInvalidator) {
+        *self.entry_invalidator.lock() = Some(invalidate);
+    }
+
+    pub(crate) async fn invalidate_entry(&self, parent: Ino, name: &[u8]) {
+        let Some(invalidate) = self.entry_invalidator.lock().clone() else {
+            return;
+        };
+        let (parent, name) = (self.to_front(parent), name.to_vec());
+        let done = tokio::task::spawn_blocking(move || (invalidate.0)(parent, &name)).await;
+        if let Err(e) = done {
+            tracing::warn!("dropping a kernel cache entry: {e}");
         }
     }
 
@@ -163,28 +229,21 @@ impl Vfs {
     /// unflushed writes.
     pub async fn getattr(&self, ino: Ino) -> Result<Attr> {
         if is_internal(ino) {
-            return Ok(internal::internal_attr(0));
+            return Ok(internal::internal_attr(ino, 0));
         }
         let mut attr = self.meta.getattr(ino).await.map_err(from_meta)?;
-        self.apply_pending_length(ino, &mut attr).await;
+        self.apply_pending(ino, &mut attr);
         Ok(attr)
-    }
-
-    async fn apply_pending_length(&self, ino: Ino, attr: &mut Attr) {
-        if let Some(pending) = self.pending_of(ino) {
-            let len = pending.lock().await.length;
-            attr.length = attr.length.max(len);
-        }
     }
 
     pub async fn lookup(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<Entry> {
         if parent == self.opts.root
-            && !self.opts.hide_internal
             && let Some(ino) = internal::internal_ino(name)
+            && (!self.opts.hide_internal || ino == CONTROL_INO)
         {
             return Ok(Entry {
                 ino,
-                attr: internal::internal_attr(0),
+                attr: internal::internal_attr(ino, 0),
             });
         }
         let mut entry = self
@@ -192,20 +251,29 @@ impl Vfs {
             .lookup(ctx, parent, name)
             .await
             .map_err(from_meta)?;
-        self.apply_pending_length(entry.ino, &mut entry.attr).await;
+        self.apply_pending(entry.ino, &mut entry.attr);
         Ok(entry)
     }
 
+    /// Change attributes. Buffered writes order before the change, as on ext4: a size
+    /// change commits them first; any other change stores their time with it (unless it
+    /// sets mtime itself), so flushing them later leaves the times this change set.
     pub async fn setattr(&self, ctx: &Ctx, ino: Ino, set: &SetAttr) -> Result<Attr> {
         self.writable()?;
         if set.size.is_some() {
             // A size change orders after every write this client made before it.
             self.flush_inode(ino).await?;
         }
-        let mut attr = self.meta.setattr(ctx, ino, set).await.map_err(from_meta)?;
+        let written_at = self.unstored_write_time(ino);
+        let set = SetAttr {
+            written_at,
+            ..set.clone()
+        };
+        let mut attr = self.meta.setattr(ctx, ino, &set).await.map_err(from_meta)?;
+        self.write_time_stored(ino, written_at);
         self.open_files.invalidate(ino);
         // Unflushed writes still count: the kernel takes this reply as the file's size.
-        self.apply_pending_length(ino, &mut attr).await;
+        self.apply_pending(ino, &mut attr);
         Ok(attr)
     }
 
@@ -219,9 +287,8 @@ impl Vfs {
     ) -> Result<Entry> {
         self.writable()?;
         let kind = FileType::from_mode(mode).ok_or(Errno::EINVAL)?;
-        let perm = (mode & 0o7777) as u16;
         self.meta
-            .mknod(ctx, parent, name, kind, perm, rdev)
+            .mknod(ctx, parent, name, kind, perm_bits(mode), rdev)
             .await
             .map_err(from_meta)
     }
@@ -229,7 +296,7 @@ impl Vfs {
     pub async fn mkdir(&self, ctx: &Ctx, parent: Ino, name: &[u8], mode: u32) -> Result<Entry> {
         self.writable()?;
         self.meta
-            .mkdir(ctx, parent, name, (mode & 0o7777) as u16)
+            .mkdir(ctx, parent, name, perm_bits(mode))
             .await
             .map_err(from_meta)
     }
@@ -259,7 +326,7 @@ impl Vfs {
             .link(ctx, ino, parent, name)
             .await
             .map_err(from_meta)?;
-        self.apply_pending_length(ino, &mut attr).await;
+        self.apply_pending(ino, &mut attr);
         Ok(Entry { ino, attr })
     }
 
@@ -336,25 +403,25 @@ impl Vfs {
             .map_err(from_meta)
     }
 
-    /// Flush everything buffered for every inode and make it durable (unmount, SIGTERM).
-    pub async fn flush_all(&self) -> Result<()> {
-        let inos: Vec<Ino> = self
-            .pending
-            .lock()
-            .map(|p| p.keys().copied().collect())
-            .unwrap_or_default();
-        for ino in inos {
-            self.flush_inode(ino).await?;
-        }
-        self.sync().await
-    }
-
     /// Make everything this client committed so far survive a crash of the machine: the
     /// uploaded blocks first, then the metadata naming them (`fsync`, `fsyncdir`, the
     /// periodic sync, unmount). Until then a committed change is seen by every client and
     /// survives a crash of any process, like a write to ext4 before its journal commit.
+    /// A failure is also reported, once, to every handle open for writing at its next
+    /// `fsync` or close.
     pub async fn sync(&self) -> Result<()> {
-        self.chunks.sync().await.map_err(from_chunk)?;
-        self.meta.sync().await.map_err(from_meta)
+        let synced = match self.chunks.sync().await.map_err(from_chunk) {
+            Ok(_) => self.meta.sync().await.map_err(from_meta),
+            Err(e) => Err(e),
+        };
+        if synced.is_err() {
+            self.sync_failed();
+        }
+        synced
     }
+}
+
+/// The permission bits (and setuid/setgid/sticky) of a mode.
+pub(crate) fn perm_bits(mode: u32) -> u16 {
+    u16::try_from(mode & 0o7777).unwrap_or(0)
 }

@@ -6,7 +6,9 @@
 //! storing what it fetched before the change.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use strata_types::{Ino, Slice};
 
@@ -27,25 +29,18 @@ pub(crate) struct OpenFileCache {
 impl OpenFileCache {
     /// The generation to pass to the setters after fetching from metadata.
     pub fn generation(&self, ino: Ino) -> u64 {
-        self.files
-            .lock()
-            .ok()
-            .and_then(|f| f.get(&ino).map(|c| c.generation))
-            .unwrap_or(0)
+        self.files.lock().get(&ino).map_or(0, |c| c.generation)
     }
 
     pub fn length(&self, ino: Ino) -> Option<u64> {
-        self.files
-            .lock()
-            .ok()
-            .and_then(|f| f.get(&ino).and_then(|c| c.length))
+        self.files.lock().get(&ino).and_then(|c| c.length)
     }
 
     pub fn chunk(&self, ino: Ino, index: u32) -> Option<Arc<Vec<Slice>>> {
         self.files
             .lock()
-            .ok()
-            .and_then(|f| f.get(&ino).and_then(|c| c.chunks.get(&index).cloned()))
+            .get(&ino)
+            .and_then(|c| c.chunks.get(&index).cloned())
     }
 
     pub fn set_length(&self, ino: Ino, generation: u64, length: u64) {
@@ -59,11 +54,10 @@ impl OpenFileCache {
     }
 
     fn update(&self, ino: Ino, generation: u64, f: impl FnOnce(&mut CachedFile)) {
-        if let Ok(mut files) = self.files.lock() {
-            let entry = files.entry(ino).or_default();
-            if entry.generation == generation {
-                f(entry);
-            }
+        let mut files = self.files.lock();
+        let entry = files.entry(ino).or_default();
+        if entry.generation == generation {
+            f(entry);
         }
     }
 
@@ -73,22 +67,18 @@ impl OpenFileCache {
             .next_generation
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             + 1;
-        if let Ok(mut files) = self.files.lock() {
-            files.insert(
-                ino,
-                CachedFile {
-                    generation,
-                    ..CachedFile::default()
-                },
-            );
-        }
+        self.files.lock().insert(
+            ino,
+            CachedFile {
+                generation,
+                ..CachedFile::default()
+            },
+        );
     }
 
     /// Drop the entry of a file no longer open here.
     pub fn remove(&self, ino: Ino) {
-        if let Ok(mut files) = self.files.lock() {
-            files.remove(&ino);
-        }
+        self.files.lock().remove(&ino);
     }
 }
 

@@ -172,7 +172,7 @@ async fn readdir_pages_continue_by_offset() {
         String::from_utf8(again[0].name.clone()).unwrap(),
         names[600]
     );
-    a.releasedir(fh);
+    a.releasedir(fh).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

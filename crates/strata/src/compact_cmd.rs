@@ -1,7 +1,7 @@
-//! `strata compact PATH`: merge every fragmented chunk of a file or tree on a mounted
-//! volume into one slice each, atomically and without changing contents; and the
-//! whole-volume variant used by `gc --compact`. Replaced slices are freed by the
-//! deletion queue after the trash window.
+//! `strata compact PATH...`: merge every fragmented chunk of files or trees on a mounted
+//! volume into one slice each, atomically and without changing contents (done by the
+//! mount, through `.control`); and the whole-volume variant used by `gc --compact`.
+//! Replaced slices are freed by the deletion queue after the trash window.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
@@ -11,15 +11,17 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use strata_meta::ScanCursor;
 use strata_types::Ino;
+use strata_vfs::control::{ControlOp, ControlResult};
 use strata_vfs::maintenance::Progress;
 
-use crate::progress::ProgressView;
-use crate::wiring::{self, AdminVolume};
+use crate::control;
+use crate::wiring::AdminVolume;
 
 #[derive(Debug, Args)]
 pub struct CompactArgs {
-    /// A file or directory on a mounted Strata volume
-    path: PathBuf,
+    /// Files or directories on a mounted Strata volume
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
     /// Chunks compacted at once
     #[arg(short = 'p', long, default_value_t = 4)]
     threads: usize,
@@ -83,49 +85,28 @@ async fn compact_chunks(
     Ok(done)
 }
 
+/// Compact through the mount serving each path, as the caller: files the caller may not
+/// write are skipped (and counted).
 pub fn run_compact(a: CompactArgs) -> Result<()> {
-    let path = std::fs::canonicalize(&a.path).with_context(|| format!("{}", a.path.display()))?;
-    let url = wiring::meta_url_of_path(&path)?;
-    let rt = wiring::runtime()?;
-    rt.block_on(async {
-        let volume = wiring::open_admin_volume(&url).await?;
-        let mut targets = Vec::new();
-        for entry in walk_files(&path)? {
-            let ino = Ino(entry);
-            for index in 0.. {
-                let slices = volume.meta.read_chunk(ino, index).await?;
-                let length = volume.meta.getattr(ino).await?.length;
-                if u64::from(index) * strata_types::CHUNK_SIZE >= length {
-                    break;
-                }
-                if slices.len() > 1 {
-                    targets.push((ino, index));
+    for path in &a.paths {
+        let path = std::fs::canonicalize(path).with_context(|| format!("{}", path.display()))?;
+        let mount = control::mount_of(&path)?;
+        let op = ControlOp::Compact {
+            ino: std::fs::metadata(&path)?.ino(),
+            threads: a.threads.max(1),
+        };
+        match control::request(&mount, op).with_context(|| format!("{}", path.display()))? {
+            ControlResult::Compacted {
+                chunks,
+                skipped_files,
+            } => {
+                println!("compacted {chunks} chunks under {}", path.display());
+                if skipped_files > 0 {
+                    println!("skipped {skipped_files} files you may not write");
                 }
             }
-        }
-        let progress = Arc::new(Progress::default());
-        progress.stage("compacting chunks", targets.len() as u64);
-        let view = ProgressView::start(progress.clone());
-        let done = compact_chunks(&volume.vfs(), targets, a.threads, &progress).await;
-        drop(view);
-        println!("compacted {} chunks under {}", done?, path.display());
-        Ok(())
-    })
-}
-
-/// Inode numbers of the regular files at or under `path` (through the mount).
-fn walk_files(path: &std::path::Path) -> Result<Vec<u64>> {
-    let mut out = Vec::new();
-    let mut stack = vec![path.to_path_buf()];
-    while let Some(p) = stack.pop() {
-        let meta = std::fs::symlink_metadata(&p)?;
-        if meta.is_dir() {
-            for e in std::fs::read_dir(&p)? {
-                stack.push(e?.path());
-            }
-        } else if meta.is_file() {
-            out.push(meta.ino());
+            _ => bail!("the mount answered with something other than a compaction"),
         }
     }
-    Ok(out)
+    Ok(())
 }

@@ -13,6 +13,7 @@ use flate2::Compression;
 use flate2::read::MultiGzDecoder;
 use flate2::write::GzEncoder;
 use strata_meta::{DumpOptions, Meta, MetaOptions};
+use strata_types::MetaUrl;
 use strata_vfs::maintenance::Progress;
 
 use crate::progress::ProgressView;
@@ -21,7 +22,7 @@ use crate::wiring;
 #[derive(Debug, Args)]
 pub struct DumpArgs {
     /// Metadata engine URL of the volume
-    meta_url: String,
+    meta_url: MetaUrl,
     /// Where to write (gzip-compressed when it ends in .gz); standard output when absent
     file: Option<PathBuf>,
     /// Dump only this directory's tree (it becomes the root of the dump)
@@ -35,7 +36,7 @@ pub struct DumpArgs {
 #[derive(Debug, Args)]
 pub struct LoadArgs {
     /// Metadata engine URL of an empty database to load into
-    meta_url: String,
+    meta_url: MetaUrl,
     /// The dump to read (plain or gzip); standard input when absent
     file: Option<PathBuf>,
 }
@@ -59,7 +60,8 @@ pub fn run_dump(a: DumpArgs) -> Result<()> {
             return out.flush().context("writing the dump");
         };
         let partial = path.with_extension("partial");
-        let file = File::create(&partial).with_context(|| format!("{}", partial.display()))?;
+        let file = wiring::open_private_file(&partial, false)
+            .with_context(|| format!("{}", partial.display()))?;
         let gzip = path.extension().is_some_and(|e| e == "gz");
         let mut out = if gzip {
             DumpFile::Gzip(GzEncoder::new(BufWriter::new(file), Compression::default()))
@@ -156,8 +158,7 @@ pub fn run_load(a: LoadArgs) -> Result<()> {
             })
             .await;
         drop(view);
-        let stats = loaded
-            .map_err(|e| anyhow::anyhow!("load into {}: {e}", wiring::redact_url(&a.meta_url)))?;
+        let stats = loaded.map_err(|e| anyhow::anyhow!("load into {}: {e}", a.meta_url))?;
         let format = meta.load().await?;
         eprintln!(
             "loaded volume {} ({} inodes, {} entries, {} shared slices)",
@@ -166,7 +167,7 @@ pub fn run_load(a: LoadArgs) -> Result<()> {
         if format.secret_key.is_none() && format.access_key.is_some() {
             eprintln!(
                 "the dump holds no secret key: set it with `strata config {} --secret-key ...`",
-                wiring::redact_url(&a.meta_url)
+                a.meta_url
             );
         }
         Ok(())

@@ -1,40 +1,50 @@
-//! `strata format` and `strata status`.
+//! `strata format`, `strata status` and `strata config`.
+
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use strata_meta::{Format, META_VERSION, Meta, MetaError, MetaOptions};
+use strata_types::{MetaUrl, Secret};
 
-use crate::wiring;
+use crate::hide_args::revealed;
+use crate::{units, wiring};
 
 #[derive(Debug, Args)]
 pub struct FormatArgs {
     /// Metadata engine URL, e.g. sqlite3://strata.db
-    meta_url: String,
+    meta_url: MetaUrl,
     /// Volume name: 3-63 characters of a-z, 0-9 and '-'
     name: String,
     /// Object storage: file, s3 or mem
     #[arg(long, default_value = "file")]
     storage: String,
-    /// Bucket: a directory for file storage (default ~/.strata/local), an URL for s3
+    /// Bucket: a directory for file storage (default ~/.strata/local, created 0700); for
+    /// s3 an URL, path style (http://host:port/bucket) or virtual-hosted
+    /// (https://BUCKET.s3.REGION.amazonaws.com)
     #[arg(long)]
     bucket: Option<String>,
     /// Access key for the object storage
     #[arg(long, env = "ACCESS_KEY")]
     access_key: Option<String>,
-    /// Secret key for the object storage
+    /// Secret key for the object storage (also SECRET_KEY; hidden from `ps` at start)
     #[arg(long, env = "SECRET_KEY", hide_env_values = true)]
     secret_key: Option<String>,
-    /// Block size in KiB (power of two, 64-16384)
-    #[arg(long, default_value_t = 4096)]
-    block_size: u32,
+    /// Session token of temporary credentials (also SESSION_TOKEN)
+    #[arg(long, env = "SESSION_TOKEN", hide_env_values = true)]
+    session_token: Option<String>,
+    /// Block size: 4M, 1M, 64K, ... (a plain number is KiB; a power of two, 64K-16M)
+    #[arg(long, default_value = "4M", value_parser = units::kib)]
+    block_size: u64,
     /// Compression: none, lz4 or zstd
     #[arg(long, default_value = "none")]
     compress: String,
     /// Days deleted files stay in .trash (0 disables the trash) [default: 1, or unchanged]
     #[arg(long)]
     trash_days: Option<u32>,
-    /// Capacity limit in GiB (0 = unlimited) [default: 0, or unchanged]
-    #[arg(long)]
+    /// Capacity limit: 10T, 500G, ... (a plain number is GiB; 0 = unlimited) [default: 0,
+    /// or unchanged]
+    #[arg(long, value_parser = units::gib)]
     capacity: Option<u64>,
     /// Inode limit (0 = unlimited) [default: 0, or unchanged]
     #[arg(long)]
@@ -47,12 +57,12 @@ pub struct FormatArgs {
 #[derive(Debug, Args)]
 pub struct ConfigArgs {
     /// Metadata engine URL
-    meta_url: String,
+    meta_url: MetaUrl,
     /// New trash days (0 disables the trash)
     #[arg(long)]
     trash_days: Option<u32>,
-    /// New capacity limit in GiB (0 = unlimited)
-    #[arg(long)]
+    /// New capacity limit: 10T, 500G, ... (a plain number is GiB; 0 = unlimited)
+    #[arg(long, value_parser = units::gib)]
     capacity: Option<u64>,
     /// New inode limit (0 = unlimited)
     #[arg(long)]
@@ -63,12 +73,15 @@ pub struct ConfigArgs {
     /// New secret key for the object storage
     #[arg(long, hide_env_values = true)]
     secret_key: Option<String>,
+    /// New session token of temporary credentials
+    #[arg(long, hide_env_values = true)]
+    session_token: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// Metadata engine URL
-    meta_url: String,
+    meta_url: MetaUrl,
 }
 
 pub fn run_format(a: FormatArgs) -> Result<()> {
@@ -79,8 +92,9 @@ pub fn run_format(a: FormatArgs) -> Result<()> {
         (None, other) => bail!("--bucket is required for {other} storage"),
     };
     let bucket = if a.storage == "file" {
-        // Like JuiceFS, format creates the local bucket directory.
-        std::fs::create_dir_all(&bucket)
+        // Like JuiceFS, format creates the local bucket directory: readable by its owner
+        // only, for it holds every file's data.
+        wiring::create_private_dir(Path::new(&bucket))
             .with_context(|| format!("cannot create bucket directory {bucket}"))?;
         std::fs::canonicalize(&bucket)?
             .to_string_lossy()
@@ -94,11 +108,12 @@ pub fn run_format(a: FormatArgs) -> Result<()> {
         storage: a.storage.clone(),
         bucket,
         access_key: a.access_key.clone(),
-        secret_key: a.secret_key.clone(),
-        block_size_kib: a.block_size,
+        secret_key: revealed(a.secret_key.clone(), "--secret-key").map(Secret::new),
+        session_token: revealed(a.session_token.clone(), "--session-token").map(Secret::new),
+        block_size_kib: block_size_kib(a.block_size)?,
         compression: a.compress.clone(),
         trash_days: a.trash_days.unwrap_or(1),
-        capacity: a.capacity.unwrap_or(0) << 30,
+        capacity: a.capacity.unwrap_or(0),
         inodes: a.inodes.unwrap_or(0),
         created_at: strata_meta::now_ns() / 1_000_000_000,
         meta_version: META_VERSION,
@@ -117,7 +132,7 @@ pub fn run_format(a: FormatArgs) -> Result<()> {
         // Reformatting an existing volume changes only the settings given on the command line.
         if let Ok(old) = meta.load().await {
             format.trash_days = a.trash_days.unwrap_or(old.trash_days);
-            format.capacity = a.capacity.map_or(old.capacity, |c| c << 30);
+            format.capacity = a.capacity.unwrap_or(old.capacity);
             format.inodes = a.inodes.unwrap_or(old.inodes);
         }
         let stored = match meta.format(&format, a.force).await {
@@ -138,6 +153,14 @@ pub fn run_format(a: FormatArgs) -> Result<()> {
     })
 }
 
+/// `--block-size` in KiB, as the format record keeps it.
+fn block_size_kib(bytes: u64) -> Result<u32> {
+    if !bytes.is_multiple_of(1024) {
+        bail!("--block-size {bytes} bytes: use whole KiB (e.g. 4M, 1M, 64K)");
+    }
+    u32::try_from(bytes >> 10).context("--block-size is too large")
+}
+
 async fn check_store(store: &std::sync::Arc<dyn strata_object::ObjectStore>) -> Result<()> {
     store
         .check()
@@ -149,10 +172,7 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
     let rt = wiring::runtime()?;
     rt.block_on(async {
         let (meta, format) = wiring::load_meta(&a.meta_url).await?;
-        let mut shown = (*format).clone();
-        if shown.secret_key.is_some() {
-            shown.secret_key = Some("removed".into());
-        }
+        let shown = wiring::shown_format(&format);
         let sessions = meta.list_sessions().await.map_err(|e| anyhow::anyhow!("{e}"))?;
         let out = serde_json::json!({ "setting": shown, "sessions": sessions.iter().map(|s| serde_json::json!({
             "sid": s.sid, "host": s.host, "pid": s.pid, "mount_point": s.mount_point,
@@ -172,8 +192,8 @@ pub fn run_config(a: ConfigArgs) -> Result<()> {
         if let Some(days) = a.trash_days {
             changed.trash_days = days;
         }
-        if let Some(gib) = a.capacity {
-            changed.capacity = gib << 30;
+        if let Some(bytes) = a.capacity {
+            changed.capacity = bytes;
         }
         if let Some(n) = a.inodes {
             changed.inodes = n;
@@ -181,8 +201,11 @@ pub fn run_config(a: ConfigArgs) -> Result<()> {
         if a.access_key.is_some() {
             changed.access_key = a.access_key.clone();
         }
-        if a.secret_key.is_some() {
-            changed.secret_key = a.secret_key.clone();
+        if let Some(key) = revealed(a.secret_key.clone(), "--secret-key") {
+            changed.secret_key = Some(Secret::new(key));
+        }
+        if let Some(token) = revealed(a.session_token.clone(), "--session-token") {
+            changed.session_token = Some(Secret::new(token));
         }
         let shown = if changed != *format {
             let stored = meta
@@ -194,11 +217,10 @@ pub fn run_config(a: ConfigArgs) -> Result<()> {
         } else {
             changed
         };
-        let mut shown = shown;
-        if shown.secret_key.is_some() {
-            shown.secret_key = Some("removed".into());
-        }
-        println!("{}", serde_json::to_string_pretty(&shown)?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&wiring::shown_format(&shown))?
+        );
         Ok(())
     })
 }

@@ -1,16 +1,15 @@
 //! `strata info PATH`: what a file or directory on a mounted volume is made of — its inode
 //! and attributes, and for files every chunk's slices and the object names of their blocks.
-//! The volume is found through the `.config` file at the root of the mount.
+//! Asked of the mount serving the path, through its `.control`.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::Args;
-use strata_chunk::{block_key, block_sizes};
-use strata_types::{CHUNK_SIZE, FileType, Ino};
+use strata_vfs::control::{ControlOp, ControlResult};
 
-use crate::wiring;
+use crate::control;
 
 #[derive(Debug, Args)]
 pub struct InfoArgs {
@@ -20,39 +19,38 @@ pub struct InfoArgs {
 
 pub fn run_info(a: InfoArgs) -> Result<()> {
     let path = std::fs::canonicalize(&a.path).with_context(|| format!("{}", a.path.display()))?;
-    let ino = Ino(std::fs::symlink_metadata(&path)?.ino());
-    // `.config` hides the engine's password; it comes from META_PASSWORD instead.
-    let url = wiring::meta_url_of_path(&path)?;
-    let rt = wiring::runtime()?;
-    rt.block_on(async {
-        let (meta, format) = wiring::load_meta(&url).await?;
-        let attr = meta.getattr(ino).await.map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        println!("{}:\n  inode: {}\n  type: {:?}\n  mode: {:o}\n  uid: {}  gid: {}\n  links: {}\n  length: {}",
-            path.display(), ino, attr.kind, attr.mode, attr.uid, attr.gid, attr.nlink, attr.length);
-        match attr.kind {
-            FileType::Directory => {
-                let (bytes, inodes) = meta.dir_usage(ino).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-                println!("  usage of direct children: {bytes} bytes, {inodes} inodes");
+    let mount = control::mount_of(&path)?;
+    let ino = std::fs::symlink_metadata(&path)?.ino();
+    let ControlResult::Info(info) = control::request(&mount, ControlOp::Info { ino })
+        .with_context(|| format!("{}", path.display()))?
+    else {
+        bail!("the mount answered with something other than file information");
+    };
+    println!(
+        "{}:\n  inode: {}\n  type: {}\n  mode: {:o}\n  uid: {}  gid: {}\n  links: {}\n  length: {}",
+        path.display(),
+        info.ino,
+        info.kind,
+        info.mode,
+        info.uid,
+        info.gid,
+        info.nlink,
+        info.length
+    );
+    if let Some((bytes, inodes)) = info.dir_usage {
+        println!("  usage of direct children: {bytes} bytes, {inodes} inodes");
+    }
+    for chunk in info.chunks {
+        println!("  chunk {}: {} slices", chunk.index, chunk.slices.len());
+        for s in chunk.slices {
+            println!(
+                "    pos {} len {} <- slice {} (size {}, off {})",
+                s.pos, s.len, s.id, s.size, s.off
+            );
+            for object in s.objects {
+                println!("      {object}");
             }
-            FileType::Regular => {
-                let block_size = format.block_size_kib << 10;
-                for index in 0..attr.length.div_ceil(CHUNK_SIZE) {
-                    let index = u32::try_from(index)?;
-                    let slices = meta.read_chunk(ino, index).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-                    println!("  chunk {index}: {} slices", slices.len());
-                    for s in slices {
-                        println!("    pos {} len {} <- slice {} (size {}, off {})", s.pos, s.len, s.id, s.size, s.off);
-                        if s.id == 0 {
-                            continue;
-                        }
-                        for (b, size) in block_sizes(s.size, block_size) {
-                            println!("      {}/{}", format.name, block_key(s.id, b, size));
-                        }
-                    }
-                }
-            }
-            _ => {}
         }
-        Ok(())
-    })
+    }
+    Ok(())
 }

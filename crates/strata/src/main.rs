@@ -4,8 +4,10 @@
 
 mod bench_cmd;
 mod compact_cmd;
+mod control;
 mod dump_cmd;
 mod format_cmd;
+mod hide_args;
 mod info_cmd;
 mod maint_cmd;
 mod mount_cmd;
@@ -13,6 +15,7 @@ mod progress;
 mod quota_cmd;
 mod trash_cmd;
 mod tree_cmd;
+mod units;
 mod wiring;
 
 use std::process::ExitCode;
@@ -91,6 +94,7 @@ fn limit_malloc_arenas() {
 fn limit_malloc_arenas() {}
 
 fn main() -> ExitCode {
+    hide_args::hide_secrets_from_ps();
     limit_malloc_arenas();
     let cli = Cli::parse();
     let outcome = match cli.command {

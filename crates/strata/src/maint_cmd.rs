@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 use clap::Args;
 use indicatif::HumanBytes;
+use strata_types::MetaUrl;
 use strata_vfs::maintenance::fsck::{FsckOptions, check_volume};
 use strata_vfs::maintenance::gc::{GcOptions, collect_garbage};
 use strata_vfs::maintenance::{Progress, SortSpace};
@@ -19,7 +20,7 @@ use crate::wiring;
 #[derive(Debug, Args)]
 pub struct GcArgs {
     /// Metadata engine URL of the volume (e.g. sqlite3:///var/lib/strata.db)
-    meta_url: String,
+    meta_url: MetaUrl,
     /// Delete leaked objects and finish pending deletions (default: only report)
     #[arg(long)]
     delete: bool,
@@ -47,7 +48,7 @@ pub struct GcArgs {
 #[derive(Debug, Args)]
 pub struct FsckArgs {
     /// Metadata engine URL of the volume
-    meta_url: String,
+    meta_url: MetaUrl,
     /// Fix what can be fixed safely: directory usage records and link counts
     #[arg(long)]
     repair: bool,

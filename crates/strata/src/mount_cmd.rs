@@ -18,52 +18,54 @@ use strata_object::compress::Codec;
 use strata_object::limit::Limits;
 use strata_object::retry::RetryPolicy;
 use strata_object::stack::{StackOptions, build};
-use strata_vfs::{BackgroundJobs, Vfs, VfsOptions};
+use strata_types::MetaUrl;
+use strata_vfs::{AtimeMode, BackgroundJobs, Vfs, VfsOptions};
 
-use crate::wiring;
+use crate::{units, wiring};
 
 #[derive(Debug, Args)]
 pub struct MountArgs {
-    /// Metadata engine URL, e.g. sqlite3://strata.db
-    meta_url: String,
+    /// Metadata engine URL, e.g. sqlite3://strata.db (a password may come from
+    /// META_PASSWORD instead; one given in the URL is hidden from `ps` at start)
+    meta_url: MetaUrl,
     /// Directory to mount at
     mountpoint: PathBuf,
     /// Run in the background
     #[arg(short = 'd', long)]
     background: bool,
-    /// Log file when running in the background (default ~/.strata/strata.log)
+    /// Log file when running in the background (default ~/.strata/strata.log; created 0600)
     #[arg(long)]
     log: Option<PathBuf>,
     /// Cache directories, separated by ':' ("memory" keeps blocks in RAM)
     #[arg(long)]
     cache_dir: Option<String>,
-    /// Cache size in MiB (0 disables the cache)
-    #[arg(long, default_value_t = 102_400)]
+    /// Cache size: 100G, 500M, ... (a plain number is MiB; 0 disables the cache)
+    #[arg(long, default_value = "100G", value_parser = units::mib)]
     cache_size: u64,
     /// Keep this fraction of the cache disk free
     #[arg(long, default_value_t = 0.1)]
     free_space_ratio: f64,
-    /// Write buffer size in MiB
-    #[arg(long, default_value_t = 300)]
+    /// Write buffer size: 300M, 1G, ... (a plain number is MiB)
+    #[arg(long, default_value = "300M", value_parser = units::mib)]
     buffer_size: u64,
-    /// Largest readahead window in MiB
-    #[arg(long, default_value_t = 256)]
+    /// Largest readahead window: 256M, ... (a plain number is MiB)
+    #[arg(long, default_value = "256M", value_parser = units::mib)]
     max_readahead: u64,
     /// Concurrent block prefetches
     #[arg(long, default_value_t = 8)]
     prefetch: usize,
-    /// Attribute cache timeout in seconds
-    #[arg(long, default_value_t = 1.0)]
-    attr_cache: f64,
-    /// File entry cache timeout in seconds
-    #[arg(long, default_value_t = 1.0)]
-    entry_cache: f64,
-    /// Directory entry cache timeout in seconds
-    #[arg(long, default_value_t = 1.0)]
-    dir_entry_cache: f64,
-    /// Cache timeout of failed lookups in seconds
-    #[arg(long, default_value_t = 0.0)]
-    negative_entry_cache: f64,
+    /// Attribute cache timeout: 1.0s, 500ms, ... (a plain number is seconds)
+    #[arg(long, default_value = "1.0s", value_parser = units::parse_duration)]
+    attr_cache: Duration,
+    /// File entry cache timeout (a plain number is seconds)
+    #[arg(long, default_value = "1.0s", value_parser = units::parse_duration)]
+    entry_cache: Duration,
+    /// Directory entry cache timeout (a plain number is seconds)
+    #[arg(long, default_value = "1.0s", value_parser = units::parse_duration)]
+    dir_entry_cache: Duration,
+    /// Cache timeout of failed lookups (a plain number is seconds)
+    #[arg(long, default_value = "0s", value_parser = units::parse_duration)]
+    negative_entry_cache: Duration,
     /// Concurrent uploads
     #[arg(long, default_value_t = 20)]
     max_uploads: usize,
@@ -79,37 +81,44 @@ pub struct MountArgs {
     /// Retries of a failed object request
     #[arg(long, default_value_t = 10)]
     io_retries: u32,
-    /// Timeout of one GET in seconds
-    #[arg(long, default_value_t = 60)]
-    get_timeout: u64,
-    /// Timeout of one PUT in seconds
-    #[arg(long, default_value_t = 60)]
-    put_timeout: u64,
-    /// Largest FUSE request in KiB (up to 1024)
-    #[arg(long, default_value_t = 1024)]
-    max_fuse_io: u32,
-    /// Mount read-only
+    /// Timeout of one GET: 60s, 2m, ... (a plain number is seconds)
+    #[arg(long, default_value = "60s", value_parser = units::parse_duration)]
+    get_timeout: Duration,
+    /// Timeout of one PUT (a plain number is seconds)
+    #[arg(long, default_value = "60s", value_parser = units::parse_duration)]
+    put_timeout: Duration,
+    /// Largest FUSE request: 1M, 128K, ... (a plain number is KiB; up to 1M)
+    #[arg(long, default_value = "1M", value_parser = units::kib)]
+    max_fuse_io: u64,
+    /// Mount read-only: every change fails with EROFS (kept by the mount, so path tools
+    /// such as `strata info` still work; `-o ro` also sets the kernel's read-only flag)
     #[arg(long)]
     read_only: bool,
-    /// Hide the internal files .stats, .config and .accesslog
+    /// Hide the internal files .stats, .config and .accesslog (.control stays: path
+    /// tools such as `strata rmr` talk to the mount through it)
     #[arg(long)]
     hide_internal: bool,
     /// Mount this directory of the volume (e.g. /projects/a) as the root
     #[arg(long)]
     subdir: Option<String>,
+    /// When reads update access times: noatime (never, the default, as JuiceFS),
+    /// relatime (when atime is older than mtime/ctime or a day old, as Linux by default) or
+    /// strictatime (on every read that reaches the mount)
+    #[arg(long, default_value = "noatime", value_parser = parse_atime_mode)]
+    atime_mode: AtimeMode,
     /// Skip background jobs (data deletion, compaction, trash purge, metadata backup)
     #[arg(long)]
     no_bgjob: bool,
     /// Back metadata up into the bucket (meta/dump-*.json.gz) this often, across all
     /// clients: 1h, 30m, 90s, or seconds; 0 turns it off. Volumes over a million inodes
     /// are skipped (use `strata dump`)
-    #[arg(long, default_value = "1h", value_parser = parse_interval)]
+    #[arg(long, default_value = "1h", value_parser = units::parse_duration)]
     backup_meta: Duration,
-    /// Session heartbeat interval in seconds; a client silent for 5 intervals (at least
-    /// 5 s) is considered dead and cleaned up by the others (its locks released, its
-    /// unlinked-but-open files freed)
-    #[arg(long, default_value_t = 12)]
-    heartbeat: u64,
+    /// Session heartbeat interval: 12s, 1m, ... (a plain number is seconds); a client
+    /// silent for 5 intervals (at least 5 s) is considered dead and cleaned up by the
+    /// others (its locks released, its unlinked-but-open files freed)
+    #[arg(long, default_value = "12s", value_parser = units::parse_duration)]
+    heartbeat: Duration,
     /// Serve extended attributes (default on; `--enable-xattr=false` turns them off, and
     /// xattr calls then fail with EOPNOTSUPP). Unlike JuiceFS, where they are off by default
     /// because the kernel then reads `security.capability` before every write, Strata
@@ -117,10 +126,13 @@ pub struct MountArgs {
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
           action = clap::ArgAction::Set)]
     enable_xattr: bool,
-    /// FUSE options, comma-separated: allow_other (automatic for root), writeback_cache
-    /// (the kernel buffers writes; faster small writes, close-to-open still holds)
+    /// FUSE and mount options, comma-separated, as for mount(8): allow_other (automatic
+    /// for root), allow_root, writeback_cache (the kernel buffers writes; close-to-open
+    /// still holds), ro, fsname=NAME, nonempty (accepted; mounting over a non-empty
+    /// directory is always allowed), and any other option (nodev, nosuid, noexec, sync,
+    /// dirsync, max_read=N, ...) passed to the kernel as given
     #[arg(short = 'o')]
-    options: Option<String>,
+    options: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -132,25 +144,9 @@ pub struct UmountArgs {
     force: bool,
 }
 
-/// `1h`, `30m`, `90s` or plain seconds.
-fn parse_interval(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?}: expected e.g. 1h, 30m, 90s or seconds"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86_400,
-        _ => return Err(format!("{text:?}: unknown unit {unit:?} (use s, m, h, d)")),
-    };
-    Ok(Duration::from_secs(secs))
-}
-
-fn secs(s: f64) -> Duration {
-    Duration::from_secs_f64(s.max(0.0))
+fn parse_atime_mode(text: &str) -> Result<AtimeMode, String> {
+    AtimeMode::parse(text)
+        .ok_or_else(|| format!("{text:?}: expected noatime, relatime or strictatime"))
 }
 
 /// Whether `path` is a mount point of a Strata volume right now.
@@ -205,14 +201,11 @@ fn daemonize(a: &MountArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(|| wiring::home_path("strata.log"));
     if let Some(dir) = log.parent() {
-        std::fs::create_dir_all(dir)?;
+        wiring::create_private_dir(dir).with_context(|| format!("{}", dir.display()))?;
     }
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log)
+    let file = wiring::open_private_file(&log, true)
         .with_context(|| format!("log file {}", log.display()))?;
-    let args: Vec<String> = std::env::args()
+    let args: Vec<std::ffi::OsString> = std::env::args_os()
         .skip(1)
         .filter(|x| x != "-d" && x != "--background")
         .collect();
@@ -249,7 +242,7 @@ fn daemonize(a: &MountArgs) -> Result<()> {
 /// would only hold a second copy of blocks read from that very disk, so there is none.
 fn cache_for(a: &MountArgs, format: &strata_meta::Format) -> Result<Arc<dyn BlockCache>> {
     let (uuid, storage, bucket) = (&format.uuid, &format.storage, &format.bucket);
-    let size = a.cache_size << 20;
+    let size = a.cache_size;
     if size == 0 {
         return Ok(Arc::new(NoCache::default()));
     }
@@ -274,6 +267,8 @@ fn cache_for(a: &MountArgs, format: &strata_meta::Format) -> Result<Arc<dyn Bloc
 }
 
 async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
+    let fuse_flags = parse_fuse_options(&a.options)?;
+    let read_only = a.read_only || fuse_flags.read_only;
     let meta_opts = strata_meta::MetaOptions {
         session_timeout: session_timeout(a.heartbeat),
         deferred_sync: true,
@@ -292,8 +287,8 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         },
         retry: RetryPolicy {
             retries: a.io_retries,
-            get_timeout: Duration::from_secs(a.get_timeout),
-            put_timeout: Duration::from_secs(a.put_timeout),
+            get_timeout: a.get_timeout,
+            put_timeout: a.put_timeout,
             ..RetryPolicy::default()
         },
     };
@@ -308,7 +303,7 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
     let (store, object_stats) = build(backend, &stack);
     let chunk_opts = ChunkOptions {
         block_size: format.block_size_kib << 10,
-        buffer_size: a.buffer_size << 20,
+        buffer_size: a.buffer_size,
         max_prefetch: a.prefetch,
         ..ChunkOptions::default()
     };
@@ -328,35 +323,42 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("cannot register session: {e}"))?;
     let vfs_opts = VfsOptions {
-        attr_ttl: secs(a.attr_cache),
-        entry_ttl: secs(a.entry_cache),
-        dir_entry_ttl: secs(a.dir_entry_cache),
-        negative_ttl: secs(a.negative_entry_cache),
-        max_readahead: a.max_readahead << 20,
-        read_only: a.read_only,
+        attr_ttl: a.attr_cache,
+        entry_ttl: a.entry_cache,
+        dir_entry_ttl: a.dir_entry_cache,
+        negative_ttl: a.negative_entry_cache,
+        max_readahead: a.max_readahead,
+        read_only,
         hide_internal: a.hide_internal,
         root: resolve_subdir(&meta, a.subdir.as_deref()).await?,
+        atime_mode: a.atime_mode,
     };
     let vfs = Arc::new(Vfs::new(meta.clone(), chunks, vfs_opts));
     vfs.set_object_stats(object_stats);
     vfs.set_config_text(config_text(&a, &format, &mountpoint, meta.session_id()));
     let jobs = BackgroundJobs::start(
         vfs.clone(),
-        Duration::from_secs(a.heartbeat.max(1)),
+        a.heartbeat.max(Duration::from_secs(1)),
         !a.no_bgjob,
         (!a.no_bgjob && !a.backup_meta.is_zero()).then(|| strata_vfs::MetaBackup {
             every: a.backup_meta,
             store: raw,
         }),
     );
-    let fuse_flags = parse_fuse_options(a.options.as_deref())?;
     let fuse_opts = FuseOptions {
-        fs_name: format!("strata:{}", format.name),
+        fs_name: fuse_flags
+            .fs_name
+            .clone()
+            .unwrap_or_else(|| format!("strata:{}", format.name)),
         allow_other: nix::unistd::geteuid().is_root() || fuse_flags.allow_other,
+        allow_root: fuse_flags.allow_root,
         writeback_cache: fuse_flags.writeback_cache,
         enable_xattr: a.enable_xattr,
-        read_only: a.read_only,
-        max_write: a.max_fuse_io.clamp(4, 1024) << 10,
+        // `--read-only` is kept by the mount itself (EROFS), so path tools can still reach
+        // `.control`; `-o ro` also makes the kernel refuse every write open.
+        read_only: fuse_flags.read_only,
+        max_write: u32::try_from(a.max_fuse_io.clamp(4 << 10, 1 << 20)).unwrap_or(1 << 20),
+        extra: fuse_flags.extra.clone(),
         ..FuseOptions::default()
     };
     let session = strata_fuse::mount(vfs.clone(), rt, &mountpoint, &fuse_opts)
@@ -368,9 +370,10 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         mountpoint.display()
     );
     if let Err(e) = vfs.flush_all().await {
-        tracing::warn!("flushing at unmount: errno {e}");
+        tracing::error!("flushing at unmount: errno {e} (every failure is logged above)");
     }
-    drop(jobs);
+    // Background work stops between two operations, never inside one.
+    jobs.stop().await;
     if let Err(e) = meta.close_session().await {
         tracing::warn!("closing the session: {e}");
     }
@@ -410,15 +413,32 @@ pub async fn resolve_subdir(
 }
 
 /// What `.config` shows: the volume, the session and this mount's settings.
+/// Secrets never reach it: the URL's password is hidden and the format's keys removed.
 fn config_text(a: &MountArgs, format: &strata_meta::Format, mountpoint: &Path, sid: u64) -> String {
-    let mut shown = format.clone();
-    shown.secret_key = shown.secret_key.map(|_| "removed".into());
     let json = serde_json::json!({
-        "meta_url": wiring::redact_url(&a.meta_url),
+        "meta_url": a.meta_url.redacted(),
         "mountpoint": mountpoint,
         "sid": sid,
-        "format": shown,
-        "mount": format!("{a:?}"),
+        "format": wiring::shown_format(format),
+        "mount": {
+            "subdir": a.subdir,
+            "read_only": a.read_only,
+            "cache_dir": a.cache_dir,
+            "cache_size": a.cache_size,
+            "buffer_size": a.buffer_size,
+            "max_readahead": a.max_readahead,
+            "prefetch": a.prefetch,
+            "attr_cache": a.attr_cache.as_secs_f64(),
+            "entry_cache": a.entry_cache.as_secs_f64(),
+            "dir_entry_cache": a.dir_entry_cache.as_secs_f64(),
+            "negative_entry_cache": a.negative_entry_cache.as_secs_f64(),
+            "atime_mode": a.atime_mode.name(),
+            "heartbeat": a.heartbeat.as_secs_f64(),
+            "no_bgjob": a.no_bgjob,
+            "backup_meta": a.backup_meta.as_secs_f64(),
+            "enable_xattr": a.enable_xattr,
+            "options": a.options,
+        },
         "version": env!("CARGO_PKG_VERSION"),
     });
     serde_json::to_string_pretty(&json).unwrap_or_default() + "\n"
@@ -483,24 +503,45 @@ fn same_device(path: &Path, other: &Path) -> bool {
 }
 
 /// How long a session may stay silent before other clients clean it: five heartbeats.
-fn session_timeout(heartbeat_secs: u64) -> Duration {
-    Duration::from_secs(heartbeat_secs.max(1).saturating_mul(5).max(5))
+fn session_timeout(heartbeat: Duration) -> Duration {
+    heartbeat
+        .max(Duration::from_secs(1))
+        .saturating_mul(5)
+        .max(Duration::from_secs(5))
 }
 
-/// The `-o` options Strata understands.
+/// What the `-o` options ask for.
 #[derive(Debug, Default, PartialEq)]
 struct FuseFlags {
     allow_other: bool,
+    allow_root: bool,
     writeback_cache: bool,
+    read_only: bool,
+    fs_name: Option<String>,
+    /// Options for the kernel mount, as given.
+    extra: Vec<String>,
 }
 
-fn parse_fuse_options(options: Option<&str>) -> Result<FuseFlags> {
+/// Parse `-o` options (each flag may carry several, comma-separated). Strata's own are
+/// taken out; `nonempty` is accepted and dropped (the kernel allows mounting over a
+/// non-empty directory); everything else goes to the kernel mount, which names what it
+/// does not know.
+fn parse_fuse_options(options: &[String]) -> Result<FuseFlags> {
     let mut flags = FuseFlags::default();
-    for option in options.unwrap_or("").split(',').filter(|o| !o.is_empty()) {
+    for option in options.iter().flat_map(|o| o.split(',')) {
         match option.trim() {
+            "" | "nonempty" | "rw" | "default_permissions" => {}
             "allow_other" => flags.allow_other = true,
+            "allow_root" => flags.allow_root = true,
             "writeback_cache" => flags.writeback_cache = true,
-            other => bail!("unknown -o option {other:?} (known: allow_other, writeback_cache)"),
+            "ro" => flags.read_only = true,
+            other => match other.split_once('=') {
+                Some(("fsname", name)) if !name.is_empty() => {
+                    flags.fs_name = Some(name.to_string());
+                }
+                Some(("subtype", _)) => bail!("-o subtype: the subtype is always strata"),
+                _ => flags.extra.push(other.to_string()),
+            },
         }
     }
     Ok(flags)
@@ -511,17 +552,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn fuse_options_parse_and_reject_unknown() {
-        let flags = parse_fuse_options(Some("allow_other,writeback_cache")).unwrap();
+    fn fuse_options_are_taken_or_passed_through() {
+        let given = [
+            "allow_other,writeback_cache".to_string(),
+            "ro,nonempty,fsname=data,nodev,max_read=131072".to_string(),
+        ];
+        let flags = parse_fuse_options(&given).unwrap();
         assert_eq!(
             flags,
             FuseFlags {
                 allow_other: true,
-                writeback_cache: true
+                allow_root: false,
+                writeback_cache: true,
+                read_only: true,
+                fs_name: Some("data".into()),
+                extra: vec!["nodev".into(), "max_read=131072".into()],
             }
         );
-        assert_eq!(parse_fuse_options(None).unwrap(), FuseFlags::default());
-        let err = parse_fuse_options(Some("allow_other,bogus")).unwrap_err();
-        assert!(err.to_string().contains("bogus"), "{err}");
+        assert_eq!(parse_fuse_options(&[]).unwrap(), FuseFlags::default());
+        assert!(parse_fuse_options(&["subtype=x".to_string()]).is_err());
+    }
+
+    #[test]
+    fn sessions_expire_after_five_heartbeats() {
+        assert_eq!(
+            session_timeout(Duration::from_secs(12)),
+            Duration::from_secs(60)
+        );
+        assert_eq!(
+            session_timeout(Duration::from_millis(10)),
+            Duration::from_secs(5)
+        );
     }
 }

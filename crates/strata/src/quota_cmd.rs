@@ -2,12 +2,13 @@
 //! (`--uid`) or a group (`--gid`), in bytes (`--capacity`) and inodes (`--inodes`). Writes
 //! beyond a limit fail with EDQUOT ("Disk quota exceeded").
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use indicatif::HumanBytes;
 use strata_meta::{Meta, Quota, QuotaTarget};
+use strata_types::MetaUrl;
 
-use crate::wiring;
+use crate::{units, wiring};
 
 #[derive(Debug, Args)]
 pub struct QuotaArgs {
@@ -32,13 +33,13 @@ enum QuotaAction {
 #[derive(Debug, Args)]
 struct UrlArg {
     /// Metadata engine URL of the volume
-    meta_url: String,
+    meta_url: MetaUrl,
 }
 
 #[derive(Debug, Args)]
 struct TargetArgs {
     /// Metadata engine URL of the volume
-    meta_url: String,
+    meta_url: MetaUrl,
     /// A directory of the volume (path from its root, e.g. /datasets/imagenet)
     #[arg(long, conflicts_with_all = ["uid", "gid"])]
     path: Option<String>,
@@ -55,8 +56,8 @@ struct SetArgs {
     #[command(flatten)]
     target: TargetArgs,
     /// Byte limit: a number of GiB (as juicefs), or with a unit: 500M, 2G, 1T (0 = none)
-    #[arg(long)]
-    capacity: Option<String>,
+    #[arg(long, value_parser = units::gib)]
+    capacity: Option<u64>,
     /// Inode limit (0 = none)
     #[arg(long)]
     inodes: Option<i64>,
@@ -65,32 +66,10 @@ struct SetArgs {
 #[derive(Debug, Args)]
 struct CheckArgs {
     /// Metadata engine URL of the volume
-    meta_url: String,
+    meta_url: MetaUrl,
     /// Correct usage that differs from the recount
     #[arg(long)]
     repair: bool,
-}
-
-/// Bytes of a capacity: plain numbers are GiB (juicefs's unit), or K/M/G/T suffixes.
-pub fn parse_capacity(text: &str) -> Result<i64> {
-    let t = text.trim();
-    let (digits, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => (&t[..i], t[i..].trim_end_matches(['i', 'B', 'b'])),
-        None => (t, "G"),
-    };
-    let shift = match unit.to_ascii_uppercase().as_str() {
-        "" => 0,
-        "K" => 10,
-        "M" => 20,
-        "G" => 30,
-        "T" => 40,
-        _ => bail!("capacity {text:?}: use a number of GiB or a unit K, M, G, T"),
-    };
-    let n: i64 = digits
-        .parse()
-        .map_err(|_| anyhow::anyhow!("capacity {text:?}: not a number"))?;
-    n.checked_mul(1 << shift)
-        .ok_or_else(|| anyhow::anyhow!("capacity {text:?} is too large"))
 }
 
 async fn target_of(meta: &Meta, t: &TargetArgs) -> Result<QuotaTarget> {
@@ -136,7 +115,10 @@ pub fn run_quota(a: QuotaArgs) -> Result<()> {
             QuotaAction::Set(s) => {
                 let (meta, _) = wiring::load_meta(&s.target.meta_url).await?;
                 let target = target_of(&meta, &s.target).await?;
-                let capacity = s.capacity.as_deref().map(parse_capacity).transpose()?;
+                let capacity = s
+                    .capacity
+                    .map(|bytes| i64::try_from(bytes).context("--capacity is too large"))
+                    .transpose()?;
                 if capacity.is_none() && s.inodes.is_none() {
                     bail!("give --capacity and/or --inodes");
                 }
@@ -189,19 +171,4 @@ pub fn run_quota(a: QuotaArgs) -> Result<()> {
         }
         Ok(())
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn capacities_parse_like_juicefs_and_with_units() {
-        assert_eq!(parse_capacity("2").unwrap(), 2 << 30);
-        assert_eq!(parse_capacity("500M").unwrap(), 500 << 20);
-        assert_eq!(parse_capacity("1GiB").unwrap(), 1 << 30);
-        assert_eq!(parse_capacity("0").unwrap(), 0);
-        assert!(parse_capacity("lots").is_err());
-        assert!(parse_capacity("5X").is_err());
-    }
 }

@@ -4,21 +4,19 @@
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use strata_meta::{Ctx, RestoreOutcome, TrashEntry, days_from_civil};
-use strata_types::Ino;
-use strata_vfs::maintenance::Progress;
+use strata_meta::{RestoreOutcome, TrashEntry, days_from_civil};
+use strata_types::MetaUrl;
+use strata_vfs::control::{ControlOp, ControlResult};
 
-use crate::progress::ProgressView;
-use crate::wiring;
+use crate::{control, wiring};
 
 #[derive(Debug, Args)]
 pub struct RestoreArgs {
     /// Metadata engine URL of the volume
-    meta_url: String,
+    meta_url: MetaUrl,
     /// Only entries deleted at or after this time (UTC: `2026-11-30`, `2026-11-30 08:15`,
     /// `2026-11-30T08:15:00`, or Unix seconds)
     #[arg(long)]
@@ -36,7 +34,8 @@ pub struct RestoreArgs {
 
 #[derive(Debug, Args)]
 pub struct RmrArgs {
-    /// Files or directories on a mounted Strata volume
+    /// Files or directories on a mounted Strata volume (removed through the trash when
+    /// the volume keeps one; you may remove only what `rm -r` would let you)
     #[arg(required = true)]
     paths: Vec<PathBuf>,
 }
@@ -162,36 +161,31 @@ async fn show(meta: &strata_meta::Meta, e: &TrashEntry) -> String {
     )
 }
 
+/// Remove each path and everything below it, through the mount that serves it: the
+/// removal runs as the caller, with `rm -r`'s permission checks, in the mount's view.
 pub fn run_rmr(a: RmrArgs) -> Result<()> {
-    let rt = wiring::runtime()?;
-    let ctx = Ctx::user(
-        nix::unistd::geteuid().as_raw(),
-        nix::unistd::getegid().as_raw(),
-    );
     for path in &a.paths {
         let abs = std::path::absolute(path).with_context(|| format!("{}", path.display()))?;
         let (Some(parent), Some(name)) = (abs.parent(), abs.file_name()) else {
             bail!("{}: cannot remove the root of a volume", path.display());
         };
-        let parent_ino = Ino(std::fs::metadata(parent)
-            .with_context(|| format!("{}", parent.display()))?
-            .ino());
         std::fs::symlink_metadata(&abs).with_context(|| format!("{}", abs.display()))?;
-        let url = wiring::meta_url_of_path(parent)?;
-        let name = name.as_bytes().to_vec();
-        rt.block_on(async {
-            let (meta, _) = wiring::load_meta(&url).await?;
-            let progress = Arc::new(Progress::default());
-            progress.stage("removing", 0);
-            let view = ProgressView::start(progress.clone());
-            let removed = meta
-                .remove_tree(&ctx, parent_ino, &name, &mut |n| progress.add(n, 0))
-                .await;
-            drop(view);
-            let removed = removed.map_err(|e| anyhow::anyhow!("{}: {e}", abs.display()))?;
-            println!("removed {} ({removed} entries)", abs.display());
-            Ok::<_, anyhow::Error>(())
-        })?;
+        let mount = control::mount_of(parent)?;
+        let parent_meta =
+            std::fs::metadata(parent).with_context(|| format!("{}", parent.display()))?;
+        if std::fs::canonicalize(&abs).is_ok_and(|c| c == mount.root) {
+            bail!("{}: cannot remove the root of a mount", path.display());
+        }
+        let op = ControlOp::Rmr {
+            parent: parent_meta.ino(),
+            name: name.as_bytes().to_vec(),
+        };
+        match control::request(&mount, op).with_context(|| format!("{}", abs.display()))? {
+            ControlResult::Removed { entries } => {
+                println!("removed {} ({entries} entries)", abs.display());
+            }
+            _ => bail!("the mount answered with something other than a removal"),
+        }
     }
     Ok(())
 }

@@ -1,6 +1,6 @@
-//! Commands on paths of a mounted volume that work on whole trees through the metadata:
-//! `clone` (metadata-only copy sharing data) and `summary` (sizes per subtree from
-//! directory usage). And `destroy`, which removes a whole volume.
+//! Commands on paths of a mounted volume that work on whole trees, through the mount
+//! (`.control`): `clone` (metadata-only copy sharing data) and `summary` (sizes per
+//! subtree from directory usage). And `destroy`, which removes a whole volume.
 
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
@@ -11,13 +11,13 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::HumanBytes;
-use strata_meta::{Ctx, Meta};
-use strata_types::{FileType, Ino};
+use strata_types::MetaUrl;
+use strata_vfs::control::{ControlOp, ControlResult};
 use strata_vfs::maintenance::Progress;
 use strata_vfs::maintenance::{SortSpace, sorted_listing};
 
 use crate::progress::ProgressView;
-use crate::wiring;
+use crate::{control, wiring};
 
 #[derive(Debug, Args)]
 pub struct CloneArgs {
@@ -42,7 +42,7 @@ pub struct SummaryArgs {
 #[derive(Debug, Args)]
 pub struct DestroyArgs {
     /// Metadata engine URL of the volume
-    meta_url: String,
+    meta_url: MetaUrl,
     /// The volume's UUID (see `strata status`), as a guard against the wrong URL
     uuid: String,
     /// Do not ask for confirmation
@@ -56,13 +56,7 @@ pub struct DestroyArgs {
     threads: usize,
 }
 
-fn caller() -> Ctx {
-    Ctx::user(
-        nix::unistd::geteuid().as_raw(),
-        nix::unistd::getegid().as_raw(),
-    )
-}
-
+/// Clone through the mount serving both paths: as the caller, in the mount's view.
 pub fn run_clone(a: CloneArgs) -> Result<()> {
     let src = std::fs::symlink_metadata(&a.src).with_context(|| format!("{}", a.src.display()))?;
     let dst = std::path::absolute(&a.dst)?;
@@ -77,71 +71,52 @@ pub fn run_clone(a: CloneArgs) -> Result<()> {
             a.dst.display()
         );
     }
-    let url = wiring::meta_url_of_path(parent)?;
-    let rt = wiring::runtime()?;
-    rt.block_on(async {
-        let (meta, _) = wiring::load_meta(&url).await?;
-        let progress = Arc::new(Progress::default());
-        progress.stage("cloning", 0);
-        let view = ProgressView::start(progress.clone());
-        let cloned = meta
-            .clone_tree(
-                &caller(),
-                Ino(src.ino()),
-                Ino(parent_meta.ino()),
-                name.as_bytes(),
-                a.preserve,
-                &mut |n| progress.add(n, 0),
-            )
-            .await;
-        drop(view);
-        let count = cloned.map_err(|e| anyhow::anyhow!("{}: {e}", dst.display()))?;
-        meta.flush_usage().await?;
-        println!(
-            "cloned {} to {} ({count} inodes, no data copied)",
+    let mount = control::mount_of(parent)?;
+    let op = ControlOp::Clone {
+        src: src.ino(),
+        parent: parent_meta.ino(),
+        name: name.as_bytes().to_vec(),
+        preserve: a.preserve,
+    };
+    match control::request(&mount, op).with_context(|| format!("{}", dst.display()))? {
+        ControlResult::Cloned { inodes } => println!(
+            "cloned {} to {} ({inodes} inodes, no data copied)",
             a.src.display(),
             dst.display()
-        );
-        Ok(())
-    })
+        ),
+        _ => bail!("the mount answered with something other than a clone"),
+    }
+    Ok(())
 }
 
+/// Sizes per subtree, from the directories' usage records (no file walk), through the
+/// mount serving the path.
 pub fn run_summary(a: SummaryArgs) -> Result<()> {
     let path = std::fs::canonicalize(&a.path).with_context(|| format!("{}", a.path.display()))?;
-    let url = wiring::meta_url_of_path(&path)?;
-    let rt = wiring::runtime()?;
-    rt.block_on(async {
-        let (meta, _) = wiring::load_meta(&url).await?;
-        let ino = Ino(std::fs::metadata(&path)?.ino());
-        println!("{:>12} {:>10} {:>8}  PATH", "SIZE", "FILES", "DIRS");
-        print_tree(&meta, ino, &path.display().to_string(), a.depth).await
-    })
-}
-
-async fn print_tree(meta: &Meta, top: Ino, top_path: &str, depth: usize) -> Result<()> {
-    let mut stack = vec![(top, top_path.to_string(), 0usize)];
-    while let Some((ino, path, level)) = stack.pop() {
-        let u = meta.subtree_usage(ino).await?;
+    let mount = control::mount_of(&path)?;
+    let op = ControlOp::Summary {
+        ino: std::fs::metadata(&path)?.ino(),
+        depth: a.depth,
+    };
+    let ControlResult::Summary { rows } =
+        control::request(&mount, op).with_context(|| format!("{}", path.display()))?
+    else {
+        bail!("the mount answered with something other than a summary");
+    };
+    println!("{:>12} {:>10} {:>8}  PATH", "SIZE", "FILES", "DIRS");
+    for row in rows {
+        let shown = if row.path.is_empty() {
+            path.clone()
+        } else {
+            path.join(std::ffi::OsStr::from_bytes(&row.path))
+        };
         println!(
-            "{:>12} {:>10} {:>8}  {path}",
-            HumanBytes(u.bytes.max(0) as u64).to_string(),
-            u.files,
-            u.dirs
+            "{:>12} {:>10} {:>8}  {}",
+            HumanBytes(u64::try_from(row.bytes).unwrap_or(0)).to_string(),
+            row.files,
+            row.dirs,
+            shown.display()
         );
-        if level >= depth {
-            continue;
-        }
-        let mut children: Vec<_> = meta
-            .readdir(ino, None, usize::MAX, false)
-            .await?
-            .into_iter()
-            .filter(|e| e.kind == FileType::Directory)
-            .collect();
-        children.sort_by(|x, y| y.name.cmp(&x.name));
-        for c in children {
-            let name = String::from_utf8_lossy(&c.name);
-            stack.push((c.ino, format!("{path}/{name}"), level + 1));
-        }
     }
     Ok(())
 }

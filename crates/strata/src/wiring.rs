@@ -19,6 +19,7 @@ use strata_object::backend::{Backend, S3Config};
 use strata_object::compress::Codec;
 use strata_object::prefix::Prefixed;
 use strata_object::stack::{StackOptions, build};
+use strata_types::{MetaUrl, Secret};
 use strata_vfs::{Vfs, VfsOptions};
 
 /// How long opening a network engine may take before the command gives up.
@@ -26,34 +27,33 @@ const ENGINE_OPEN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 
 /// Open the metadata engine named by a META-URL (a password may come from `META_PASSWORD`
 /// instead of the URL). Network engines are connected and checked here, in bounded time.
-pub async fn open_engine(url: &str) -> Result<Arc<dyn KvEngine>> {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        bail!("malformed META-URL {url:?}: expected e.g. sqlite3://strata.db");
+/// Messages show the URL with its password hidden.
+pub async fn open_engine(url: &MetaUrl) -> Result<Arc<dyn KvEngine>> {
+    let Some((scheme, rest)) = url.expose().split_once("://") else {
+        bail!("malformed META-URL {url}: expected e.g. sqlite3://strata.db");
     };
-    let password = std::env::var("META_PASSWORD").ok();
-    let full = match &password {
-        Some(p) if !p.is_empty() => with_password(url, p),
-        _ => url.to_string(),
+    let full = match std::env::var("META_PASSWORD") {
+        Ok(p) if !p.is_empty() => url.with_password(&p),
+        _ => url.clone(),
     };
-    let shown = redact_url(url);
     let opened: Result<Arc<dyn KvEngine>, strata_meta::kv::KvError> = match scheme {
         "sqlite" | "sqlite3" => {
             let path = rest.split('?').next().unwrap_or(rest);
             if path.is_empty() {
-                bail!("malformed META-URL {url:?}: no database path");
+                bail!("malformed META-URL {url}: no database path");
             }
             SqliteEngine::open(Path::new(path)).map(|e| Arc::new(e) as Arc<dyn KvEngine>)
         }
         "redis" | "rediss" => {
-            let parsed = RedisUrl::parse(&full).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let parsed = RedisUrl::parse(full.expose()).map_err(|e| anyhow::anyhow!("{e}"))?;
             timed_open(RedisEngine::connect(&parsed)).await
         }
         "postgres" | "postgresql" => {
-            let parsed = PostgresUrl::parse(&full).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let parsed = PostgresUrl::parse(full.expose()).map_err(|e| anyhow::anyhow!("{e}"))?;
             timed_open(PostgresEngine::connect(&parsed)).await
         }
         "etcd" => {
-            let parsed = EtcdUrl::parse(&full).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let parsed = EtcdUrl::parse(full.expose()).map_err(|e| anyhow::anyhow!("{e}"))?;
             timed_open(EtcdEngine::connect(&parsed)).await
         }
         other => bail!(
@@ -61,7 +61,7 @@ pub async fn open_engine(url: &str) -> Result<Arc<dyn KvEngine>> {
              redis://HOST:PORT/DB, postgres://USER@HOST:PORT/DB, etcd://HOST:PORT,.../PREFIX)"
         ),
     };
-    opened.map_err(|e| anyhow::anyhow!("cannot open metadata engine {shown}: {e}"))
+    opened.map_err(|e| anyhow::anyhow!("cannot open metadata engine {url}: {e}"))
 }
 
 async fn timed_open<E: KvEngine + 'static>(
@@ -72,44 +72,23 @@ async fn timed_open<E: KvEngine + 'static>(
         .map(|e| Arc::new(e) as Arc<dyn KvEngine>)
 }
 
-/// The `user:password@` part of a URL's authority, and where it sits.
-fn userinfo(url: &str) -> Option<(usize, usize)> {
-    let start = url.find("://")? + 3;
-    let authority_end = url[start..].find('/').map_or(url.len(), |i| start + i);
-    let at = url[start..authority_end].rfind('@')? + start;
-    Some((start, at))
-}
-
-/// `url` with `password` as its password (kept if the URL already has one).
-pub fn with_password(url: &str, password: &str) -> String {
-    match userinfo(url) {
-        Some((start, at)) if url[start..at].contains(':') => url.to_string(),
-        Some((_, at)) => format!("{}:{password}{}", &url[..at], &url[at..]),
-        None => match url.find("://") {
-            Some(i) => format!("{}:{password}@{}", &url[..i + 3], &url[i + 3..]),
-            None => url.to_string(),
-        },
-    }
-}
-
-/// `url` with its password replaced by `****` (for messages and `.config`).
-pub fn redact_url(url: &str) -> String {
-    match userinfo(url) {
-        Some((start, at)) => match url[start..at].find(':') {
-            Some(colon) => format!("{}:****{}", &url[..start + colon], &url[at..]),
-            None => url.to_string(),
-        },
-        None => url.to_string(),
+/// The format record as shown to people (`status`, `config`, `.config`): secrets removed.
+pub fn shown_format(format: &Format) -> Format {
+    let removed = |s: &Option<Secret>| s.as_ref().map(|_| Secret::new("removed"));
+    Format {
+        secret_key: removed(&format.secret_key),
+        session_token: removed(&format.session_token),
+        ..format.clone()
     }
 }
 
 /// A client of the volume at `url`, its format loaded.
-pub async fn load_meta(url: &str) -> Result<(Arc<Meta>, Arc<Format>)> {
+pub async fn load_meta(url: &MetaUrl) -> Result<(Arc<Meta>, Arc<Format>)> {
     load_meta_with(url, MetaOptions::default()).await
 }
 
 /// [`load_meta`] with non-default metadata client options.
-pub async fn load_meta_with(url: &str, opts: MetaOptions) -> Result<(Arc<Meta>, Arc<Format>)> {
+pub async fn load_meta_with(url: &MetaUrl, opts: MetaOptions) -> Result<(Arc<Meta>, Arc<Format>)> {
     let meta = Meta::new(open_engine(url).await?, opts);
     let format = match meta.load().await {
         Ok(f) => f,
@@ -141,24 +120,62 @@ pub fn open_backend(format: &Format) -> Result<Arc<dyn ObjectStore>> {
     }
 }
 
-/// `--bucket http://host:port/bucket` (path style) or `https://bucket.host` for S3.
+/// An S3 bucket URL: path style (`http://host:port/bucket`) or virtual-hosted
+/// (`https://BUCKET.s3.REGION.amazonaws.com`, `https://BUCKET.host`: no path).
 fn s3_config(format: &Format) -> Result<S3Config> {
     let url = &format.bucket;
-    let Some((scheme, rest)) = url.split_once("://") else {
-        bail!("s3 bucket {url:?}: expected http(s)://host[:port]/bucket");
+    let bad = || {
+        anyhow::anyhow!(
+            "s3 bucket {url:?}: expected http(s)://host[:port]/bucket or https://bucket.host"
+        )
     };
-    let (host, bucket) = match rest.split_once('/') {
-        Some((host, bucket)) if !bucket.is_empty() => (host, bucket.trim_end_matches('/')),
-        _ => bail!("s3 bucket {url:?}: expected http(s)://host[:port]/bucket"),
+    let (scheme, rest) = url.split_once("://").ok_or_else(bad)?;
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let path = path.trim_matches('/');
+    let env_region = std::env::var("AWS_REGION").unwrap_or_default();
+    let (endpoint, bucket, region, path_style) = if !path.is_empty() {
+        (
+            format!("{scheme}://{host}"),
+            path.to_string(),
+            env_region,
+            true,
+        )
+    } else {
+        let (bucket, domain) = host.split_once('.').ok_or_else(bad)?;
+        let region = aws_region(domain).unwrap_or(env_region);
+        (
+            url.trim_end_matches('/').to_string(),
+            bucket.to_string(),
+            region,
+            false,
+        )
     };
+    if bucket.is_empty() || host.is_empty() {
+        return Err(bad());
+    }
+    let session_token = format
+        .session_token
+        .clone()
+        .or_else(|| std::env::var("AWS_SESSION_TOKEN").ok().map(Secret::new));
     Ok(S3Config {
-        endpoint: format!("{scheme}://{host}"),
-        region: std::env::var("AWS_REGION").unwrap_or_default(),
-        bucket: bucket.to_string(),
+        endpoint,
+        region,
+        bucket,
         access_key: format.access_key.clone().unwrap_or_default(),
         secret_key: format.secret_key.clone().unwrap_or_default(),
-        path_style: true,
+        session_token,
+        path_style,
     })
+}
+
+/// The region in an AWS S3 host name: `s3.REGION.amazonaws.com`, `s3-REGION.amazonaws.com`.
+fn aws_region(domain: &str) -> Option<String> {
+    let rest = domain.strip_suffix(".amazonaws.com")?;
+    let region = rest
+        .strip_prefix("s3.")
+        .or_else(|| rest.strip_prefix("s3-"))?;
+    let region = region.strip_prefix("dualstack.").unwrap_or(region);
+    (!region.is_empty() && !region.contains('.')).then(|| region.to_string())
 }
 
 /// A volume opened for an admin command: metadata client, format, and the bucket as raw
@@ -173,7 +190,7 @@ pub struct AdminVolume {
 }
 
 /// Open the volume at `url` and check that its bucket answers.
-pub async fn open_admin_volume(url: &str) -> Result<AdminVolume> {
+pub async fn open_admin_volume(url: &MetaUrl) -> Result<AdminVolume> {
     let (meta, format) = load_meta(url).await?;
     let backend = open_backend(&format)?;
     let raw: Arc<dyn ObjectStore> = Arc::new(Prefixed::new(backend.clone(), &format.name));
@@ -208,23 +225,6 @@ impl AdminVolume {
     }
 }
 
-/// The META-URL of the mount holding `path`, from its root's `.config` (whose hidden
-/// password comes from `META_PASSWORD` instead).
-pub fn meta_url_of_path(path: &Path) -> Result<String> {
-    for dir in path.ancestors() {
-        let Ok(text) = std::fs::read_to_string(dir.join(".config")) else {
-            continue;
-        };
-        let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) else {
-            continue;
-        };
-        if let Some(url) = json["meta_url"].as_str() {
-            return Ok(url.replace(":****@", "@"));
-        }
-    }
-    bail!("{} is not on a mounted Strata volume", path.display())
-}
-
 /// A multi-threaded runtime for a command.
 pub fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
@@ -240,37 +240,98 @@ pub fn home_path(rest: &str) -> PathBuf {
     PathBuf::from(home).join(".strata").join(rest)
 }
 
+/// Create `dir` (and missing parents) readable by its owner only (0700): it will hold
+/// user data or secrets. An existing directory is left as it is.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// Open `path` for appending, creating it readable by its owner only (0600): logs and
+/// dumps may hold names and data users consider private.
+pub fn open_private_file(path: &Path, append: bool) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).mode(0o600);
+    if append {
+        options.append(true);
+    } else {
+        options.write(true).truncate(true);
+    }
+    options.open(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn s3_format(bucket: &str) -> Format {
+        Format {
+            name: "v".into(),
+            uuid: "u".into(),
+            storage: "s3".into(),
+            bucket: bucket.into(),
+            access_key: Some("ak".into()),
+            secret_key: Some(Secret::new("sk")),
+            session_token: Some(Secret::new("token")),
+            block_size_kib: 4096,
+            compression: "none".into(),
+            trash_days: 0,
+            capacity: 0,
+            inodes: 0,
+            created_at: 0,
+            meta_version: 2,
+        }
+    }
+
     #[test]
-    fn passwords_are_added_and_hidden() {
+    fn s3_buckets_in_path_and_virtual_hosted_style() {
+        let path = s3_config(&s3_format("http://127.0.0.1:9000/data")).unwrap();
         assert_eq!(
-            with_password("redis://h:6379/1", "pw"),
-            "redis://:pw@h:6379/1"
+            (
+                path.endpoint.as_str(),
+                path.bucket.as_str(),
+                path.path_style
+            ),
+            ("http://127.0.0.1:9000", "data", true)
         );
+        assert_eq!(path.session_token, Some(Secret::new("token")));
+        let aws = s3_config(&s3_format("https://my-data.s3.eu-west-2.amazonaws.com")).unwrap();
         assert_eq!(
-            with_password("postgres://u@h:5432/db", "pw"),
-            "postgres://u:pw@h:5432/db"
+            (
+                aws.endpoint.as_str(),
+                aws.bucket.as_str(),
+                aws.region.as_str(),
+                aws.path_style
+            ),
+            (
+                "https://my-data.s3.eu-west-2.amazonaws.com",
+                "my-data",
+                "eu-west-2",
+                false
+            )
         );
+        let dashed = s3_config(&s3_format("https://b.s3-us-west-1.amazonaws.com/")).unwrap();
         assert_eq!(
-            with_password("postgres://u:old@h/db", "pw"),
-            "postgres://u:old@h/db",
-            "a password in the URL wins"
+            (dashed.bucket.as_str(), dashed.region.as_str()),
+            ("b", "us-west-1")
         );
-        assert_eq!(redact_url("redis://:pw@h:6379/1"), "redis://:****@h:6379/1");
-        assert_eq!(
-            redact_url("postgres://u:p@h/db?x=a@b"),
-            "postgres://u:****@h/db?x=a@b"
-        );
-        assert_eq!(
-            redact_url("sqlite3:///var/lib/a.db"),
-            "sqlite3:///var/lib/a.db"
-        );
-        assert_eq!(
-            redact_url("etcd://h1:2379,h2:2379/p"),
-            "etcd://h1:2379,h2:2379/p"
+        let other = s3_config(&s3_format("https://photos.minio.example.com")).unwrap();
+        assert_eq!(other.bucket, "photos");
+        assert!(!other.path_style);
+        assert!(s3_config(&s3_format("https://nodots")).is_err());
+        assert!(s3_config(&s3_format("no-scheme/bucket")).is_err());
+    }
+
+    #[test]
+    fn shown_formats_hold_no_secrets() {
+        let shown = serde_json::to_string(&shown_format(&s3_format("http://h/b"))).unwrap();
+        assert!(
+            !shown.contains("\"sk\"") && !shown.contains("\"token\""),
+            "{shown}"
         );
     }
 }

@@ -89,7 +89,7 @@ async fn run(a: Args) -> Result<(), ChunkError> {
         while w.len() < len {
             let take = (len - w.len()).min(io as u32) as usize;
             let off = w.len();
-            w.write_at(off, &payload[..take]).await?;
+            w.write_at(off, &payload[..take], None).await?;
         }
         let size = w.finish().await?;
         slices.push(vec![Slice {

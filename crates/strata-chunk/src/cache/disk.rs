@@ -8,11 +8,12 @@
 //! miss, so the block is read again from the object store.
 
 use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use parking_lot::Mutex;
 
 use super::{BlockCache, CacheStats, Lru};
 
@@ -36,7 +37,11 @@ impl DiskCache {
         let mut lru = Lru::default();
         for dir in dirs {
             let raw = dir.join("raw");
-            std::fs::create_dir_all(&raw)?;
+            // Cached blocks are user data: the directories are the owner's alone.
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&raw)?;
             scan(&raw, &raw, &mut lru)?;
         }
         let cache = DiskCache {
@@ -52,7 +57,7 @@ impl DiskCache {
 
     /// Blocks indexed.
     pub fn len(&self) -> usize {
-        self.lru.lock().map(|l| l.len()).unwrap_or(0)
+        self.lru.lock().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -67,9 +72,7 @@ impl DiskCache {
     }
 
     fn forget(&self, key: &str) {
-        if let Ok(mut lru) = self.lru.lock() {
-            lru.remove(key);
-        }
+        self.lru.lock().remove(key);
     }
 
     /// Evict until `incoming` more bytes fit within the capacity and the disks keep their
@@ -77,7 +80,7 @@ impl DiskCache {
     fn evict_to_fit(&self, incoming: u64) {
         loop {
             let victim = {
-                let Ok(mut lru) = self.lru.lock() else { return };
+                let mut lru = self.lru.lock();
                 let over = lru.total() + incoming > self.capacity;
                 if !over && !self.disks_too_full() {
                     return;
@@ -146,7 +149,11 @@ fn verify(file: Vec<u8>) -> Option<Bytes> {
 
 async fn write_atomically(path: &Path, data: &Bytes) -> std::io::Result<()> {
     if let Some(parent) = path.parent() {
-        tokio::fs::create_dir_all(parent).await?;
+        tokio::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)
+            .await?;
     }
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!("{TMP_MARK}{:08x}", rand::random::<u32>()));
@@ -155,7 +162,11 @@ async fn write_atomically(path: &Path, data: &Bytes) -> std::io::Result<()> {
     // One blocking task for the whole write: no intermediate copy of the block.
     let written = tokio::task::spawn_blocking(move || {
         let write = || -> std::io::Result<()> {
-            let mut file = std::fs::File::create(&tmp)?;
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&tmp)?;
             file.write_all(&data)?;
             file.write_all(&crc32c::crc32c(&data).to_le_bytes())?;
             std::fs::rename(&tmp, &path)
@@ -173,7 +184,7 @@ async fn write_atomically(path: &Path, data: &Bytes) -> std::io::Result<()> {
 #[async_trait]
 impl BlockCache for DiskCache {
     async fn get(&self, key: &str) -> Option<Bytes> {
-        let known = self.lru.lock().map(|mut l| l.touch(key)).unwrap_or(false);
+        let known = self.lru.lock().touch(key);
         if !known {
             CacheStats::bump(&self.stats.misses);
             return None;
@@ -200,7 +211,7 @@ impl BlockCache for DiskCache {
 
     async fn put(&self, key: &str, data: Bytes) {
         let size = data.len() as u64;
-        let cached = self.lru.lock().map(|l| l.contains(key)).unwrap_or(false);
+        let cached = self.lru.lock().contains(key);
         if cached || size > self.capacity {
             return;
         }
@@ -208,9 +219,7 @@ impl BlockCache for DiskCache {
         let path = self.path_of(key);
         match write_atomically(&path, &data).await {
             Ok(()) => {
-                if let Ok(mut lru) = self.lru.lock() {
-                    lru.insert(key, size);
-                }
+                self.lru.lock().insert(key, size);
             }
             Err(e) => tracing::warn!("cannot write cache file {}: {e}", path.display()),
         }
@@ -226,7 +235,7 @@ impl BlockCache for DiskCache {
     }
 
     fn used_bytes(&self) -> u64 {
-        self.lru.lock().map(|l| l.total()).unwrap_or(0)
+        self.lru.lock().total()
     }
 }
 
@@ -236,6 +245,19 @@ mod tests {
 
     fn block(n: usize, seed: u8) -> Bytes {
         Bytes::from(vec![seed; n])
+    }
+
+    #[tokio::test]
+    async fn cached_blocks_are_readable_by_their_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cache/volume-uuid");
+        let cache = DiskCache::open(std::slice::from_ref(&root), 1 << 20, 0.0).unwrap();
+        cache.put("chunks/0/0/1_0_10", block(10, 1)).await;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir.path().join("cache")), 0o700);
+        assert_eq!(mode(&root.join("raw")), 0o700);
+        assert_eq!(mode(&cache.path_of("chunks/0/0/1_0_10")), 0o600);
     }
 
     #[tokio::test]

@@ -1,7 +1,7 @@
 //! The memory block cache (`--cache-dir memory`): blocks in RAM, LRU within a byte limit.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -35,10 +35,11 @@ impl MemoryCache {
 #[async_trait]
 impl BlockCache for MemoryCache {
     async fn get(&self, key: &str) -> Option<Bytes> {
-        let found = self.inner.lock().ok().and_then(|mut inner| {
+        let found = {
+            let mut inner = self.inner.lock();
             inner.lru.touch(key);
             inner.blocks.get(key).cloned()
-        });
+        };
         self.stats.record_lookup(found.is_some());
         found
     }
@@ -48,9 +49,7 @@ impl BlockCache for MemoryCache {
         if size > self.capacity {
             return;
         }
-        let Ok(mut inner) = self.inner.lock() else {
-            return;
-        };
+        let mut inner = self.inner.lock();
         inner.lru.insert(key, size);
         inner.blocks.insert(key.to_string(), data);
         while inner.lru.total() > self.capacity {
@@ -63,10 +62,9 @@ impl BlockCache for MemoryCache {
     }
 
     async fn remove(&self, key: &str) {
-        if let Ok(mut inner) = self.inner.lock() {
-            inner.lru.remove(key);
-            inner.blocks.remove(key);
-        }
+        let mut inner = self.inner.lock();
+        inner.lru.remove(key);
+        inner.blocks.remove(key);
     }
 
     fn stats(&self) -> &CacheStats {
@@ -74,6 +72,6 @@ impl BlockCache for MemoryCache {
     }
 
     fn used_bytes(&self) -> u64 {
-        self.inner.lock().map(|i| i.lru.total()).unwrap_or(0)
+        self.inner.lock().lru.total()
     }
 }

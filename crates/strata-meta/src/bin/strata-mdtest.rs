@@ -99,6 +99,7 @@ fn bench_format() -> Format {
         bucket: "/dev/null".into(),
         access_key: None,
         secret_key: None,
+        session_token: None,
         block_size_kib: 4096,
         compression: "none".into(),
         trash_days: 0,

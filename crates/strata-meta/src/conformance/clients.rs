@@ -34,7 +34,7 @@ pub async fn sustained_files<S: TestStore>() {
         off: 0,
         len: 10,
     };
-    meta.write_chunk(f.ino, 0, s, crate::now_ns())
+    meta.write_chunk(f.ino, 0, s, Some(crate::now_ns()))
         .await
         .unwrap();
     meta.open(&root, f.ino, 0).await.unwrap();

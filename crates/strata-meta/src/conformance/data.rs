@@ -18,7 +18,9 @@ async fn write(meta: &Meta, ino: Ino, index: u32, pos: u32, len: u32) -> Slice {
         off: 0,
         len,
     };
-    meta.write_chunk(ino, index, s, now_ns()).await.unwrap();
+    meta.write_chunk(ino, index, s, Some(now_ns()))
+        .await
+        .unwrap();
     s
 }
 
@@ -74,7 +76,7 @@ pub async fn write_and_read_chunks<S: TestStore>() {
         len: 2,
     };
     assert!(matches!(
-        meta.write_chunk(f.ino, 0, bad, now_ns()).await,
+        meta.write_chunk(f.ino, 0, bad, Some(now_ns())).await,
         Err(MetaError::Invalid(_))
     ));
     let d = super::mkdir(&meta, Ino::ROOT, "d").await;
@@ -86,11 +88,11 @@ pub async fn write_and_read_chunks<S: TestStore>() {
         len: 1,
     };
     assert_eq!(
-        errno_of(meta.write_chunk(d.ino, 0, s, now_ns()).await),
+        errno_of(meta.write_chunk(d.ino, 0, s, Some(now_ns())).await),
         Errno::EISDIR
     );
     assert_eq!(
-        errno_of(meta.write_chunk(Ino(987_654), 0, s, now_ns()).await),
+        errno_of(meta.write_chunk(Ino(987_654), 0, s, Some(now_ns())).await),
         Errno::ENOENT
     );
 }
@@ -107,7 +109,7 @@ pub async fn slice_cap_is_enforced<S: TestStore>() {
             off: 0,
             len: 1,
         };
-        meta.write_chunk(f.ino, 0, s, now_ns()).await.unwrap();
+        meta.write_chunk(f.ino, 0, s, Some(now_ns())).await.unwrap();
     }
     let s = Slice {
         pos: 0,
@@ -116,12 +118,12 @@ pub async fn slice_cap_is_enforced<S: TestStore>() {
         off: 0,
         len: 1,
     };
-    match meta.write_chunk(f.ino, 0, s, now_ns()).await {
+    match meta.write_chunk(f.ino, 0, s, Some(now_ns())).await {
         Err(MetaError::TooManySlices { count, .. }) => assert_eq!(count, MAX_SLICES_PER_CHUNK),
         other => panic!("expected TooManySlices, got {other:?}"),
     }
     // Other chunks are unaffected.
-    meta.write_chunk(f.ino, 1, s, now_ns()).await.unwrap();
+    meta.write_chunk(f.ino, 1, s, Some(now_ns())).await.unwrap();
 }
 
 pub async fn truncate_clips_and_frees<S: TestStore>() {

@@ -3,7 +3,7 @@
 
 use strata_types::{Ino, Slice};
 
-use super::{TestStore, mkdir, touch, volume};
+use super::{TestStore, mkdir, slice, touch, volume};
 use crate::codec;
 use crate::keys;
 use crate::kv::{RetryPolicy, run_txn};
@@ -22,16 +22,6 @@ async fn poke(meta: &Meta, key: Vec<u8>, value: Vec<u8>) {
     .unwrap();
 }
 
-fn slice(id: u64, len: u32) -> Slice {
-    Slice {
-        pos: 0,
-        id,
-        size: len,
-        off: 0,
-        len,
-    }
-}
-
 pub async fn scans_see_every_chunk_and_queued_slice<S: TestStore>() {
     let store = S::create();
     let meta = volume(&store).await;
@@ -40,7 +30,7 @@ pub async fn scans_see_every_chunk_and_queued_slice<S: TestStore>() {
     for i in 0..30u64 {
         let f = touch(&meta, Ino::ROOT, &format!("f{i}")).await;
         let id = meta.new_slice_id().await.unwrap();
-        meta.write_chunk(f.ino, (i % 3) as u32, slice(id, 100), 1)
+        meta.write_chunk(f.ino, (i % 3) as u32, slice(id, 100), Some(1))
             .await
             .unwrap();
         expected.push((f.ino, (i % 3) as u32, id));
@@ -95,7 +85,7 @@ pub async fn namespace_check_finds_and_repairs_counters<S: TestStore>() {
     mkdir(&meta, d.ino, "sub").await;
     let f = touch(&meta, d.ino, "f").await;
     let id = meta.new_slice_id().await.unwrap();
-    meta.write_chunk(f.ino, 0, slice(id, 5000), 1)
+    meta.write_chunk(f.ino, 0, slice(id, 5000), Some(1))
         .await
         .unwrap();
     let g = touch(&meta, d.ino, "g").await;
@@ -171,7 +161,7 @@ pub async fn trash_restore_and_purge<S: TestStore>() {
     let d = mkdir(&meta, Ino::ROOT, "d").await;
     let keep = touch(&meta, d.ino, "model.bin").await;
     let id = meta.new_slice_id().await.unwrap();
-    meta.write_chunk(keep.ino, 0, slice(id, 777), 1)
+    meta.write_chunk(keep.ino, 0, slice(id, 777), Some(1))
         .await
         .unwrap();
     touch(&meta, d.ino, "notes.txt").await;
@@ -245,7 +235,10 @@ pub async fn remove_tree_goes_through_the_trash<S: TestStore>() {
     }
     let mut seen = 0;
     let removed = meta
-        .remove_tree(&root, Ino::ROOT, b"top", &mut |n| seen += n)
+        .remove_tree(&root, Ino::ROOT, b"top", &mut |n| {
+            seen += n;
+            true
+        })
         .await
         .unwrap();
     assert_eq!(removed, 1 + 5 + 35);
@@ -270,7 +263,7 @@ async fn rich_volume(meta: &Meta) -> Vec<Ino> {
     let f = touch(meta, sub.ino, "weights.bin").await;
     for index in 0..2u32 {
         let id = meta.new_slice_id().await.unwrap();
-        meta.write_chunk(f.ino, index, slice(id, 3000 + index), 5)
+        meta.write_chunk(f.ino, index, slice(id, 3000 + index), Some(5))
             .await
             .unwrap();
     }
@@ -419,7 +412,7 @@ pub async fn quotas_limit_and_count<S: TestStore>() {
 
     let f = touch(&meta, sub.ino, "f").await;
     let id = meta.new_slice_id().await.unwrap();
-    meta.write_chunk(f.ino, 0, slice(id, 8000), 1)
+    meta.write_chunk(f.ino, 0, slice(id, 8000), Some(1))
         .await
         .unwrap();
     let id = meta.new_slice_id().await.unwrap();
@@ -431,7 +424,7 @@ pub async fn quotas_limit_and_count<S: TestStore>() {
                 pos: 8000,
                 ..slice(id, 5000)
             },
-            1,
+            Some(1),
         )
         .await;
     assert_eq!(
@@ -564,7 +557,7 @@ pub async fn subdir_dumps_never_undercount_shared_slices<S: TestStore>() {
     let d = mkdir(&meta, Ino::ROOT, "d").await;
     let a = touch(&meta, d.ino, "a").await;
     let id = meta.new_slice_id().await.unwrap();
-    meta.write_chunk(a.ino, 0, slice(id, 1000), 1)
+    meta.write_chunk(a.ino, 0, slice(id, 1000), Some(1))
         .await
         .unwrap();
     let b = touch(&meta, d.ino, "b").await;

@@ -13,6 +13,7 @@ pub mod kv;
 pub mod lifecycle;
 pub mod namespace;
 pub mod posix;
+pub mod special;
 
 use std::sync::Arc;
 
@@ -71,6 +72,7 @@ pub fn test_format(trash_days: u32) -> Format {
         bucket: "test".into(),
         access_key: None,
         secret_key: None,
+        session_token: None,
         block_size_kib: 4096,
         compression: "none".into(),
         trash_days,
@@ -118,6 +120,17 @@ pub fn errno_of<T: std::fmt::Debug>(r: crate::Result<T>) -> Errno {
     match r {
         Ok(v) => panic!("expected an error, got Ok({v:?})"),
         Err(e) => e.errno(),
+    }
+}
+
+/// A whole slice record of `len` bytes at the start of a chunk.
+pub fn slice(id: u64, len: u32) -> strata_types::Slice {
+    strata_types::Slice {
+        pos: 0,
+        id,
+        size: len,
+        off: 0,
+        len,
     }
 }
 
@@ -178,7 +191,12 @@ macro_rules! meta_conformance_tests {
             lifecycle::namespace_check_finds_and_repairs_counters,
             lifecycle::trash_restore_and_purge, lifecycle::remove_tree_goes_through_the_trash,
             lifecycle::dump_and_load_round_trip, lifecycle::dump_of_a_subdir_becomes_a_volume,
-            lifecycle::quotas_limit_and_count, lifecycle::subdir_dumps_never_undercount_shared_slices
+            lifecycle::quotas_limit_and_count, lifecycle::subdir_dumps_never_undercount_shared_slices,
+            special::tmpfiles_live_until_closed_or_linked,
+            special::rename_whiteout_leaves_a_char_device,
+            special::open_directories_outlive_their_removal,
+            special::data_commits_never_override_later_times,
+            special::remove_tree_checks_what_rm_r_checks
         );
     };
     (@cases $store:ty; $($module:ident :: $case:ident),* $(,)?) => {

@@ -370,7 +370,8 @@ pub async fn rename_rules<S: TestStore>() {
         Errno::EBUSY
     );
     assert_eq!(errno_of(RenameFlags::from_bits(3)), Errno::EINVAL);
-    assert_eq!(errno_of(RenameFlags::from_bits(4)), Errno::EINVAL);
+    assert!(RenameFlags::from_bits(4).unwrap().whiteout);
+    assert_eq!(errno_of(RenameFlags::from_bits(6)), Errno::EINVAL);
 }
 
 pub async fn rename_exchange_and_noreplace<S: TestStore>() {
@@ -382,11 +383,11 @@ pub async fn rename_exchange_and_noreplace<S: TestStore>() {
     let y = touch(&meta, a.ino, "y").await;
     let noreplace = RenameFlags {
         noreplace: true,
-        exchange: false,
+        ..RenameFlags::default()
     };
     let exchange = RenameFlags {
-        noreplace: false,
         exchange: true,
+        ..RenameFlags::default()
     };
     assert_eq!(
         errno_of(
@@ -597,7 +598,7 @@ pub async fn dir_usage_is_kept<S: TestStore>() {
         off: 0,
         len: 10_000,
     };
-    meta.write_chunk(f.ino, 0, s, crate::now_ns())
+    meta.write_chunk(f.ino, 0, s, Some(crate::now_ns()))
         .await
         .unwrap();
     assert_eq!(meta.dir_usage(d.ino).await.unwrap(), (4096 + 12_288, 2));

@@ -412,7 +412,7 @@ pub async fn statfs_and_limits<S: TestStore>() {
         off: 0,
         len: 1 << 19,
     };
-    meta.write_chunk(f.ino, 0, half, crate::now_ns())
+    meta.write_chunk(f.ino, 0, half, Some(crate::now_ns()))
         .await
         .unwrap();
     let fs = meta.statfs().await.unwrap();
@@ -426,7 +426,10 @@ pub async fn statfs_and_limits<S: TestStore>() {
         len: 1 << 20,
     };
     assert_eq!(
-        errno_of(meta.write_chunk(f.ino, 0, more, crate::now_ns()).await),
+        errno_of(
+            meta.write_chunk(f.ino, 0, more, Some(crate::now_ns()))
+                .await
+        ),
         Errno::ENOSPC
     );
     // Usage is shared with other clients through the counters.

@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
 
 use async_trait::async_trait;
 
@@ -25,10 +27,8 @@ impl MemoryEngine {
         MemoryEngine::default()
     }
 
-    fn read(&self) -> Result<std::sync::RwLockReadGuard<'_, Map>, KvError> {
-        self.map
-            .read()
-            .map_err(|_| KvError::Engine("memory engine lock poisoned".into()))
+    fn read(&self) -> parking_lot::RwLockReadGuard<'_, Map> {
+        self.map.read()
     }
 }
 
@@ -66,11 +66,11 @@ struct MemorySnapshot {
 #[async_trait]
 impl KvSnapshot for MemorySnapshot {
     async fn get(&mut self, key: &[u8]) -> Result<Option<Value>, KvError> {
-        Ok(self.engine.read()?.get(key).cloned())
+        Ok(self.engine.read().get(key).cloned())
     }
 
     async fn get_many(&mut self, keys: &[Key]) -> Result<Vec<Option<Value>>, KvError> {
-        let map = self.engine.read()?;
+        let map = self.engine.read();
         Ok(keys.iter().map(|k| map.get(k).cloned()).collect())
     }
 
@@ -81,7 +81,7 @@ impl KvSnapshot for MemorySnapshot {
         limit: usize,
         reverse: bool,
     ) -> Result<Vec<(Key, Value)>, KvError> {
-        let map = self.engine.read()?;
+        let map = self.engine.read();
         Ok(scan_map(&map, start, end, limit, reverse))
     }
 }
@@ -99,10 +99,7 @@ impl KvEngine for MemoryEngine {
     }
 
     async fn commit(&self, req: CommitRequest) -> Result<(), KvError> {
-        let mut map = self
-            .map
-            .write()
-            .map_err(|_| KvError::Engine("memory engine lock poisoned".into()))?;
+        let mut map = self.map.write();
         if !req.reads.iter().all(|r| holds(&map, r)) {
             return Err(KvError::Conflict);
         }

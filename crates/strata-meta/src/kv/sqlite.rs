@@ -13,12 +13,13 @@
 //! Reads are short indexed lookups and run inline on the calling task's thread.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use tokio::sync::oneshot;
 
@@ -55,6 +56,26 @@ pub(super) fn sql_err(e: rusqlite::Error) -> KvError {
             KvError::Unavailable(format!("sqlite database is locked: {e}"))
         }
         _ => KvError::Engine(format!("sqlite: {e}")),
+    }
+}
+
+/// Create the database file readable by its owner only (0600) if it does not exist:
+/// it holds every name and attribute of the volume. SQLite gives its `-wal` and `-shm`
+/// files the database file's permissions.
+fn create_private(path: &Path) -> Result<(), KvError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(KvError::Unavailable(format!(
+            "cannot create sqlite database {}: {e}",
+            path.display()
+        ))),
     }
 }
 
@@ -112,6 +133,7 @@ impl SqliteEngine {
                 dir.display()
             )));
         }
+        create_private(&path)?;
         let writer_conn = open_connection(&path, true)?;
         set_up_schema(&writer_conn)?;
         let (tx, rx) = mpsc::channel();
@@ -137,11 +159,7 @@ impl SqliteEngine {
     }
 
     fn send(&self, job: Job) -> Result<(), KvError> {
-        let sent = self
-            .queue
-            .lock()
-            .map_err(|_| KvError::Engine("sqlite writer queue poisoned".into()))?
-            .send(job);
+        let sent = self.queue.lock().send(job);
         sent.map_err(|_| KvError::Engine("sqlite writer thread has stopped".into()))
     }
 
@@ -159,7 +177,7 @@ impl SqliteEngine {
     }
 
     fn reader(&self) -> Result<Connection, KvError> {
-        let pooled = self.readers.lock().ok().and_then(|mut p| p.pop());
+        let pooled = self.readers.lock().pop();
         match pooled {
             Some(conn) => Ok(conn),
             None => open_connection(&self.path, false),
@@ -225,9 +243,8 @@ impl Drop for SqliteSnapshot {
         if self.in_txn && conn.execute_batch("COMMIT").is_err() {
             return; // drop a connection in an unknown state instead of pooling it
         }
-        if let Ok(mut pool) = self.pool.lock()
-            && pool.len() < MAX_IDLE_READERS
-        {
+        let mut pool = self.pool.lock();
+        if pool.len() < MAX_IDLE_READERS {
             pool.push(conn);
         }
     }

@@ -8,8 +8,9 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, mpsc};
 
+use parking_lot::Mutex;
 use rusqlite::{Connection, params};
 use tokio::sync::oneshot;
 
@@ -145,7 +146,7 @@ pub(super) fn try_commit_inline(
     if !shared.deferred.load(Ordering::Relaxed) {
         return None;
     }
-    let mut writer = writer.try_lock().ok()?;
+    let mut writer = writer.try_lock()?;
     writer.commit(&[req]).pop()
 }
 
@@ -167,14 +168,7 @@ pub(super) fn run(writer: SharedWriter, rx: mpsc::Receiver<Job>) {
                 Job::Sync(reply) => syncs.push(reply),
             }
         }
-        let Ok(mut writer) = writer.lock() else {
-            let poisoned = || Err(KvError::Engine("sqlite writer poisoned".into()));
-            commits
-                .into_iter()
-                .for_each(|(_, r)| drop(r.send(poisoned())));
-            syncs.into_iter().for_each(|r| drop(r.send(poisoned())));
-            continue;
-        };
+        let mut writer = writer.lock();
         if !commits.is_empty() {
             let reqs: Vec<&CommitRequest> = commits.iter().map(|(req, _)| req).collect();
             let results = writer.commit(&reqs);
@@ -194,9 +188,7 @@ pub(super) fn run(writer: SharedWriter, rx: mpsc::Receiver<Job>) {
         }
     }
     // The engine is gone: leave nothing it committed waiting for the disk.
-    if let Ok(mut writer) = writer.lock()
-        && let Err(e) = writer.sync()
-    {
+    if let Err(e) = writer.lock().sync() {
         tracing::warn!("sqlite: final WAL sync failed: {e}");
     }
 }

@@ -5,9 +5,10 @@ use strata_types::{Attr, Errno, FileType, Ino, Nanos};
 
 use super::access::{MAY_WRITE, check_access, check_owner};
 use super::{Ctx, Meta, must_get_inode, now_ns, put_inode};
-use crate::codec::{self, Inode, usage_slot};
+use crate::codec::{self, Inode, slot, usage_slot};
 use crate::error::{Result, posix};
 use crate::keys;
+use crate::kv::{FieldOp, FieldUpdate};
 
 /// A time to set: the current time (UTIME_NOW) or a given one. `None` in [`SetAttr`]
 /// leaves the time alone (UTIME_OMIT).
@@ -29,6 +30,10 @@ pub struct SetAttr {
     /// The size change comes through a descriptor open for writing (ftruncate), which
     /// already carries write permission.
     pub size_from_open_file: bool,
+    /// When this client's buffered writes to the file returned, if their time is not
+    /// stored yet: stored with this change (as ext4 stored it at `write()`), unless the
+    /// change sets mtime itself. Needs no permission: the writes were allowed.
+    pub written_at: Option<Nanos>,
 }
 
 /// File-system usage, as statfs(2) reports it.
@@ -50,6 +55,26 @@ impl Meta {
     pub async fn getattr(&self, ino: Ino) -> Result<Attr> {
         self.txn(|tx| Box::pin(async move { Ok(must_get_inode(tx, ino).await?.attr()) }))
             .await
+    }
+
+    /// Set the access time of `ino` to `atime` (a read or a listing, under the mount's
+    /// atime mode); nothing else changes, not even ctime. Returns the new attributes.
+    pub async fn touch_atime(&self, ino: Ino, atime: Nanos) -> Result<Attr> {
+        self.txn(|tx| {
+            Box::pin(async move {
+                let mut inode = must_get_inode(tx, ino).await?;
+                inode.fields.atime = atime;
+                tx.update_fields(
+                    keys::inode_fields(ino),
+                    &[FieldOp {
+                        slot: slot::ATIME,
+                        update: FieldUpdate::Set(atime),
+                    }],
+                )?;
+                Ok(inode.attr())
+            })
+        })
+        .await
     }
 
     /// access(2): EACCES unless `ctx` may access `ino` with `mask` (R=4, W=2, X=1).
@@ -89,8 +114,10 @@ impl Meta {
                     }
                     if let Some(t) = set.mtime {
                         inode.fields.mtime = pick(t);
+                    } else if let Some(at) = set.written_at {
+                        super::data::apply_write_time(&mut inode, at);
                     }
-                    inode.fields.ctime = now;
+                    inode.fields.ctime = now.max(inode.fields.ctime);
                     put_inode(tx, &inode);
                     Ok((inode.attr(), space_delta, old_owner))
                 })

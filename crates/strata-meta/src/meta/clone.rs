@@ -26,22 +26,26 @@ impl Meta {
         dst_parent: Ino,
         dst_name: &[u8],
         preserve: bool,
-        done: &mut (dyn FnMut(u64) + Send),
+        done: &mut (dyn FnMut(u64) -> bool + Send),
     ) -> Result<u64> {
         super::check_name(dst_name)?;
+        let is_dir = self.getattr(src).await?.kind == FileType::Directory;
         let top = self
             .clone_node(ctx, src, dst_parent, dst_name, preserve)
             .await?;
-        done(1);
+        let mut step = |n| {
+            if done(n) { Ok(()) } else { posix(Errno::EINTR) }
+        };
+        step(1)?;
         let mut count = 1;
-        let mut stack = vec![(src, top)];
+        let mut stack = if is_dir { vec![(src, top)] } else { Vec::new() };
         while let Some((from, to)) = stack.pop() {
             let mut pages = self.entry_pages(from, false);
             while let Some(page) = pages.next(self).await? {
                 for e in &page {
                     let copy = self.clone_node(ctx, e.ino, to, &e.name, preserve).await?;
                     count += 1;
-                    done(1);
+                    step(1)?;
                     if e.kind == FileType::Directory {
                         stack.push((e.ino, copy));
                     }

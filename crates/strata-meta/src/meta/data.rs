@@ -92,6 +92,20 @@ fn space_delta(old: u64, new: u64) -> i64 {
         - i64::try_from(align_4k(old)).unwrap_or(i64::MAX)
 }
 
+/// Give an inode the times of a data write made at `at`, as ext4 does when `write()`
+/// returns: mtime and ctime become `at`. A change stored later than the write (its ctime
+/// is newer: an explicit `utimensat`, a chmod, another client's write) keeps its times —
+/// flushing buffered data never overrides them — but ctime still moves forward by a
+/// nanosecond, so every data change shows in ctime (the kernel page cache relies on it).
+pub(crate) fn apply_write_time(inode: &mut Inode, at: Nanos) {
+    if at >= inode.fields.ctime {
+        inode.fields.mtime = at;
+        inode.fields.ctime = at;
+    } else {
+        inode.fields.ctime = inode.fields.ctime.saturating_add(1);
+    }
+}
+
 /// Append records to a chunk, refusing to pass the per-chunk cap.
 async fn append_to_chunk(
     tx: &mut Txn<'_>,
@@ -124,13 +138,15 @@ impl Meta {
     }
 
     /// Commit a slice written at `slice.pos` within chunk `index`: append its record,
-    /// extend the length, set mtime/ctime to `mtime`, update usage — atomically.
+    /// extend the length, apply the writes' time (see [`apply_write_time`]), update usage
+    /// — atomically. `written_at` is when the last of the slice's writes returned; `None`
+    /// leaves the times alone (a later explicit change already stored them).
     pub async fn write_chunk(
         &self,
         ino: Ino,
         index: u32,
         slice: Slice,
-        mtime: Nanos,
+        written_at: Option<Nanos>,
     ) -> Result<WriteOutcome> {
         if slice.end() > CHUNK_SIZE || slice.id == 0 || slice.len == 0 {
             return Err(MetaError::Invalid(format!(
@@ -153,8 +169,9 @@ impl Meta {
                     }
                     let length = inode.fields.length.max(end);
                     let delta = self.set_length(tx, &mut inode, length).await?;
-                    inode.fields.mtime = mtime;
-                    inode.fields.ctime = mtime;
+                    if let Some(at) = written_at {
+                        apply_write_time(&mut inode, at);
+                    }
                     put_inode(tx, &inode);
                     Ok((
                         WriteOutcome {

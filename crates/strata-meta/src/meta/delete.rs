@@ -13,8 +13,10 @@ use crate::kv::{Txn, prefix_end};
 /// The fate of an inode that lost a name, reported out of the transaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Unlinked {
-    /// Still linked, moved to the trash, or kept open: no usage change.
+    /// Still linked, or moved to the trash: no usage change.
     Nothing,
+    /// Kept while open here (link count 0): deleted at this client's last close.
+    Sustained(Ino),
     /// Deleted: the volume's (and the owner's) usage drops by this much.
     Deleted { space: i64, owner: (u32, u32) },
 }
@@ -63,6 +65,7 @@ impl Meta {
                             gid: 0,
                             rdev: 0,
                             parent: Ino::TRASH,
+                            linkable: false,
                         },
                         fields: codec::InodeFields {
                             atime: now,
@@ -107,6 +110,12 @@ impl Meta {
             if let Some(hour) = trash {
                 return self.move_to_trash(tx, dir, name, child, hour, now).await;
             }
+            if self.is_open(child.ino) {
+                // Open here (a process holds it): it stays, with no links, until its last
+                // close, so fstat on it still works as on ext4.
+                child.fields.nlink = 0;
+                return Ok(self.sustain(tx, child));
+            }
             delete_inode_records(tx, child.ino).await?;
             tx.delete(keys::dir_usage(child.ino));
             return Ok(Unlinked::Deleted {
@@ -127,12 +136,7 @@ impl Meta {
             return self.move_to_trash(tx, dir, name, child, hour, now).await;
         }
         if self.is_open(child.ino) {
-            put_inode(tx, child);
-            let sid = self.session_id();
-            if sid != 0 {
-                tx.put(keys::sustained(sid, child.ino), Vec::new());
-            }
-            return Ok(Unlinked::Nothing);
+            return Ok(self.sustain(tx, child));
         }
         delete_inode_records(tx, child.ino).await?;
         if child.core.kind == FileType::Regular && child.fields.length > 0 {
@@ -142,6 +146,17 @@ impl Meta {
             space: space_of(child.core.kind, child.fields.length),
             owner: (child.core.uid, child.core.gid),
         })
+    }
+
+    /// Keep an inode that lost its last name while this client has it open: deleted at
+    /// its last close, or by whoever cleans this session if the client dies.
+    fn sustain(&self, tx: &mut Txn<'_>, child: &Inode) -> Unlinked {
+        put_inode(tx, child);
+        let sid = self.session_id();
+        if sid != 0 {
+            tx.put(keys::sustained(sid, child.ino), Vec::new());
+        }
+        Unlinked::Sustained(child.ino)
     }
 
     async fn move_to_trash(
@@ -177,9 +192,13 @@ impl Meta {
 
     /// Apply the usage change of an unlink once its transaction committed.
     pub(crate) fn after_unlink(&self, unlinked: Unlinked) {
-        if let Unlinked::Deleted { space, owner } = unlinked {
-            self.add_usage(-space, -1);
-            self.add_owner_usage(owner, -space, -1);
+        match unlinked {
+            Unlinked::Deleted { space, owner } => {
+                self.add_usage(-space, -1);
+                self.add_owner_usage(owner, -space, -1);
+            }
+            Unlinked::Sustained(ino) => self.note_sustained(ino),
+            Unlinked::Nothing => {}
         }
     }
 
@@ -304,6 +323,9 @@ pub(crate) async fn delete_sustained(
     }
     if inode.core.kind == FileType::Regular && inode.fields.length > 0 {
         queue_file_deletion(tx, inode.ino, inode.fields.length, now_ns());
+    }
+    if inode.core.kind == FileType::Directory {
+        tx.delete(keys::dir_usage(inode.ino));
     }
     Ok(Unlinked::Deleted {
         space: space_of(inode.core.kind, inode.fields.length),

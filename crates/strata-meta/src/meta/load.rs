@@ -209,6 +209,7 @@ impl Loader {
             gid: node.gid,
             rdev: node.rdev,
             parent: Ino(node.parent),
+            linkable: false,
         };
         let fields = InodeFields {
             atime: node.atime,

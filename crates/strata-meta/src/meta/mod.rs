@@ -14,16 +14,19 @@ mod load;
 mod locks;
 mod namespace;
 mod quota;
+mod rename;
 mod scan;
 mod session;
+mod tmpfile;
 mod trash;
 mod xattr;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use parking_lot::{Mutex, RwLock};
 use strata_types::{Errno, FileType, Ino, MAX_NAME_LEN, Nanos, align_4k};
 
 pub use access::{MAY_EXEC, MAY_READ, MAY_WRITE};
@@ -33,8 +36,9 @@ pub use data::{CompactCandidate, FallocateMode, WriteOutcome};
 pub use delete::{SliceDeletion, hour_name, trash_entry_name};
 pub use dump::{DUMP_VERSION, DumpLine, DumpNode, DumpOptions, DumpStats, Raw};
 pub use locks::{LockKind, PosixLock};
-pub use namespace::{DirEntry, Entry, RenameFlags};
+pub use namespace::{DirEntry, Entry};
 pub use quota::{Quota, QuotaTarget};
+pub use rename::RenameFlags;
 pub use scan::{ChunkRecord, ScanCursor};
 pub use session::{Opened, SessionInfo};
 pub use trash::{RestoreOutcome, TrashEntry, days_from_civil, parse_hour_name};
@@ -153,6 +157,8 @@ pub struct Meta {
     inode_ids: tokio::sync::Mutex<IdBatch>,
     slice_ids: tokio::sync::Mutex<IdBatch>,
     open_files: Mutex<HashMap<Ino, u32>>,
+    /// Inodes kept alive by this client while open (see `Meta::note_sustained`).
+    sustained_here: Mutex<std::collections::HashSet<Ino>>,
     pending: Mutex<UsageDelta>,
     /// Volume counters as last read (space, inodes), for limits and statfs.
     stored: Mutex<UsageDelta>,
@@ -212,6 +218,7 @@ impl Meta {
             inode_ids: tokio::sync::Mutex::default(),
             slice_ids: tokio::sync::Mutex::default(),
             open_files: Mutex::default(),
+            sustained_here: Mutex::default(),
             pending: Mutex::default(),
             stored: Mutex::default(),
             trash_hour: tokio::sync::Mutex::default(),
@@ -304,19 +311,13 @@ impl Meta {
 
     fn set_format(&self, format: Format) -> Arc<Format> {
         let format = Arc::new(format);
-        if let Ok(mut f) = self.format.write() {
-            *f = Some(format.clone());
-        }
+        *self.format.write() = Some(format.clone());
         format
     }
 
     /// The loaded format record.
     pub fn current_format(&self) -> Result<Arc<Format>> {
-        self.format
-            .read()
-            .ok()
-            .and_then(|f| f.clone())
-            .ok_or(MetaError::NotFormatted)
+        self.format.read().clone().ok_or(MetaError::NotFormatted)
     }
 
     /// Allocate one inode number from this client's batch.
@@ -371,19 +372,15 @@ impl Meta {
     /// Record space and inode changes for the volume counters (flushed by
     /// [`Meta::flush_usage`]).
     pub(crate) fn add_usage(&self, space: i64, inodes: i64) {
-        if let Ok(mut p) = self.pending.lock() {
-            p.space += space;
-            p.inodes += inodes;
-        }
+        let mut p = self.pending.lock();
+        p.space += space;
+        p.inodes += inodes;
     }
 
     /// Add pending usage deltas to the volume counters (conflict-free field updates) and
     /// re-read them. Called periodically and at session close.
     pub async fn flush_usage(&self) -> Result<()> {
-        let delta = match self.pending.lock() {
-            Ok(mut p) => std::mem::take(&mut *p),
-            Err(_) => UsageDelta::default(),
-        };
+        let delta = std::mem::take(&mut *self.pending.lock());
         let owners = self.take_unflushed_quota();
         if delta.space != 0 || delta.inodes != 0 || !owners.is_empty() {
             let owners_ref = &owners;
@@ -421,16 +418,14 @@ impl Meta {
                 })
             })
             .await?;
-        if let Ok(mut s) = self.stored.lock() {
-            *s = stored;
-        }
+        *self.stored.lock() = stored;
         Ok(())
     }
 
     /// Volume usage as this client knows it: stored counters plus its own pending deltas.
     pub(crate) fn usage(&self) -> UsageDelta {
-        let stored = self.stored.lock().map(|s| *s).unwrap_or_default();
-        let pending = self.pending.lock().map(|p| *p).unwrap_or_default();
+        let stored = *self.stored.lock();
+        let pending = *self.pending.lock();
         UsageDelta {
             space: stored.space + pending.space,
             inodes: stored.inodes + pending.inodes,
@@ -470,6 +465,7 @@ fn init_volume(tx: &mut Txn<'_>, now: Nanos) -> Result<()> {
                 gid: 0,
                 rdev: 0,
                 parent,
+                linkable: false,
             },
             fields: InodeFields {
                 atime: now,

@@ -4,7 +4,6 @@
 use strata_types::{Attr, Errno, FileType, Ino, MAX_SYMLINK_LEN};
 
 use super::access::{MAY_EXEC, MAY_WRITE, check_access, check_sticky};
-use super::delete::Unlinked;
 use super::{
     Ctx, Dir, Meta, TRASH_NAME, check_name, decode_inode, get_dir, get_inode, must_get_inode,
     now_ns, put_inode, space_of,
@@ -29,33 +28,6 @@ pub struct DirEntry {
     pub kind: FileType,
     /// Attributes, when asked for (readdirplus).
     pub attr: Option<Attr>,
-}
-
-/// Flags of `renameat2(2)`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RenameFlags {
-    pub noreplace: bool,
-    pub exchange: bool,
-}
-
-impl RenameFlags {
-    pub const NOREPLACE: u32 = 1;
-    pub const EXCHANGE: u32 = 2;
-
-    /// Parse the raw flag bits; EINVAL for unknown bits or NOREPLACE|EXCHANGE together.
-    pub fn from_bits(bits: u32) -> Result<RenameFlags> {
-        if bits & !(Self::NOREPLACE | Self::EXCHANGE) != 0 {
-            return posix(Errno::EINVAL);
-        }
-        let flags = RenameFlags {
-            noreplace: bits & Self::NOREPLACE != 0,
-            exchange: bits & Self::EXCHANGE != 0,
-        };
-        if flags.noreplace && flags.exchange {
-            return posix(Errno::EINVAL);
-        }
-        Ok(flags)
-    }
 }
 
 /// True for the trash root and its hourly directories.
@@ -140,11 +112,11 @@ pub(crate) async fn dir_is_empty(tx: &mut Txn<'_>, dir: Ino) -> Result<bool> {
 }
 
 /// What a new inode starts as.
-struct NewNode<'a> {
-    kind: FileType,
-    mode: u16,
-    rdev: u32,
-    target: Option<&'a [u8]>,
+pub(super) struct NewNode<'a> {
+    pub kind: FileType,
+    pub mode: u16,
+    pub rdev: u32,
+    pub target: Option<&'a [u8]>,
 }
 
 impl Meta {
@@ -342,7 +314,7 @@ impl Meta {
                 if inode.core.kind == FileType::Directory {
                     return posix(Errno::EPERM);
                 }
-                if inode.fields.nlink == 0 {
+                if inode.fields.nlink == 0 && !inode.core.linkable {
                     return posix(Errno::ENOENT);
                 }
                 if inode.fields.nlink >= 65_000 {
@@ -354,6 +326,11 @@ impl Meta {
                 let space = space_of(inode.core.kind, inode.fields.length);
                 self.check_quota(tx, Some(newparent), None, space, 1)
                     .await?;
+                if inode.fields.nlink == 0 {
+                    self.link_tmpfile(tx, &mut inode, newparent, newname, space)
+                        .await?;
+                    return Ok(inode.attr());
+                }
                 let now = now_ns();
                 if inode.core.parent != Ino(0) {
                     add_link_parent(tx, ino, inode.core.parent, 1).await?;
@@ -441,146 +418,6 @@ impl Meta {
             .await?;
         self.after_unlink(unlinked);
         Ok(())
-    }
-
-    /// Rename `parent/name` to `newparent/newname` (`renameat2` semantics).
-    pub async fn rename(
-        &self,
-        ctx: &Ctx,
-        parent: Ino,
-        name: &[u8],
-        newparent: Ino,
-        newname: &[u8],
-        flags: RenameFlags,
-    ) -> Result<()> {
-        for n in [name, newname] {
-            check_name(n)?;
-            if n == b"." || n == b".." {
-                return posix(Errno::EBUSY);
-            }
-        }
-        let trash = self.trash_dir().await?;
-        let unlinked = self
-            .txn(|tx| {
-                Box::pin(async move {
-                    self.rename_in(tx, ctx, (parent, name), (newparent, newname), flags, trash)
-                        .await
-                })
-            })
-            .await?;
-        self.after_unlink(unlinked);
-        Ok(())
-    }
-
-    async fn rename_in(
-        &self,
-        tx: &mut Txn<'_>,
-        ctx: &Ctx,
-        (parent, name): (Ino, &[u8]),
-        (newparent, newname): (Ino, &[u8]),
-        flags: RenameFlags,
-        trash: Option<Ino>,
-    ) -> Result<Unlinked> {
-        let src_dir = get_dir(tx, parent).await?;
-        let dst_dir = if newparent == parent {
-            src_dir.clone()
-        } else {
-            get_dir(tx, newparent).await?
-        };
-        check_access(ctx, &src_dir.core, MAY_WRITE | MAY_EXEC)?;
-        check_access(ctx, &dst_dir.core, MAY_WRITE | MAY_EXEC)?;
-        if in_trash(&dst_dir) && !in_trash(&src_dir) {
-            return posix(Errno::EPERM);
-        }
-        let Some((src_kind, src_ino)) = get_entry(tx, parent, name).await? else {
-            return posix(Errno::ENOENT);
-        };
-        if src_ino == Ino::TRASH {
-            return posix(Errno::EPERM);
-        }
-        let mut src = must_get_inode(tx, src_ino).await?;
-        check_sticky(ctx, &src_dir.core, &src.core)?;
-        let dst_entry = get_entry(tx, newparent, newname).await?;
-        if parent == newparent && name == newname {
-            return if flags.noreplace {
-                posix(Errno::EEXIST)
-            } else {
-                Ok(Unlinked::Nothing)
-            };
-        }
-        if src_kind == FileType::Directory && newparent != parent {
-            ensure_not_ancestor(tx, src_ino, newparent).await?;
-        }
-        if newparent != parent {
-            self.check_rename_quota(tx, (parent, newparent), &src, dst_entry, flags)
-                .await?;
-        }
-        if let Some((FileType::Directory, dst_ino)) = dst_entry
-            && parent != newparent
-            && flags.exchange
-        {
-            ensure_not_ancestor(tx, dst_ino, parent).await?;
-        }
-        let now = now_ns();
-        let src_space = space_of(src.core.kind, src.fields.length);
-        let src_is_dir = i64::from(src_kind == FileType::Directory);
-        let mut unlinked = Unlinked::Nothing;
-        match dst_entry {
-            None if flags.exchange => return posix(Errno::ENOENT),
-            None => {}
-            Some(_) if flags.noreplace => return posix(Errno::EEXIST),
-            Some((_, dst_ino)) if dst_ino == src_ino => return Ok(Unlinked::Nothing),
-            Some((dst_kind, dst_ino)) => {
-                let mut dst = must_get_inode(tx, dst_ino).await?;
-                check_sticky(ctx, &dst_dir.core, &dst.core)?;
-                let dst_space = space_of(dst.core.kind, dst.fields.length);
-                let dst_is_dir = i64::from(dst_kind == FileType::Directory);
-                if flags.exchange {
-                    tx.put(
-                        keys::dentry(parent, name),
-                        codec::encode_dentry(dst_kind, dst_ino),
-                    );
-                    move_inode(tx, &mut dst, newparent, parent, now).await?;
-                    self.touch_dir(tx, parent, now, dst_is_dir, dst_space, 1)
-                        .await?;
-                    self.touch_dir(tx, newparent, now, -dst_is_dir, -dst_space, -1)
-                        .await?;
-                } else {
-                    match (
-                        src_kind == FileType::Directory,
-                        dst_kind == FileType::Directory,
-                    ) {
-                        (true, false) => return posix(Errno::ENOTDIR),
-                        (false, true) => return posix(Errno::EISDIR),
-                        (true, true) if !dir_is_empty(tx, dst_ino).await? => {
-                            return posix(Errno::ENOTEMPTY);
-                        }
-                        _ => {}
-                    }
-                    self.touch_dir(tx, newparent, now, -dst_is_dir, -dst_space, -1)
-                        .await?;
-                    unlinked = self
-                        .drop_name(tx, &dst_dir, newname, &mut dst, trash, now)
-                        .await?;
-                }
-            }
-        }
-        if !flags.exchange {
-            tx.delete(keys::dentry(parent, name));
-        }
-        tx.put(
-            keys::dentry(newparent, newname),
-            codec::encode_dentry(src_kind, src_ino),
-        );
-        move_inode(tx, &mut src, parent, newparent, now).await?;
-        if src_kind == FileType::Directory {
-            self.note_dir_parent(src_ino, newparent);
-        }
-        self.touch_dir(tx, parent, now, -src_is_dir, -src_space, -1)
-            .await?;
-        self.touch_dir(tx, newparent, now, src_is_dir, src_space, 1)
-            .await?;
-        Ok(unlinked)
     }
 
     /// Up to `limit` entries of directory `ino` whose names sort after `after`, in name
@@ -683,7 +520,14 @@ async fn fill_attrs(tx: &mut Txn<'_>, entries: &mut [DirEntry]) -> Result<()> {
     Ok(())
 }
 
-fn new_inode(ctx: &Ctx, dir: &Dir, ino: Ino, node: &NewNode<'_>, length: u64, now: i64) -> Inode {
+pub(super) fn new_inode(
+    ctx: &Ctx,
+    dir: &Dir,
+    ino: Ino,
+    node: &NewNode<'_>,
+    length: u64,
+    now: i64,
+) -> Inode {
     let mut mode = node.mode & 0o7777;
     let dir_setgid = dir.core.mode & 0o2000 != 0;
     let gid = if dir_setgid { dir.core.gid } else { ctx.gid };
@@ -706,6 +550,7 @@ fn new_inode(ctx: &Ctx, dir: &Dir, ino: Ino, node: &NewNode<'_>, length: u64, no
             gid,
             rdev: node.rdev,
             parent: dir.ino,
+            linkable: false,
         },
         fields: InodeFields {
             atime: now,
@@ -715,43 +560,6 @@ fn new_inode(ctx: &Ctx, dir: &Dir, ino: Ino, node: &NewNode<'_>, length: u64, no
             length,
         },
     }
-}
-
-/// EINVAL if `dir` is `target` or one of its ancestors (a directory moved into itself).
-async fn ensure_not_ancestor(tx: &mut Txn<'_>, dir: Ino, target: Ino) -> Result<()> {
-    let mut cursor = target;
-    for _ in 0..4096 {
-        if cursor == dir {
-            return posix(Errno::EINVAL);
-        }
-        if cursor == Ino::ROOT || cursor == Ino::TRASH || cursor == Ino(0) {
-            return Ok(());
-        }
-        cursor = must_get_inode(tx, cursor).await?.core.parent;
-    }
-    Err(MetaError::corrupt(
-        &keys::inode_core(target),
-        "directory ancestry does not reach the root",
-    ))
-}
-
-/// Point a moved inode at its new parent; ctime changes.
-async fn move_inode(
-    tx: &mut Txn<'_>,
-    inode: &mut Inode,
-    from: Ino,
-    to: Ino,
-    now: i64,
-) -> Result<()> {
-    if inode.core.parent == Ino(0) {
-        add_link_parent(tx, inode.ino, from, -1).await?;
-        add_link_parent(tx, inode.ino, to, 1).await?;
-    } else {
-        inode.core.parent = to;
-    }
-    inode.fields.ctime = now;
-    put_inode(tx, inode);
-    Ok(())
 }
 
 /// Change how many links `parent` holds to the multiply-linked `ino`.

@@ -124,13 +124,13 @@ impl QuotaCache {
 }
 
 impl Meta {
-    fn with_quotas<T>(&self, f: impl FnOnce(&mut QuotaCache) -> T) -> Option<T> {
-        self.quota_cache.lock().ok().map(|mut c| f(&mut c))
+    fn with_quotas<T>(&self, f: impl FnOnce(&mut QuotaCache) -> T) -> T {
+        f(&mut self.quota_cache.lock())
     }
 
     /// True when any quota is set (as of the last refresh).
     pub fn has_quotas(&self) -> bool {
-        self.with_quotas(|c| !c.quotas.is_empty()).unwrap_or(false)
+        self.with_quotas(|c| !c.quotas.is_empty())
     }
 
     /// Re-read every quota. Called every few seconds by a mounted client. Cached
@@ -351,7 +351,7 @@ impl Meta {
     /// The quota directories at or above `dir` (none for the trash), reading parents not
     /// yet cached through `tx`.
     pub(crate) async fn quota_dirs(&self, tx: &mut Txn<'_>, dir: Ino) -> Result<Vec<Ino>> {
-        if !self.with_quotas(|c| c.has_dir_quotas()).unwrap_or(false) {
+        if !self.with_quotas(|c| c.has_dir_quotas()) {
             return Ok(Vec::new());
         }
         let mut found = Vec::new();
@@ -360,14 +360,12 @@ impl Meta {
             if cur == Ino::TRASH {
                 return Ok(Vec::new());
             }
-            let (has, parent) = self
-                .with_quotas(|c| {
-                    (
-                        c.quotas.contains_key(&QuotaTarget::Dir(cur)),
-                        c.parents.get(&cur).copied(),
-                    )
-                })
-                .unwrap_or((false, None));
+            let (has, parent) = self.with_quotas(|c| {
+                (
+                    c.quotas.contains_key(&QuotaTarget::Dir(cur)),
+                    c.parents.get(&cur).copied(),
+                )
+            });
             if has {
                 found.push(cur);
             }
@@ -401,7 +399,7 @@ impl Meta {
         if space <= 0 && inodes <= 0 {
             return Ok(());
         }
-        if self.with_quotas(|c| c.quotas.is_empty()).unwrap_or(true) {
+        if self.with_quotas(|c| c.quotas.is_empty()) {
             return Ok(());
         }
         let dirs = match dir {
@@ -411,16 +409,14 @@ impl Meta {
         let owners = owner
             .map(|(u, g)| vec![QuotaTarget::User(u), QuotaTarget::Group(g)])
             .unwrap_or_default();
-        let over = self
-            .with_quotas(|c| {
-                let targets = dirs.iter().map(|d| QuotaTarget::Dir(*d)).chain(owners);
-                targets.into_iter().any(|t| {
-                    c.quotas
-                        .get(&t)
-                        .is_some_and(|q| q.exceeded_by(space, inodes))
-                })
+        let over = self.with_quotas(|c| {
+            let targets = dirs.iter().map(|d| QuotaTarget::Dir(*d)).chain(owners);
+            targets.into_iter().any(|t| {
+                c.quotas
+                    .get(&t)
+                    .is_some_and(|q| q.exceeded_by(space, inodes))
             })
-            .unwrap_or(false);
+        });
         if over { posix(Errno::EDQUOT) } else { Ok(()) }
     }
 
@@ -445,15 +441,13 @@ impl Meta {
             return posix(Errno::EXDEV);
         }
         let space = space_of(src.core.kind, src.fields.length);
-        let over = self
-            .with_quotas(|c| {
-                after.iter().filter(|d| !before.contains(d)).any(|d| {
-                    c.quotas
-                        .get(&QuotaTarget::Dir(*d))
-                        .is_some_and(|q| q.exceeded_by(space, 1))
-                })
+        let over = self.with_quotas(|c| {
+            after.iter().filter(|d| !before.contains(d)).any(|d| {
+                c.quotas
+                    .get(&QuotaTarget::Dir(*d))
+                    .is_some_and(|q| q.exceeded_by(space, 1))
             })
-            .unwrap_or(false);
+        });
         if over { posix(Errno::EDQUOT) } else { Ok(()) }
     }
 
@@ -490,7 +484,6 @@ impl Meta {
     /// Owner usage changes not yet written (taken).
     pub(crate) fn take_unflushed_quota(&self) -> Vec<(QuotaTarget, (i64, i64))> {
         self.with_quotas(|c| c.unflushed.drain().collect())
-            .unwrap_or_default()
     }
 
     /// Put back changes whose write failed.
@@ -518,28 +511,26 @@ impl Meta {
     /// again when they commit.
     pub fn check_write_quota(&self, ino: Ino, grow: u64) -> Result<()> {
         let grow = i64::try_from(grow).unwrap_or(i64::MAX);
-        let over = self
-            .with_quotas(|c| {
-                if c.quotas.is_empty() {
-                    return false;
+        let over = self.with_quotas(|c| {
+            if c.quotas.is_empty() {
+                return false;
+            }
+            let Some(&(parent, uid, gid)) = c.open.get(&ino) else {
+                return false;
+            };
+            let mut targets = vec![QuotaTarget::User(uid), QuotaTarget::Group(gid)];
+            let mut cur = parent;
+            for _ in 0..4096 {
+                targets.push(QuotaTarget::Dir(cur));
+                match c.parents.get(&cur) {
+                    Some(p) if cur != Ino::ROOT => cur = *p,
+                    _ => break,
                 }
-                let Some(&(parent, uid, gid)) = c.open.get(&ino) else {
-                    return false;
-                };
-                let mut targets = vec![QuotaTarget::User(uid), QuotaTarget::Group(gid)];
-                let mut cur = parent;
-                for _ in 0..4096 {
-                    targets.push(QuotaTarget::Dir(cur));
-                    match c.parents.get(&cur) {
-                        Some(p) if cur != Ino::ROOT => cur = *p,
-                        _ => break,
-                    }
-                }
-                targets
-                    .iter()
-                    .any(|t| c.quotas.get(t).is_some_and(|q| q.exceeded_by(grow, 0)))
-            })
-            .unwrap_or(false);
+            }
+            targets
+                .iter()
+                .any(|t| c.quotas.get(t).is_some_and(|q| q.exceeded_by(grow, 0)))
+        });
         if over { posix(Errno::EDQUOT) } else { Ok(()) }
     }
 }

@@ -251,9 +251,7 @@ impl Meta {
 
     /// Count an open of `ino` by this client (create+open, or an open checked elsewhere).
     pub fn mark_open(&self, ino: Ino) {
-        if let Ok(mut open) = self.open_files.lock() {
-            *open.entry(ino).or_insert(0) += 1;
-        }
+        *self.open_files.lock().entry(ino).or_insert(0) += 1;
     }
 
     /// [`Meta::mark_open`], remembering where the file's growth is charged (quotas).
@@ -264,8 +262,9 @@ impl Meta {
 
     /// Release one open of `ino`; the last close of an unlinked file deletes it.
     pub async fn close(&self, ino: Ino) -> Result<()> {
-        let last = match self.open_files.lock() {
-            Ok(mut open) => match open.get_mut(&ino) {
+        let last = {
+            let mut open = self.open_files.lock();
+            match open.get_mut(&ino) {
                 Some(n) if *n > 1 => {
                     *n -= 1;
                     false
@@ -275,23 +274,30 @@ impl Meta {
                     true
                 }
                 None => false,
-            },
-            Err(_) => false,
+            }
         };
-        if last {
-            self.forget_open_owner(ino);
-            self.delete_if_unlinked(ino).await
-        } else {
-            Ok(())
+        if !last {
+            return Ok(());
         }
+        self.forget_open_owner(ino);
+        // Only an inode this client kept alive (unlinked while open here, or an unnamed
+        // O_TMPFILE) can need deleting: nothing to read for any other.
+        if self.sustained_here.lock().contains(&ino) {
+            self.delete_if_unlinked(ino).await?;
+            self.sustained_here.lock().remove(&ino);
+        }
+        Ok(())
+    }
+
+    /// `ino` lost its last name while open here (or never had one): check it at its last
+    /// close.
+    pub(crate) fn note_sustained(&self, ino: Ino) {
+        self.sustained_here.lock().insert(ino);
     }
 
     /// True when this client has `ino` open.
     pub fn is_open(&self, ino: Ino) -> bool {
-        self.open_files
-            .lock()
-            .map(|o| o.contains_key(&ino))
-            .unwrap_or(false)
+        self.open_files.lock().contains_key(&ino)
     }
 }
 

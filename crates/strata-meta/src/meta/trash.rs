@@ -8,7 +8,7 @@
 use strata_types::{Errno, FileType, Ino, Nanos};
 
 use super::namespace::{get_entry, in_trash};
-use super::{Ctx, Meta, get_dir, must_get_inode, now_ns, put_inode, space_of};
+use super::{Ctx, MAY_EXEC, MAY_READ, Meta, get_dir, must_get_inode, now_ns, put_inode, space_of};
 use crate::codec;
 use crate::error::{MetaError, Result, posix};
 use crate::keys;
@@ -189,7 +189,7 @@ impl Meta {
             };
             if start + HOUR_NS + keep <= now {
                 removed += self
-                    .remove_tree(&Ctx::root(), Ino::TRASH, name.as_bytes(), &mut |_| {})
+                    .remove_tree(&Ctx::root(), Ino::TRASH, name.as_bytes(), &mut |_| true)
                     .await?;
             }
         }
@@ -197,14 +197,17 @@ impl Meta {
     }
 
     /// Remove `parent/name` and everything under it, entry by entry (through the trash
-    /// when the volume keeps one, unless it already is in the trash). Returns the number
-    /// of entries removed; `done` is told after each.
+    /// when the volume keeps one, unless it already is in the trash), with the permission
+    /// checks `rm -r` meets: each directory must be readable and searchable to be listed,
+    /// and each removal is checked as `unlink`/`rmdir` check it. Returns the number of
+    /// entries removed; `done` is told after each and stops the walk (EINTR) by returning
+    /// false.
     pub async fn remove_tree(
         &self,
         ctx: &Ctx,
         parent: Ino,
         name: &[u8],
-        done: &mut (dyn FnMut(u64) + Send),
+        done: &mut (dyn FnMut(u64) -> bool + Send),
     ) -> Result<u64> {
         let entry = self.lookup(ctx, parent, name).await?;
         if entry.attr.kind != FileType::Directory {
@@ -212,6 +215,9 @@ impl Meta {
             done(1);
             return Ok(1);
         }
+        let mut step = |n| {
+            if done(n) { Ok(()) } else { posix(Errno::EINTR) }
+        };
         let mut removed = 0;
         // Directories still to empty, deepest last; each with its parent and name.
         let mut stack = vec![(parent, name.to_vec(), entry.ino, false)];
@@ -222,9 +228,10 @@ impl Meta {
                     Err(e) => return Err(e),
                 }
                 removed += 1;
-                done(1);
+                step(1)?;
                 continue;
             }
+            self.access(ctx, dir, MAY_READ | MAY_EXEC).await?;
             stack.push((dir_parent, dir_name, dir, true));
             let mut pages = self.entry_pages(dir, false);
             while let Some(page) = pages.next(self).await? {
@@ -239,7 +246,7 @@ impl Meta {
                         Err(e) => return Err(e),
                     }
                     removed += 1;
-                    done(1);
+                    step(1)?;
                 }
             }
         }

@@ -11,9 +11,10 @@ pub mod fsck;
 pub mod gc;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
+use parking_lot::Mutex;
 use strata_chunk::{block_key, block_sizes};
 use strata_meta::{Meta, MetaError, ScanCursor};
 use strata_object::{ObjectError, ObjectInfo, ObjectStore};
@@ -51,16 +52,14 @@ pub struct Progress {
 impl Progress {
     /// Start a new stage; counters restart at zero.
     pub fn stage(&self, name: &str, total: u64) {
-        if let Ok(mut s) = self.stage.lock() {
-            *s = name.to_string();
-        }
+        *self.stage.lock() = name.to_string();
         self.done.store(0, Ordering::Relaxed);
         self.bytes.store(0, Ordering::Relaxed);
         self.total.store(total, Ordering::Relaxed);
     }
 
     pub fn stage_name(&self) -> String {
-        self.stage.lock().map(|s| s.clone()).unwrap_or_default()
+        self.stage.lock().clone()
     }
 
     pub fn add(&self, items: u64, bytes: u64) {

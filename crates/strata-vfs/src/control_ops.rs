@@ -1,0 +1,308 @@
+//! The operations path tools run through `.control` ([`crate::control`]): each runs as
+//! the caller, with the permission checks the equivalent shell command meets, and reports
+//! progress as it goes.
+
+use serde::{Deserialize, Serialize};
+use strata_chunk::{block_key, block_sizes};
+use strata_meta::{Ctx, MAY_EXEC, MAY_READ, MAY_WRITE, MetaError};
+use strata_types::{CHUNK_SIZE, Errno, FileType, Ino, Slice};
+
+use crate::Vfs;
+use crate::control::{ControlResult, Job};
+use crate::errno::from_meta;
+
+/// An operation's failure: the errno and a one-line message.
+pub(crate) type Failure = (Errno, String);
+
+/// A POSIX outcome carries no message (the tool names the errno); anything else says
+/// what failed.
+fn meta_failure(e: MetaError) -> Failure {
+    let message = match e {
+        MetaError::Posix(_) => String::new(),
+        ref other => other.to_string(),
+    };
+    (from_meta(e), message)
+}
+
+fn errno_failure(e: Errno) -> Failure {
+    (e, String::new())
+}
+
+/// What `strata info` shows of a file or directory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileInfo {
+    pub ino: u64,
+    pub kind: String,
+    pub mode: u16,
+    pub uid: u32,
+    pub gid: u32,
+    pub nlink: u32,
+    pub length: u64,
+    /// Bytes and inodes of a directory's direct children.
+    pub dir_usage: Option<(i64, i64)>,
+    pub chunks: Vec<ChunkInfo>,
+}
+
+/// One chunk of a file: its slice records and the objects of their blocks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkInfo {
+    pub index: u32,
+    pub slices: Vec<SliceInfo>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SliceInfo {
+    pub pos: u32,
+    pub len: u32,
+    pub id: u64,
+    pub size: u32,
+    pub off: u32,
+    pub objects: Vec<String>,
+}
+
+/// One directory of a `strata summary`: its path below the asked one, and its totals.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SummaryRow {
+    pub path: Vec<u8>,
+    pub bytes: i64,
+    pub files: i64,
+    pub dirs: i64,
+}
+
+impl Vfs {
+    pub(crate) async fn control_rmr(
+        &self,
+        job: &Job<'_>,
+        parent: Ino,
+        name: &[u8],
+    ) -> Result<ControlResult, Failure> {
+        self.writable().map_err(errno_failure)?;
+        job.progress.stage("removing", 0);
+        let removed = self
+            .meta
+            .remove_tree(job.ctx, parent, name, &mut job.step())
+            .await;
+        // What is gone must not linger in the kernel's cache, whatever the outcome.
+        self.invalidate_entry(parent, name).await;
+        let entries = removed.map_err(meta_failure)?;
+        Ok(ControlResult::Removed { entries })
+    }
+
+    pub(crate) async fn control_clone(
+        &self,
+        job: &Job<'_>,
+        src: Ino,
+        (parent, name): (Ino, &[u8]),
+        preserve: bool,
+    ) -> Result<ControlResult, Failure> {
+        self.writable().map_err(errno_failure)?;
+        // The clone shares committed slices: whatever this client still buffers goes first.
+        let pending: Vec<Ino> = self.pending.lock().keys().copied().collect();
+        for ino in pending {
+            self.flush_inode(ino).await.map_err(errno_failure)?;
+        }
+        job.progress.stage("cloning", 0);
+        let cloned = self
+            .meta
+            .clone_tree(job.ctx, src, parent, name, preserve, &mut job.step())
+            .await;
+        self.invalidate_entry(parent, name).await;
+        let inodes = cloned.map_err(meta_failure)?;
+        self.meta.flush_usage().await.map_err(meta_failure)?;
+        Ok(ControlResult::Cloned { inodes })
+    }
+
+    pub(crate) async fn control_info(&self, ino: Ino) -> Result<ControlResult, Failure> {
+        self.flush_inode(ino).await.map_err(errno_failure)?;
+        let attr = self.getattr(ino).await.map_err(errno_failure)?;
+        let mut info = FileInfo {
+            ino: self.to_front(ino),
+            kind: format!("{:?}", attr.kind),
+            mode: attr.mode,
+            uid: attr.uid,
+            gid: attr.gid,
+            nlink: attr.nlink,
+            length: attr.length,
+            dir_usage: None,
+            chunks: Vec::new(),
+        };
+        match attr.kind {
+            FileType::Directory => {
+                info.dir_usage = Some(self.meta.dir_usage(ino).await.map_err(meta_failure)?);
+            }
+            FileType::Regular => {
+                let format = self.meta.current_format().map_err(meta_failure)?;
+                let block_size = format.block_size_kib << 10;
+                let objects = |s: &Slice| -> Vec<String> {
+                    if s.id == 0 {
+                        return Vec::new();
+                    }
+                    block_sizes(s.size, block_size)
+                        .map(|(b, size)| format!("{}/{}", format.name, block_key(s.id, b, size)))
+                        .collect()
+                };
+                for (index, slices) in self.chunk_lists(ino, attr.length).await? {
+                    let slices = slices
+                        .iter()
+                        .map(|s| SliceInfo {
+                            pos: s.pos,
+                            len: s.len,
+                            id: s.id,
+                            size: s.size,
+                            off: s.off,
+                            objects: objects(s),
+                        })
+                        .collect();
+                    info.chunks.push(ChunkInfo { index, slices });
+                }
+            }
+            _ => {}
+        }
+        Ok(ControlResult::Info(info))
+    }
+
+    /// The slice list of every chunk of a file of `length` bytes.
+    async fn chunk_lists(&self, ino: Ino, length: u64) -> Result<Vec<(u32, Vec<Slice>)>, Failure> {
+        let mut chunks = Vec::new();
+        for index in 0..length.div_ceil(CHUNK_SIZE) {
+            let index = u32::try_from(index).map_err(|_| errno_failure(Errno::EFBIG))?;
+            let slices = self
+                .meta
+                .read_chunk(ino, index)
+                .await
+                .map_err(meta_failure)?;
+            chunks.push((index, slices));
+        }
+        Ok(chunks)
+    }
+
+    pub(crate) async fn control_summary(
+        &self,
+        job: &Job<'_>,
+        top: Ino,
+        depth: usize,
+    ) -> Result<ControlResult, Failure> {
+        job.progress.stage("summing up", 0);
+        let mut rows = Vec::new();
+        let mut stack = vec![(top, Vec::new(), 0usize)];
+        while let Some((dir, path, level)) = stack.pop() {
+            job.check()?;
+            let children = self.readable_subdirs(job.ctx, dir).await?;
+            let u = self.meta.subtree_usage(dir).await.map_err(meta_failure)?;
+            rows.push(SummaryRow {
+                path: path.clone(),
+                bytes: u.bytes,
+                files: u.files,
+                dirs: u.dirs,
+            });
+            job.progress.add(1, 0);
+            if level >= depth {
+                continue;
+            }
+            for (name, ino) in children.into_iter().rev() {
+                let mut child = path.clone();
+                if !child.is_empty() {
+                    child.push(b'/');
+                }
+                child.extend_from_slice(&name);
+                stack.push((ino, child, level + 1));
+            }
+        }
+        Ok(ControlResult::Summary { rows })
+    }
+
+    /// The subdirectories of `dir`, in name order, if `ctx` may list it.
+    async fn readable_subdirs(&self, ctx: &Ctx, dir: Ino) -> Result<Vec<(Vec<u8>, Ino)>, Failure> {
+        self.meta
+            .access(ctx, dir, MAY_READ | MAY_EXEC)
+            .await
+            .map_err(meta_failure)?;
+        let mut subdirs = Vec::new();
+        let mut pages = self.meta.entry_pages(dir, false);
+        while let Some(page) = pages.next(&self.meta).await.map_err(meta_failure)? {
+            subdirs.extend(
+                page.into_iter()
+                    .filter(|e| e.kind == FileType::Directory)
+                    .map(|e| (e.name, e.ino)),
+            );
+        }
+        Ok(subdirs)
+    }
+
+    pub(crate) async fn control_compact(
+        &self,
+        job: &Job<'_>,
+        top: Ino,
+        threads: usize,
+    ) -> Result<ControlResult, Failure> {
+        use futures::StreamExt;
+        self.writable().map_err(errno_failure)?;
+        job.progress.stage("finding fragmented chunks", 0);
+        let (targets, skipped_files) = self.fragmented_chunks(job, top).await?;
+        let total = u64::try_from(targets.len()).unwrap_or(u64::MAX);
+        job.progress.stage("compacting chunks", total);
+        let mut done = futures::stream::iter(targets)
+            .take_while(|_| std::future::ready(!job.cancel.is_cancelled()))
+            .map(|(ino, index)| self.compact_chunk(ino, index))
+            .buffer_unordered(threads.clamp(1, 64));
+        let mut chunks = 0;
+        while let Some(compacted) = done.next().await {
+            compacted.map_err(errno_failure)?;
+            chunks += 1;
+            job.progress.add(1, 0);
+        }
+        job.check()?;
+        Ok(ControlResult::Compacted {
+            chunks,
+            skipped_files,
+        })
+    }
+
+    /// Chunks with more than one slice in the files at or below `top` that the caller may
+    /// write; and how many files were skipped because the caller may not.
+    async fn fragmented_chunks(
+        &self,
+        job: &Job<'_>,
+        top: Ino,
+    ) -> Result<(Vec<(Ino, u32)>, u64), Failure> {
+        let mut files = Vec::new();
+        let mut dirs = Vec::new();
+        let top_attr = self.meta.getattr(top).await.map_err(meta_failure)?;
+        match top_attr.kind {
+            FileType::Directory => dirs.push(top),
+            FileType::Regular => files.push((top, top_attr.length)),
+            _ => {}
+        }
+        while let Some(dir) = dirs.pop() {
+            job.check()?;
+            self.meta
+                .access(job.ctx, dir, MAY_READ | MAY_EXEC)
+                .await
+                .map_err(meta_failure)?;
+            let mut pages = self.meta.entry_pages(dir, true);
+            while let Some(page) = pages.next(&self.meta).await.map_err(meta_failure)? {
+                for e in page {
+                    match (e.kind, e.attr) {
+                        (FileType::Directory, _) => dirs.push(e.ino),
+                        (FileType::Regular, Some(a)) => files.push((e.ino, a.length)),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        let (mut targets, mut skipped) = (Vec::new(), 0);
+        for (ino, length) in files {
+            if self.meta.access(job.ctx, ino, MAY_WRITE).await.is_err() {
+                skipped += 1;
+                continue;
+            }
+            job.progress.add(1, 0);
+            for (index, slices) in self.chunk_lists(ino, length).await? {
+                if slices.len() > 1 {
+                    targets.push((ino, index));
+                }
+            }
+        }
+        Ok((targets, skipped))
+    }
+}

@@ -1,0 +1,159 @@
+//! Keep secrets given on the command line out of `ps`: `/proc/PID/cmdline` is readable by
+//! every user. At start, if the arguments hold a metadata engine password
+//! (`redis://:PASSWORD@...`), `--secret-key` or `--session-token`, the command runs itself
+//! again (same pid, `exec`) with the password taken out of the URL and handed over in
+//! `META_PASSWORD`, and the flags' values replaced by `****` and handed over in
+//! `STRATA_HIDDEN_*` variables (readable only by the process's owner). For the few
+//! milliseconds before that `exec` the secret is visible, as it is for JuiceFS, which
+//! overwrites its arguments instead.
+
+use std::ffi::OsString;
+
+use strata_types::MetaUrl;
+
+/// Set in the environment of the command run again, so it does not run itself once more.
+const HIDDEN_MARK: &str = "STRATA_ARGS_HIDDEN";
+/// What a hidden flag value shows in the arguments.
+pub const PLACEHOLDER: &str = "****";
+/// Flags whose values are secrets, and the variables that carry them across the `exec`.
+const SECRET_FLAGS: [(&str, &str); 2] = [
+    ("--secret-key", "STRATA_HIDDEN_SECRET_KEY"),
+    ("--session-token", "STRATA_HIDDEN_SESSION_TOKEN"),
+];
+/// Schemes of metadata engine URLs (bucket URLs are left alone).
+const ENGINE_SCHEMES: [&str; 5] = [
+    "redis://",
+    "rediss://",
+    "postgres://",
+    "postgresql://",
+    "etcd://",
+];
+
+/// Environment variables to set: (name, value).
+type Carried = Vec<(String, String)>;
+
+/// The arguments with their secrets taken out, and the variables that carry them; `None`
+/// when there is nothing to hide.
+fn hidden(args: &[OsString]) -> Option<(Vec<OsString>, Carried)> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut env = Vec::new();
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        let Some(text) = arg.to_str() else {
+            out.push(arg.clone());
+            continue;
+        };
+        if let Some((flag, var)) = SECRET_FLAGS.iter().find(|(f, _)| *f == text) {
+            match iter.next().and_then(|v| v.to_str()) {
+                Some(value) if value != PLACEHOLDER => {
+                    env.push((var.to_string(), value.to_string()));
+                    out.extend([OsString::from(*flag), OsString::from(PLACEHOLDER)]);
+                }
+                other => {
+                    out.push(arg.clone());
+                    out.extend(other.map(OsString::from));
+                }
+            }
+            continue;
+        }
+        let assigned = SECRET_FLAGS.iter().find_map(|(flag, var)| {
+            let value = text.strip_prefix(flag)?.strip_prefix('=')?;
+            (value != PLACEHOLDER).then_some((flag, var, value))
+        });
+        if let Some((flag, var, value)) = assigned {
+            env.push((var.to_string(), value.to_string()));
+            out.push(OsString::from(format!("{flag}={PLACEHOLDER}")));
+            continue;
+        }
+        let url = MetaUrl::new(text);
+        let is_engine = ENGINE_SCHEMES.iter().any(|s| text.starts_with(s));
+        let has_meta_password = env.iter().any(|(k, _)| k == "META_PASSWORD");
+        match url.without_password() {
+            (bare, Some(password)) if is_engine && !has_meta_password => {
+                env.push(("META_PASSWORD".into(), password.expose().to_string()));
+                out.push(OsString::from(bare.expose()));
+            }
+            _ => out.push(arg.clone()),
+        }
+    }
+    (!env.is_empty()).then_some((out, env))
+}
+
+/// Run this command again without its secrets in the arguments, if it has any. Returns
+/// only when there is nothing to hide, or the `exec` failed (then it goes on as is).
+pub fn hide_secrets_from_ps() {
+    if std::env::var_os(HIDDEN_MARK).is_some() {
+        return;
+    }
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let Some((out, env)) = hidden(&args) else {
+        return;
+    };
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new("/proc/self/exe");
+    if let Some(first) = out.first() {
+        cmd.arg0(first);
+    }
+    cmd.args(out.iter().skip(1)).env(HIDDEN_MARK, "1").envs(env);
+    let failed = cmd.exec();
+    eprintln!("strata: could not hide secrets from the process list: {failed}");
+}
+
+/// The value of a secret flag: as given, or carried across the `exec` when hidden.
+pub fn revealed(value: Option<String>, flag: &str) -> Option<String> {
+    let var = SECRET_FLAGS.iter().find(|(f, _)| *f == flag)?.1;
+    match value {
+        Some(v) if v == PLACEHOLDER => std::env::var(var).ok().or(Some(v)),
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn passwords_and_secret_flags_leave_the_arguments() {
+        let (out, env) = hidden(&os(&[
+            "strata",
+            "format",
+            "postgres://u:pw@h:5432/db",
+            "vol",
+            "--bucket",
+            "https://ak:notmine@bucket.example.com",
+            "--secret-key",
+            "sk",
+            "--session-token=tok",
+        ]))
+        .unwrap();
+        assert_eq!(
+            out,
+            os(&[
+                "strata",
+                "format",
+                "postgres://u@h:5432/db",
+                "vol",
+                "--bucket",
+                "https://ak:notmine@bucket.example.com",
+                "--secret-key",
+                "****",
+                "--session-token=****"
+            ]),
+            "bucket URLs are not metadata URLs"
+        );
+        assert_eq!(
+            env,
+            vec![
+                ("META_PASSWORD".to_string(), "pw".to_string()),
+                ("STRATA_HIDDEN_SECRET_KEY".to_string(), "sk".to_string()),
+                ("STRATA_HIDDEN_SESSION_TOKEN".to_string(), "tok".to_string()),
+            ]
+        );
+        assert!(hidden(&os(&["strata", "mount", "sqlite3:///a.db", "/mnt"])).is_none());
+        assert!(hidden(&os(&["strata", "mount", "redis://h:6379/1", "/mnt"])).is_none());
+    }
+}
