@@ -15,6 +15,7 @@ pub mod buffer;
 pub mod cache;
 pub mod readahead;
 pub mod reader;
+mod segments;
 pub mod writer;
 
 use std::sync::Arc;

@@ -1,7 +1,9 @@
 //! [`ChunkStore`]: the data layer's entry point. Reads resolve a chunk's slice list into a
-//! plan (later slices win, holes are zeros), fetch the needed blocks in parallel through
-//! the block cache, and never fetch one block twice at once: a second reader of a block
-//! being fetched waits for that fetch instead of starting its own.
+//! plan (later slices win, holes are zeros) and fetch what the plan needs in parallel
+//! through the caches, never fetching the same thing twice at once: a second reader waits
+//! for the fetch in flight. A sequential reader ([`ChunkStore::read`]) takes whole
+//! blocks (and prefetches ahead); a random reader ([`ChunkStore::read_ranged`]) takes only
+//! the segments of a block its bytes lie in ([`crate::segments`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,6 +19,7 @@ use tokio::sync::Semaphore;
 use crate::buffer::BufferBudget;
 use crate::cache::BlockCache;
 use crate::cache::memory::MemoryCache;
+use crate::segments::RunFetch;
 use crate::writer::SliceWriter;
 use crate::{ChunkError, ChunkStats, Result, block_key, block_sizes};
 
@@ -35,8 +38,17 @@ pub(crate) struct Shared {
     /// Blocks read or prefetched lately, in memory: sequential readers take a block in
     /// several reads, and it must not be fetched (and verified) again for each.
     pub recent: MemoryCache,
+    /// Segments read lately by random readers.
+    pub segments: MemoryCache,
+    /// `--cache-partial-only`: whole blocks are not written to the block cache.
+    pub cache_partial_only: bool,
+    /// The store answers ranged GETs without fetching whole objects (see
+    /// [`ObjectStore::cheap_ranges`]); when it does not, random readers take whole blocks.
+    cheap_ranges: bool,
     pub stats: ChunkStats,
     inflight: Mutex<HashMap<String, Fetch>>,
+    /// Segment fetches in flight, by (block key, segment index).
+    pub inflight_segments: Mutex<HashMap<(String, usize), RunFetch>>,
     /// Room for background prefetches; a prefetch that finds none is dropped.
     prefetch_slots: Arc<Semaphore>,
     /// Room for background cache writes of fetched blocks.
@@ -54,6 +66,11 @@ pub struct ChunkOptions {
     pub max_prefetch: usize,
     /// Memory for recently read blocks (bytes).
     pub read_buffer: u64,
+    /// Memory for hot segments of random readers (bytes).
+    pub segment_buffer: u64,
+    /// Keep only what random readers fetched in the block cache, not whole blocks of
+    /// sequential scans (`--cache-partial-only`).
+    pub cache_partial_only: bool,
 }
 
 impl Default for ChunkOptions {
@@ -63,6 +80,8 @@ impl Default for ChunkOptions {
             buffer_size: 300 << 20,
             max_prefetch: 8,
             read_buffer: 64 << 20,
+            segment_buffer: 64 << 20,
+            cache_partial_only: false,
         }
     }
 }
@@ -70,7 +89,7 @@ impl Default for ChunkOptions {
 /// Slices to blocks to objects, with caching.
 #[derive(Debug, Clone)]
 pub struct ChunkStore {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 /// A piece of a read: bytes `[from, to)` of block `key` go to `out` in the result.
@@ -90,13 +109,17 @@ impl ChunkStore {
     ) -> ChunkStore {
         ChunkStore {
             shared: Arc::new(Shared {
+                cheap_ranges: store.cheap_ranges(),
                 store,
                 block_size: opts.block_size.max(1),
                 budget: Arc::new(BufferBudget::new(opts.buffer_size)),
                 cache,
                 recent: MemoryCache::new(opts.read_buffer),
+                segments: MemoryCache::new(opts.segment_buffer),
+                cache_partial_only: opts.cache_partial_only,
                 stats: ChunkStats::default(),
                 inflight: Mutex::new(HashMap::new()),
+                inflight_segments: Mutex::new(HashMap::new()),
                 prefetch_slots: Arc::new(Semaphore::new(opts.max_prefetch)),
                 cache_writes: Arc::new(Semaphore::new(PENDING_CACHE_WRITES)),
             }),
@@ -125,30 +148,45 @@ impl ChunkStore {
         &self.shared.stats
     }
 
-    /// Bytes `[off, off+len)` of a chunk whose slice list is `slices`; ranges no slice
-    /// covers read as zeros.
+    /// Bytes `[off, off+len)` of a chunk whose slice list is `slices`, fetching whole
+    /// blocks (a sequential reader's); ranges no slice covers read as zeros.
     pub async fn read(&self, slices: &[Slice], off: u32, len: u32) -> Result<Bytes> {
+        self.read_with(slices, off, len, false).await
+    }
+
+    /// [`ChunkStore::read`] for a random reader: only the segments the bytes lie in
+    /// (whole blocks still, from a store whose ranged GETs fetch whole objects).
+    pub async fn read_ranged(&self, slices: &[Slice], off: u32, len: u32) -> Result<Bytes> {
+        let ranged = self.shared.cheap_ranges;
+        self.read_with(slices, off, len, ranged).await
+    }
+
+    async fn read_with(&self, slices: &[Slice], off: u32, len: u32, ranged: bool) -> Result<Bytes> {
         let end =
             u32::try_from((u64::from(off) + u64::from(len)).min(CHUNK_SIZE)).unwrap_or(u32::MAX);
         let pieces = self.plan(slices, off, end);
-        let fetches = pieces
-            .iter()
-            .map(|p| self.fetch_block(p.key.clone(), p.block_len));
+        let fetches = pieces.iter().map(|p| async move {
+            if ranged {
+                self.fetch_range(&p.key, p.block_len, p.from, p.to).await
+            } else {
+                let block = self.fetch_block(p.key.clone(), p.block_len).await?;
+                Ok(block.slice(p.from..p.to))
+            }
+        });
         let mut blocks = futures::future::join_all(fetches).await;
-        let total = end.saturating_sub(off) as usize;
+        let total = usize::try_from(end.saturating_sub(off)).unwrap_or(0);
         // The common case, a read inside one block: hand out a view of it, no copy.
-        if let ([piece], [Ok(block)]) = (pieces.as_slice(), blocks.as_slice())
+        if let ([piece], [Ok(bytes)]) = (pieces.as_slice(), blocks.as_slice())
             && piece.out == 0
             && piece.to - piece.from == total
         {
-            return Ok(block.slice(piece.from..piece.to));
+            return Ok(bytes.clone());
         }
         let mut out = BytesMut::zeroed(total);
         let blocks = std::mem::take(&mut blocks);
-        for (piece, block) in pieces.iter().zip(blocks) {
-            let block = block?;
-            out[piece.out..piece.out + (piece.to - piece.from)]
-                .copy_from_slice(&block[piece.from..piece.to]);
+        for (piece, bytes) in pieces.iter().zip(blocks) {
+            let bytes = bytes?;
+            out[piece.out..piece.out + bytes.len()].copy_from_slice(&bytes);
         }
         Ok(out.freeze())
     }
@@ -170,10 +208,10 @@ impl ChunkStore {
                 let take = (block_len - within).min(p.len - done);
                 pieces.push(Piece {
                     key: block_key(p.id, index, block_len),
-                    block_len: block_len as usize,
-                    from: within as usize,
-                    to: (within + take) as usize,
-                    out: (p.pos + done - off) as usize,
+                    block_len: to_usize(block_len),
+                    from: to_usize(within),
+                    to: to_usize(within + take),
+                    out: to_usize(p.pos + done - off),
                 });
                 done += take;
             }
@@ -250,9 +288,44 @@ impl ChunkStore {
     }
 }
 
+/// A chunk offset or length as an index (`u32` always fits in `usize` on the 32- and
+/// 64-bit targets Strata builds for).
+fn to_usize(n: u32) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+/// Write segments a random reader fetched to the block cache, in the background (skipped
+/// when too many cache writes are pending).
+pub(crate) fn cache_segments_in_background(
+    shared: &Arc<Shared>,
+    key: &str,
+    block_len: usize,
+    first: usize,
+    segments: &[Bytes],
+) {
+    if !shared.cache.holds_segments() {
+        return;
+    }
+    let Ok(slot) = shared.cache_writes.clone().try_acquire_owned() else {
+        return;
+    };
+    let (shared, key, segments) = (shared.clone(), key.to_string(), segments.to_vec());
+    tokio::spawn(async move {
+        shared
+            .cache
+            .put_segments(&key, block_len, first, &segments)
+            .await;
+        drop(slot);
+    });
+}
+
 /// Write a fetched block to the cache without making the reader wait for it; when too
-/// many cache writes are pending, skip this one (the block is simply not cached).
+/// many cache writes are pending, skip this one (the block is simply not cached), and
+/// with `--cache-partial-only` whole blocks are never cached.
 fn cache_in_background(shared: &Arc<Shared>, key: &str, data: Bytes) {
+    if shared.cache_partial_only {
+        return;
+    }
     let Ok(slot) = shared.cache_writes.clone().try_acquire_owned() else {
         return;
     };

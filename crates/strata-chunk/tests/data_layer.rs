@@ -4,6 +4,8 @@
 //! one cold block cause one GET.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code
 
+mod common;
+use common::bytes;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -52,6 +54,7 @@ fn rig(cache: Arc<dyn BlockCache>, buffer: u64) -> Rig {
         buffer_size: buffer,
         max_prefetch: 4,
         read_buffer: 0,
+        ..ChunkOptions::default()
     };
     Rig {
         chunks: ChunkStore::new(store, cache, opts),
@@ -59,16 +62,6 @@ fn rig(cache: Arc<dyn BlockCache>, buffer: u64) -> Rig {
         faults,
         stats,
     }
-}
-
-fn bytes(len: usize, seed: u64) -> Vec<u8> {
-    (0..len as u64)
-        .map(|i| {
-            (i.wrapping_mul(2654435761)
-                .wrapping_add(seed.wrapping_mul(97))
-                >> 7) as u8
-        })
-        .collect()
 }
 
 /// Apply writes the way a file system client would: continue the open slice when the
@@ -501,6 +494,7 @@ async fn a_block_read_in_pieces_is_fetched_once() {
         buffer_size: 1 << 20,
         max_prefetch: 4,
         read_buffer: 1 << 20,
+        ..ChunkOptions::default()
     };
     let chunks = ChunkStore::new(store, Arc::new(NoCache::default()), opts);
     let mut w = chunks.writer(15, 0);

@@ -181,20 +181,33 @@ impl ObjectStore for Backend {
         {
             return Ok(Bytes::new());
         }
-        if let Some(dir) = self.local.as_ref().map(LocalSync::root)
-            && let Some(data) = local::get_small(dir, key, range.clone())?
-        {
-            return Ok(data);
+        if let Some(dir) = self.local.as_ref().map(LocalSync::root) {
+            if let Some(data) = local::get_small(dir, key, range.clone())? {
+                return Ok(data);
+            }
+            let (dir, key) = (dir.to_path_buf(), key.to_string());
+            return tokio::task::spawn_blocking(move || local::get(&dir, &key, range))
+                .await
+                .map_err(|e| ObjectError::Other(format!("read task failed: {e}")))?;
         }
+        let start = range.as_ref().map(|r| r.start);
         let options = GetOptions {
             range: range.map(GetRange::Bounded),
             ..GetOptions::default()
         };
-        let result = self
-            .inner
-            .get_opts(&location, options)
-            .await
-            .map_err(|e| map_err(key, e))?;
+        let result = match self.inner.get_opts(&location, options).await {
+            Ok(result) => result,
+            // A range that starts at or past the end reads as nothing (stores refuse it:
+            // 416, or an invalid-range error), as the trait promises.
+            Err(e) if start.is_some() && !matches!(e, object_store::Error::NotFound { .. }) => {
+                let size = self.head(key).await?.size;
+                if start.is_some_and(|s| s >= size) {
+                    return Ok(Bytes::new());
+                }
+                return Err(map_err(key, e));
+            }
+            Err(e) => return Err(map_err(key, e)),
+        };
         result.bytes().await.map_err(|e| map_err(key, e))
     }
 

@@ -104,6 +104,10 @@ impl<S: ObjectStore> ObjectStore for Compressed<S> {
         self.inner.describe()
     }
 
+    fn cheap_ranges(&self) -> bool {
+        false
+    }
+
     async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
         let framed = self.inner.get(key, None).await?;
         Ok(slice_range(decode(key, &framed)?, range))

@@ -85,6 +85,13 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// Where this store is, for messages (`file:///data`, `s3://bucket`, ...).
     fn describe(&self) -> String;
 
+    /// Whether a ranged [`get`](Self::get) fetches only (about) the bytes asked for. A store
+    /// that must fetch whole objects to answer one (compression) says no, and readers then
+    /// take whole blocks rather than asking for each piece of one.
+    fn cheap_ranges(&self) -> bool {
+        true
+    }
+
     /// The object's bytes, or bytes `range` of it (clipped at its end).
     async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes>;
 

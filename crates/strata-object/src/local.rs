@@ -22,37 +22,73 @@ use crate::{ObjectError, Result};
 /// small costs less than the hand-off to a blocking thread and back. Larger ones go to
 /// `object_store`'s blocking pool, where many can wait on the disk at once.
 pub(crate) const INLINE_MAX: usize = 256 << 10;
+const INLINE_MAX_U64: u64 = 256 << 10;
 
-/// Bytes `range` (clipped at the end) of object `key` if the object is at most
-/// [`INLINE_MAX`] bytes; `None` for a larger one.
+/// Bytes `range` (clipped at the end) of object `key`, read on the calling thread when
+/// that is small: a range of at most [`INLINE_MAX`] bytes (a random read's few segments),
+/// or a whole object of at most that size. `None` for larger reads (see [`get`]).
 pub(crate) fn get_small(
     root: &Path,
     key: &str,
     range: Option<Range<u64>>,
 ) -> Result<Option<Bytes>> {
-    let path = root.join(key);
-    let failed =
-        |e: std::io::Error| ObjectError::Other(format!("cannot read {}: {e}", path.display()));
-    let mut file = match File::open(&path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(ObjectError::NotFound(key.into()));
+    let small_range = range
+        .as_ref()
+        .is_some_and(|r| r.end.saturating_sub(r.start) <= INLINE_MAX_U64);
+    let (file, failed) = open_object(root, key)?;
+    let range = match range {
+        Some(r) if small_range => r,
+        range => {
+            let len = file.metadata().map_err(&failed)?.len();
+            if len > INLINE_MAX_U64 {
+                return Ok(None);
+            }
+            range.unwrap_or(0..len)
         }
-        Err(e) => return Err(failed(e)),
     };
-    let len = file.metadata().map_err(failed)?.len();
-    if len > INLINE_MAX as u64 {
-        return Ok(None);
+    read_range(&file, range).map(Some).map_err(failed)
+}
+
+/// Bytes `range` (clipped at the end; all of it for `None`) of object `key`: a blocking
+/// read, for a blocking thread.
+pub(crate) fn get(root: &Path, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
+    let (file, failed) = open_object(root, key)?;
+    let range = match range {
+        Some(r) => r,
+        None => 0..file.metadata().map_err(&failed)?.len(),
+    };
+    read_range(&file, range).map_err(failed)
+}
+
+type ReadFailed = Box<dyn Fn(std::io::Error) -> ObjectError + Send>;
+
+fn open_object(root: &Path, key: &str) -> Result<(File, ReadFailed)> {
+    let path = root.join(key);
+    match File::open(&path) {
+        Ok(file) => {
+            let failed = move |e: std::io::Error| {
+                ObjectError::Other(format!("cannot read {}: {e}", path.display()))
+            };
+            Ok((file, Box::new(failed)))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(ObjectError::NotFound(key.into()))
+        }
+        Err(e) => Err(ObjectError::Other(format!(
+            "cannot read {}: {e}",
+            path.display()
+        ))),
     }
-    let range = range.unwrap_or(0..len);
-    let start = range.start.min(len);
-    let end = range.end.min(len).max(start);
-    let mut data = Vec::with_capacity(usize::try_from(end - start).unwrap_or(0));
-    file.seek(SeekFrom::Start(start)).map_err(failed)?;
-    file.take(end - start)
-        .read_to_end(&mut data)
-        .map_err(failed)?;
-    Ok(Some(Bytes::from(data)))
+}
+
+/// Read bytes `range` of `file` into a buffer the reads fill (never zeroed first).
+fn read_range(file: &File, range: Range<u64>) -> std::io::Result<Bytes> {
+    let want = range.end.saturating_sub(range.start);
+    let mut data = Vec::with_capacity(usize::try_from(want).unwrap_or(0));
+    let mut reader = file;
+    reader.seek(SeekFrom::Start(range.start))?;
+    reader.take(want).read_to_end(&mut data)?;
+    Ok(Bytes::from(data))
 }
 
 /// Write `parts` as object `key` under `root`: into a staging file named `<file>#<n>`

@@ -51,6 +51,10 @@ impl<S: ObjectStore + ?Sized> ObjectStore for Arc<S> {
         (**self).describe()
     }
 
+    fn cheap_ranges(&self) -> bool {
+        (**self).cheap_ranges()
+    }
+
     async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
         (**self).get(key, range).await
     }

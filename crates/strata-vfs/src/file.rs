@@ -138,7 +138,11 @@ impl Vfs {
             return Ok(Bytes::new());
         }
         let len = u64::from(size).min(length - off);
-        let prefetch = handle.window.lock().on_read(off, len);
+        let (prefetch, sequential) = {
+            let mut window = handle.window.lock();
+            let prefetch = window.on_read(off, len);
+            (prefetch, window.size() > 0)
+        };
         let mut out = BytesMut::new();
         let mut single = None;
         for piece in chunk_pieces(off, len)? {
@@ -154,11 +158,16 @@ impl Vfs {
             {
                 handle.window.lock().rewind(dropped_at);
             }
-            let data = self
-                .chunks
-                .read(&slices, piece.within, piece.len)
-                .await
-                .map_err(from_chunk)?;
+            // A sequential reader takes whole blocks (the next reads want the rest), a
+            // random one only the segments its bytes lie in.
+            let data = if sequential {
+                self.chunks.read(&slices, piece.within, piece.len).await
+            } else {
+                self.chunks
+                    .read_ranged(&slices, piece.within, piece.len)
+                    .await
+            }
+            .map_err(from_chunk)?;
             if piece.at == 0 && u64::from(piece.len) == len {
                 single = Some(data.clone());
             } else {

@@ -45,9 +45,14 @@ pub struct MountArgs {
     /// Keep this fraction of the cache disk free
     #[arg(long, default_value_t = 0.1)]
     free_space_ratio: f64,
-    /// Write buffer size: 300M, 1G, ... (a plain number is MiB)
+    /// Write buffer size: 300M, 1G, ... (a plain number is MiB); a quarter of it more
+    /// holds the hot pieces of blocks that random reads fetched
     #[arg(long, default_value = "300M", value_parser = units::mib)]
     buffer_size: u64,
+    /// Write to the cache only what random reads fetched (the pieces of blocks they
+    /// touch), not the whole blocks of sequential scans, which would push hot data out
+    #[arg(long)]
+    cache_partial_only: bool,
     /// Largest readahead window: 256M, ... (a plain number is MiB)
     #[arg(long, default_value = "256M", value_parser = units::mib)]
     max_readahead: u64,
@@ -305,6 +310,8 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         block_size: format.block_size_kib << 10,
         buffer_size: a.buffer_size,
         max_prefetch: a.prefetch,
+        segment_buffer: a.buffer_size / 4,
+        cache_partial_only: a.cache_partial_only,
         ..ChunkOptions::default()
     };
     let chunks = ChunkStore::new(store, cache_for(&a, &format)?, chunk_opts);
@@ -425,6 +432,7 @@ fn config_text(a: &MountArgs, format: &strata_meta::Format, mountpoint: &Path, s
             "read_only": a.read_only,
             "cache_dir": a.cache_dir,
             "cache_size": a.cache_size,
+            "cache_partial_only": a.cache_partial_only,
             "buffer_size": a.buffer_size,
             "max_readahead": a.max_readahead,
             "prefetch": a.prefetch,

@@ -321,7 +321,8 @@ fn a_killed_mount_keeps_what_was_closed_and_fsynced() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(500));
-    let pattern = format!("mount {} ", vol.meta_url);
+    // "[m]ount" matches the mount's command line but not that of the shell running pgrep.
+    let pattern = format!("[m]ount {} ", vol.meta_url);
     let pid = sh(vol.dir.path(), &format!("pgrep -f '{pattern}' | head -1"))
         .trim()
         .to_string();
@@ -415,4 +416,46 @@ fn xattrs_can_be_turned_off_like_juicefs_does_by_default() {
     );
     assert!(out.contains("Operation not supported"), "{out}");
     assert!(out.ends_with("ok\n"), "the file itself still works: {out}");
+}
+
+#[test]
+fn random_reads_on_a_mount_fetch_segments_not_blocks() {
+    let vol = Volume::new();
+    let m = vol.mount("mnt");
+    sh(
+        &m.path,
+        "head -c 16777216 /dev/urandom > ../ref.bin && cp ../ref.bin data.bin",
+    );
+    m.unmount();
+    // A fresh mount: nothing of the file in memory.
+    let m = vol.mount("mnt");
+    let out = sh(
+        &m.path,
+        r#"
+        python3 - <<'PY'
+import mmap, os, random
+def down():
+    for line in open(".stats"):
+        if line.startswith("strata_object_bytes_down "):
+            return int(line.split()[1])
+    return 0
+ref = open("../ref.bin", "rb").read()
+fd = os.open("data.bin", os.O_RDONLY | os.O_DIRECT)
+buf = mmap.mmap(-1, 4096)
+random.seed(3)
+offsets = random.sample(range(0, len(ref) // 32768), 64)
+before = down()
+for seg in offsets:
+    off = seg * 32768 + 8192
+    assert os.preadv(fd, [buf], off) == 4096
+    assert buf[:] == ref[off:off + 4096], f"bytes differ at {off}"
+fetched = down() - before
+print("fetched", fetched)
+# 64 reads in 64 distinct segments: one segment and its trailer each, no whole blocks.
+assert fetched == 64 * (32768 + 8), fetched
+print("segments-ok")
+PY
+    "#,
+    );
+    assert!(out.contains("segments-ok"), "{out}\n{}", m.log());
 }

@@ -165,7 +165,8 @@ fn a_crash_mid_write_leaves_only_leaked_objects_for_gc() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(1500));
-    let pattern = format!("mount {} ", vol.meta_url);
+    // "[m]ount" matches the mount's command line but not that of the shell running pgrep.
+    let pattern = format!("[m]ount {} ", vol.meta_url);
     let pid = sh(vol.dir.path(), &format!("pgrep -f '{pattern}' | head -1"));
     sh(vol.dir.path(), &format!("kill -9 {}", pid.trim()));
     let _ = writer.wait();

@@ -1,63 +1,155 @@
 //! The local disk block cache (`--cache-dir a:b`, `--cache-size`, `--free-space-ratio`).
 //!
-//! Each block is a file `{dir}/raw/{object key}` holding the block's bytes followed by
-//! their CRC32C (4 bytes, little-endian), see FORMAT.md. Files are written to a temporary
-//! name and renamed, so a crash never leaves a half-written block under its real name. The
-//! index (LRU order and sizes) lives in memory and is rebuilt by scanning the directories
-//! at start. A file that fails its checksum or is truncated is dropped and reported as a
-//! miss, so the block is read again from the object store.
+//! Each block is a sparse file `{dir}/seg2/{object key}` with a slot per segment
+//! ([`super::segment_file`], FORMAT.md "cache v2"), so the cache holds whole blocks of
+//! sequential readers and single segments of random readers alike, and serves partial
+//! hits. Whole blocks are written to a temporary name and renamed; segments are written
+//! into their slots and counted only once written, and each carries its own checksum, so a
+//! crash or a flipped bit costs at most a re-read of that segment. The index (which
+//! segments each file holds, LRU order and sizes) lives in memory and is rebuilt at start
+//! from the files' allocated extents. Files of the previous format (`{dir}/raw`) are
+//! removed at start. All file I/O runs on the blocking pool.
 
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+use super::segment_file::{self as seg, Slot};
 use super::{BlockCache, CacheStats, Lru};
 
-const TRAILER: usize = 4;
-const TMP_MARK: &str = ".tmp.";
+/// The subdirectory holding this format's files.
+const FORMAT_DIR: &str = "seg2";
+/// The previous format's subdirectory (whole blocks with one checksum), dropped at start.
+const OLD_FORMAT_DIR: &str = "raw";
 
-/// Blocks cached in local directories.
-#[derive(Debug)]
+/// Blocks and segments of blocks cached in local directories.
+#[derive(Debug, Clone)]
 pub struct DiskCache {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
     dirs: Vec<PathBuf>,
     capacity: u64,
     free_ratio: f64,
-    lru: Mutex<Lru>,
+    index: Mutex<Index>,
     stats: CacheStats,
+}
+
+/// What the cache holds: LRU order with bytes per block, and which segments.
+#[derive(Debug, Default)]
+struct Index {
+    lru: Lru,
+    blocks: HashMap<String, Held>,
+}
+
+/// The segments of one block the cache holds.
+#[derive(Debug, Clone)]
+struct Held {
+    block_len: usize,
+    present: Vec<bool>,
+}
+
+impl Held {
+    fn bytes(&self) -> u64 {
+        let held: usize = (0..self.present.len())
+            .filter(|&i| self.present[i])
+            .map(|i| seg::segment_len(self.block_len, i) + seg::TRAILER)
+            .sum();
+        u64::try_from(held).unwrap_or(u64::MAX)
+    }
+
+    fn all(&self) -> bool {
+        self.present.iter().all(|p| *p)
+    }
+}
+
+impl Index {
+    /// Record segments `first..first+count` of `key` as held.
+    fn mark(&mut self, key: &str, block_len: usize, first: usize, count: usize) {
+        let held = self.blocks.entry(key.to_string()).or_insert_with(|| Held {
+            block_len,
+            present: vec![false; seg::segment_count(block_len)],
+        });
+        for slot in held.present.iter_mut().skip(first).take(count) {
+            *slot = true;
+        }
+        let bytes = held.bytes();
+        self.lru.insert(key, bytes);
+    }
+
+    /// Record segment `index` of `key` as no longer held.
+    fn unmark(&mut self, key: &str, index: usize) {
+        let Some(held) = self.blocks.get_mut(key) else {
+            return;
+        };
+        if let Some(slot) = held.present.get_mut(index) {
+            *slot = false;
+        }
+        if held.present.iter().any(|p| *p) {
+            let bytes = held.bytes();
+            self.lru.insert(key, bytes);
+        } else {
+            self.forget(key);
+        }
+    }
+
+    fn forget(&mut self, key: &str) {
+        self.lru.remove(key);
+        self.blocks.remove(key);
+    }
+}
+
+/// The block length a key ends with (`{slice}_{index}_{len}`).
+fn block_len_of(key: &str) -> Option<usize> {
+    key.rsplit('_').next()?.parse().ok()
 }
 
 impl DiskCache {
     /// Open (creating) the cache directories and index what they already hold. Blocks
     /// beyond `capacity` bytes are evicted; `free_ratio` (0..1) of each disk is kept free.
     pub fn open(dirs: &[PathBuf], capacity: u64, free_ratio: f64) -> std::io::Result<DiskCache> {
-        let mut lru = Lru::default();
+        let mut index = Index::default();
         for dir in dirs {
-            let raw = dir.join("raw");
+            let root = dir.join(FORMAT_DIR);
             // Cached blocks are user data: the directories are the owner's alone.
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
-                .create(&raw)?;
-            scan(&raw, &raw, &mut lru)?;
+                .create(&root)?;
+            let old = dir.join(OLD_FORMAT_DIR);
+            if old.exists() {
+                tracing::info!(
+                    "removing cache files of the previous format in {}",
+                    old.display()
+                );
+                std::fs::remove_dir_all(&old)?;
+            }
+            scan(&root, &root, &mut index)?;
         }
-        let cache = DiskCache {
+        let inner = Inner {
             dirs: dirs.to_vec(),
             capacity,
             free_ratio: free_ratio.clamp(0.0, 0.99),
-            lru: Mutex::new(lru),
+            index: Mutex::new(index),
             stats: CacheStats::default(),
         };
-        cache.evict_to_fit(0);
-        Ok(cache)
+        inner.evict_to_fit(0);
+        Ok(DiskCache {
+            inner: Arc::new(inner),
+        })
     }
 
-    /// Blocks indexed.
+    /// Blocks indexed (whole or in part).
     pub fn len(&self) -> usize {
-        self.lru.lock().len()
+        self.inner.index.lock().lru.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -66,13 +158,24 @@ impl DiskCache {
 
     /// Where `key`'s block lives.
     pub fn path_of(&self, key: &str) -> PathBuf {
-        let n = self.dirs.len().max(1);
-        let dir = &self.dirs[crc32c::crc32c(key.as_bytes()) as usize % n];
-        dir.join("raw").join(key)
+        self.inner.path_of(key)
     }
 
-    fn forget(&self, key: &str) {
-        self.lru.lock().remove(key);
+    /// Run `job` on the blocking pool (file I/O must not hold up async workers).
+    async fn blocking<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(&Inner) -> T + Send + 'static,
+    ) -> Option<T> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || job(&inner)).await.ok()
+    }
+}
+
+impl Inner {
+    fn path_of(&self, key: &str) -> PathBuf {
+        let n = self.dirs.len().max(1);
+        let pick = usize::try_from(crc32c::crc32c(key.as_bytes())).unwrap_or(0) % n;
+        self.dirs[pick].join(FORMAT_DIR).join(key)
     }
 
     /// Evict until `incoming` more bytes fit within the capacity and the disks keep their
@@ -80,13 +183,16 @@ impl DiskCache {
     fn evict_to_fit(&self, incoming: u64) {
         loop {
             let victim = {
-                let mut lru = self.lru.lock();
-                let over = lru.total() + incoming > self.capacity;
+                let mut index = self.index.lock();
+                let over = index.lru.total() + incoming > self.capacity;
                 if !over && !self.disks_too_full() {
                     return;
                 }
-                match lru.pop_oldest() {
-                    Some((key, _)) => key,
+                match index.lru.pop_oldest() {
+                    Some((key, _)) => {
+                        index.blocks.remove(&key);
+                        key
+                    }
                     None => return,
                 }
             };
@@ -109,133 +215,238 @@ impl DiskCache {
                 Err(_) => false,
             })
     }
-}
 
-/// Index every block file under `root`; remove leftovers of interrupted writes.
-fn scan(root: &Path, dir: &Path, lru: &mut Lru) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let path = entry.path();
-        let meta = entry.metadata()?;
-        if meta.is_dir() {
-            scan(root, &path, lru)?;
-            continue;
+    /// A read found `key`'s file gone or a segment absent or damaged: forget it.
+    fn drop_segment(&self, key: &str, index: usize, damaged: bool) {
+        if damaged {
+            tracing::warn!(
+                "cache file {} is damaged (segment {index}): dropped",
+                self.path_of(key).display()
+            );
+            CacheStats::bump(&self.stats.corrupt);
         }
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.contains(TMP_MARK) || meta.len() < TRAILER as u64 {
-            let _ = std::fs::remove_file(&path);
-            continue;
-        }
-        if let Ok(rel) = path.strip_prefix(root) {
-            lru.insert(&rel.to_string_lossy(), meta.len() - TRAILER as u64);
-        }
+        self.index.lock().unmark(key, index);
     }
-    Ok(())
-}
 
-fn verify(file: Vec<u8>) -> Option<Bytes> {
-    if file.len() < TRAILER {
-        return None;
-    }
-    let (data, trailer) = file.split_at(file.len() - TRAILER);
-    let stored = u32::from_le_bytes([trailer[0], trailer[1], trailer[2], trailer[3]]);
-    if crc32c::crc32c(data) != stored {
-        return None;
-    }
-    let mut file = file;
-    file.truncate(file.len() - TRAILER);
-    Some(Bytes::from(file))
-}
-
-async fn write_atomically(path: &Path, data: &Bytes) -> std::io::Result<()> {
-    if let Some(parent) = path.parent() {
-        tokio::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(parent)
-            .await?;
-    }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!("{TMP_MARK}{:08x}", rand::random::<u32>()));
-    let (tmp, path) = (PathBuf::from(tmp), path.to_path_buf());
-    let data = data.clone();
-    // One blocking task for the whole write: no intermediate copy of the block.
-    let written = tokio::task::spawn_blocking(move || {
-        let write = || -> std::io::Result<()> {
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&tmp)?;
-            file.write_all(&data)?;
-            file.write_all(&crc32c::crc32c(&data).to_le_bytes())?;
-            std::fs::rename(&tmp, &path)
-        };
-        let result = write();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result
-    })
-    .await;
-    written.unwrap_or_else(|e| Err(std::io::Error::other(e)))
-}
-
-#[async_trait]
-impl BlockCache for DiskCache {
-    async fn get(&self, key: &str) -> Option<Bytes> {
-        let known = self.lru.lock().touch(key);
-        if !known {
-            CacheStats::bump(&self.stats.misses);
-            return None;
-        }
+    fn read_whole(&self, key: &str, block_len: usize) -> Option<Bytes> {
         let path = self.path_of(key);
-        let found = match tokio::fs::read(&path).await {
-            Ok(file) => {
-                let verified = verify(file);
-                if verified.is_none() {
-                    tracing::warn!("cache file {} is damaged: dropped", path.display());
-                    CacheStats::bump(&self.stats.corrupt);
-                    let _ = tokio::fs::remove_file(&path).await;
+        let read = File::open(&path).and_then(|file| seg::read_whole(&file, key, block_len));
+        match read {
+            Ok(Ok(data)) => Some(data),
+            Ok(Err((index, damaged))) => {
+                self.drop_segment(key, index, damaged);
+                if damaged {
+                    let _ = std::fs::remove_file(&path);
+                    self.index.lock().forget(key);
                 }
-                verified
+                None
             }
-            Err(_) => None,
-        };
-        if found.is_none() {
-            self.forget(key);
+            Err(_) => {
+                self.index.lock().forget(key);
+                None
+            }
         }
-        self.stats.record_lookup(found.is_some());
-        found
     }
 
-    async fn put(&self, key: &str, data: Bytes) {
-        let size = data.len() as u64;
-        let cached = self.lru.lock().contains(key);
-        if cached || size > self.capacity {
-            return;
-        }
+    fn read_segments(
+        &self,
+        key: &str,
+        block_len: usize,
+        first: usize,
+        last: usize,
+    ) -> Vec<Option<Bytes>> {
+        let read = File::open(self.path_of(key))
+            .and_then(|file| seg::read_slots(&file, key, block_len, first, last));
+        let Ok(slots) = read else {
+            self.index.lock().forget(key);
+            return vec![None; last + 1 - first];
+        };
+        slots
+            .into_iter()
+            .enumerate()
+            .map(|(i, slot)| match slot {
+                Slot::Held(data) => Some(data),
+                Slot::Absent => {
+                    self.drop_segment(key, first + i, false);
+                    None
+                }
+                Slot::Damaged => {
+                    self.drop_segment(key, first + i, true);
+                    None
+                }
+            })
+            .collect()
+    }
+
+    fn write_whole(&self, key: &str, data: &Bytes) {
+        let block_len = data.len();
+        let size = u64::try_from(seg::full_file_len(block_len)).unwrap_or(u64::MAX);
         self.evict_to_fit(size);
         let path = self.path_of(key);
-        match write_atomically(&path, &data).await {
+        match seg::write_whole(&path, key, data) {
             Ok(()) => {
-                self.lru.lock().insert(key, size);
+                let mut index = self.index.lock();
+                index.forget(key);
+                index.mark(key, block_len, 0, seg::segment_count(block_len));
             }
             Err(e) => tracing::warn!("cannot write cache file {}: {e}", path.display()),
         }
     }
 
+    fn write_segments(&self, key: &str, block_len: usize, first: usize, segments: &[Bytes]) {
+        let size: usize = segments.iter().map(|s| s.len() + seg::TRAILER).sum();
+        self.evict_to_fit(u64::try_from(size).unwrap_or(u64::MAX));
+        let path = self.path_of(key);
+        match seg::write_slots(&path, key, first, segments) {
+            Ok(()) => self
+                .index
+                .lock()
+                .mark(key, block_len, first, segments.len()),
+            Err(e) => tracing::warn!("cannot write cache file {}: {e}", path.display()),
+        }
+    }
+}
+
+/// Index every block file under `root`; remove leftovers of interrupted writes and files
+/// holding nothing.
+fn scan(root: &Path, dir: &Path, index: &mut Index) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        if entry.metadata()?.is_dir() {
+            scan(root, &path, index)?;
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let key = path
+            .strip_prefix(root)
+            .map(|rel| rel.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let held = match block_len_of(&key) {
+            Some(block_len) if !name.contains(seg::TMP_MARK) => File::open(&path)
+                .and_then(|file| seg::slots_on_disk(&file, block_len))
+                .ok()
+                .map(|present| Held { block_len, present }),
+            _ => None,
+        };
+        match held {
+            Some(held) if held.present.iter().any(|p| *p) => {
+                index.lru.insert(&key, held.bytes());
+                index.blocks.insert(key, held);
+            }
+            _ => {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl BlockCache for DiskCache {
+    async fn get(&self, key: &str) -> Option<Bytes> {
+        let block_len = {
+            let mut index = self.inner.index.lock();
+            match index.blocks.get(key) {
+                Some(held) if held.all() => {
+                    let block_len = held.block_len;
+                    index.lru.touch(key);
+                    Some(block_len)
+                }
+                _ => None,
+            }
+        };
+        let found = match block_len {
+            Some(block_len) => {
+                let key = key.to_string();
+                self.blocking(move |inner| inner.read_whole(&key, block_len))
+                    .await
+                    .flatten()
+            }
+            None => None,
+        };
+        self.inner.stats.record_lookup(found.is_some());
+        found
+    }
+
+    async fn put(&self, key: &str, data: Bytes) {
+        let size = u64::try_from(seg::full_file_len(data.len())).unwrap_or(u64::MAX);
+        let cached = matches!(self.inner.index.lock().blocks.get(key), Some(h) if h.all());
+        if cached || size > self.inner.capacity {
+            return;
+        }
+        let key = key.to_string();
+        self.blocking(move |inner| inner.write_whole(&key, &data))
+            .await;
+    }
+
+    async fn get_segments(
+        &self,
+        key: &str,
+        block_len: usize,
+        first: usize,
+        last: usize,
+    ) -> Vec<Option<Bytes>> {
+        let wanted = {
+            let mut index = self.inner.index.lock();
+            let present = match index.blocks.get(key) {
+                Some(held) if held.block_len == block_len => held.present.clone(),
+                _ => Vec::new(),
+            };
+            let held = |i: usize| present.get(i).copied().unwrap_or(false);
+            let from = (first..=last).find(|&i| held(i));
+            let to = (first..=last).rev().find(|&i| held(i));
+            if from.is_some() {
+                index.lru.touch(key);
+            }
+            from.zip(to)
+        };
+        let mut found = vec![None; last + 1 - first];
+        if let Some((from, to)) = wanted {
+            let key = key.to_string();
+            let read = self
+                .blocking(move |inner| inner.read_segments(&key, block_len, from, to))
+                .await
+                .unwrap_or_default();
+            for (i, segment) in read.into_iter().enumerate() {
+                found[from - first + i] = segment;
+            }
+        }
+        self.inner
+            .stats
+            .record_lookup(found.iter().all(Option::is_some));
+        found
+    }
+
+    async fn put_segments(&self, key: &str, block_len: usize, first: usize, segments: &[Bytes]) {
+        let size: usize = segments.iter().map(|s| s.len() + seg::TRAILER).sum();
+        if u64::try_from(size).unwrap_or(u64::MAX) > self.inner.capacity || segments.is_empty() {
+            return;
+        }
+        let (key, segments) = (key.to_string(), segments.to_vec());
+        self.blocking(move |inner| inner.write_segments(&key, block_len, first, &segments))
+            .await;
+    }
+
     async fn remove(&self, key: &str) {
-        self.forget(key);
-        let _ = tokio::fs::remove_file(self.path_of(key)).await;
+        self.inner.index.lock().forget(key);
+        let key = key.to_string();
+        self.blocking(move |inner| {
+            let _ = std::fs::remove_file(inner.path_of(&key));
+        })
+        .await;
     }
 
     fn stats(&self) -> &CacheStats {
-        &self.stats
+        &self.inner.stats
+    }
+
+    fn holds_segments(&self) -> bool {
+        true
     }
 
     fn used_bytes(&self) -> u64 {
-        self.lru.lock().total()
+        self.inner.index.lock().lru.total()
     }
 }
 
@@ -256,7 +467,7 @@ mod tests {
         cache.put("chunks/0/0/1_0_10", block(10, 1)).await;
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&dir.path().join("cache")), 0o700);
-        assert_eq!(mode(&root.join("raw")), 0o700);
+        assert_eq!(mode(&root.join("seg2")), 0o700);
         assert_eq!(mode(&cache.path_of("chunks/0/0/1_0_10")), 0o600);
     }
 
@@ -282,7 +493,7 @@ mod tests {
             block(3000, 4)
         );
         // A leftover temporary file is cleaned up; the index is rebuilt from the files.
-        let stray = paths[0].join("raw/chunks/0/0/x.tmp.1234");
+        let stray = paths[0].join("seg2/chunks/0/0/x.tmp.1234");
         std::fs::create_dir_all(stray.parent().unwrap()).unwrap();
         std::fs::write(&stray, b"partial").unwrap();
         drop(cache);
@@ -300,12 +511,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // No real disk is 99.9 % free: every new block pushes out the older ones.
         let cache = DiskCache::open(&[dir.path().to_path_buf()], 1 << 30, 0.999).unwrap();
-        cache.put("k/a", block(100, 1)).await;
-        cache.put("k/b", block(100, 2)).await;
+        cache.put("k/1_0_100", block(100, 1)).await;
+        cache.put("k/2_0_100", block(100, 2)).await;
         assert_eq!(cache.len(), 1);
-        assert!(cache.get("k/a").await.is_none());
+        assert!(cache.get("k/1_0_100").await.is_none());
         let roomy = DiskCache::open(&[dir.path().to_path_buf()], 1 << 30, 0.0).unwrap();
-        roomy.put("k/c", block(100, 3)).await;
+        roomy.put("k/3_0_100", block(100, 3)).await;
         assert_eq!(roomy.len(), 2, "without the ratio both stay");
     }
 
@@ -313,24 +524,72 @@ mod tests {
     async fn damaged_files_are_dropped() {
         let dir = tempfile::tempdir().unwrap();
         let cache = DiskCache::open(&[dir.path().to_path_buf()], 1 << 20, 0.0).unwrap();
-        cache.put("k/a", block(1000, 7)).await;
-        cache.put("k/b", block(1000, 8)).await;
-        let a = cache.path_of("k/a");
+        cache.put("k/1_0_1000", block(1000, 7)).await;
+        cache.put("k/2_0_1000", block(1000, 8)).await;
+        let a = cache.path_of("k/1_0_1000");
         let mut bytes = std::fs::read(&a).unwrap();
         bytes[10] ^= 1;
         std::fs::write(&a, bytes).unwrap();
-        let b = cache.path_of("k/b");
+        let b = cache.path_of("k/2_0_1000");
         let bytes = std::fs::read(&b).unwrap();
         std::fs::write(&b, &bytes[..500]).unwrap();
-        assert!(cache.get("k/a").await.is_none(), "flipped bit detected");
-        assert!(cache.get("k/b").await.is_none(), "truncation detected");
+        assert!(
+            cache.get("k/1_0_1000").await.is_none(),
+            "flipped bit detected"
+        );
+        assert!(
+            cache.get("k/2_0_1000").await.is_none(),
+            "truncation detected"
+        );
         assert_eq!(CacheStats::get(&cache.stats().corrupt), 2);
         assert!(!a.exists() && !b.exists(), "damaged files removed");
-        cache.put("k/a", block(1000, 7)).await;
+        cache.put("k/1_0_1000", block(1000, 7)).await;
         assert_eq!(
-            cache.get("k/a").await.unwrap(),
+            cache.get("k/1_0_1000").await.unwrap(),
             block(1000, 7),
             "re-cached after a re-read"
         );
+    }
+
+    #[tokio::test]
+    async fn segments_are_cached_apart_and_survive_reopen() {
+        use strata_object::checksum::SEGMENT;
+        let dir = tempfile::tempdir().unwrap();
+        let dirs = [dir.path().to_path_buf()];
+        let cache = DiskCache::open(&dirs, 1 << 30, 0.0).unwrap();
+        let len = 4 * SEGMENT + 100;
+        let key = format!("chunks/0/0/9_0_{len}");
+        let data = Bytes::from(
+            (0..len)
+                .map(|i| u8::try_from(i % 253).unwrap())
+                .collect::<Vec<u8>>(),
+        );
+        let seg = |i: usize| data.slice(i * SEGMENT..((i + 1) * SEGMENT).min(len));
+        cache.put_segments(&key, len, 1, &[seg(1), seg(2)]).await;
+        cache.put_segments(&key, len, 4, &[seg(4)]).await;
+        let expect = vec![None, Some(seg(1)), Some(seg(2)), None, Some(seg(4))];
+        assert_eq!(cache.get_segments(&key, len, 0, 4).await, expect);
+        assert!(
+            cache.get(&key).await.is_none(),
+            "a partial block is no whole hit"
+        );
+        assert_eq!(
+            cache.used_bytes(),
+            (2 * SEGMENT + 100 + 3 * seg::TRAILER) as u64
+        );
+        // Rebuilt from the file's allocated extents.
+        drop(cache);
+        let cache = DiskCache::open(&dirs, 1 << 30, 0.0).unwrap();
+        assert_eq!(cache.get_segments(&key, len, 0, 4).await, expect);
+        // A damaged segment is dropped alone; the rest still serve.
+        let path = cache.path_of(&key);
+        let mut raw = std::fs::read(&path).unwrap();
+        raw[2 * seg::STRIDE + 3] ^= 4;
+        std::fs::write(&path, raw).unwrap();
+        let got = cache.get_segments(&key, len, 1, 2).await;
+        assert_eq!(got, vec![Some(seg(1)), None]);
+        assert_eq!(CacheStats::get(&cache.stats().corrupt), 1);
+        cache.put(&key, data.clone()).await;
+        assert_eq!(cache.get(&key).await, Some(data), "whole after a full put");
     }
 }

@@ -30,11 +30,9 @@ impl MemoryCache {
             stats: CacheStats::default(),
         }
     }
-}
 
-#[async_trait]
-impl BlockCache for MemoryCache {
-    async fn get(&self, key: &str) -> Option<Bytes> {
+    /// The entry under `key`, if held (and now the most recently used).
+    pub fn peek(&self, key: &str) -> Option<Bytes> {
         let found = {
             let mut inner = self.inner.lock();
             inner.lru.touch(key);
@@ -44,8 +42,9 @@ impl BlockCache for MemoryCache {
         found
     }
 
-    async fn put(&self, key: &str, data: Bytes) {
-        let size = data.len() as u64;
+    /// Keep `data` under `key`, evicting the least recently used beyond the capacity.
+    pub fn insert(&self, key: &str, data: Bytes) {
+        let size = u64::try_from(data.len()).unwrap_or(u64::MAX);
         if size > self.capacity {
             return;
         }
@@ -60,11 +59,48 @@ impl BlockCache for MemoryCache {
             CacheStats::bump(&self.stats.evictions);
         }
     }
+}
+
+#[async_trait]
+impl BlockCache for MemoryCache {
+    async fn get(&self, key: &str) -> Option<Bytes> {
+        self.peek(key)
+    }
+
+    async fn put(&self, key: &str, data: Bytes) {
+        self.insert(key, data);
+    }
+
+    async fn get_segments(
+        &self,
+        key: &str,
+        _block_len: usize,
+        first: usize,
+        last: usize,
+    ) -> Vec<Option<Bytes>> {
+        (first..=last)
+            .map(|i| self.peek(&format!("{key}#{i}")))
+            .collect()
+    }
+
+    async fn put_segments(&self, key: &str, _block_len: usize, first: usize, segments: &[Bytes]) {
+        for (i, segment) in segments.iter().enumerate() {
+            self.insert(&format!("{key}#{}", first + i), segment.clone());
+        }
+    }
 
     async fn remove(&self, key: &str) {
         let mut inner = self.inner.lock();
         inner.lru.remove(key);
         inner.blocks.remove(key);
+        // Its segments go with it (a deleted slice's blocks are never read again); the
+        // block's size, and so its number of segments, ends its key.
+        let size = key.rsplit('_').next().and_then(|s| s.parse::<usize>().ok());
+        for i in 0..size.map_or(0, |n| n.div_ceil(strata_object::checksum::SEGMENT)) {
+            let k = format!("{key}#{i}");
+            inner.lru.remove(&k);
+            inner.blocks.remove(&k);
+        }
     }
 
     fn stats(&self) -> &CacheStats {

@@ -5,6 +5,7 @@
 
 pub mod disk;
 pub mod memory;
+pub mod segment_file;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -45,6 +46,28 @@ pub trait BlockCache: Send + Sync + fmt::Debug {
     async fn get(&self, key: &str) -> Option<Bytes>;
     /// Keep a block (may evict others; may decline blocks larger than the cache).
     async fn put(&self, key: &str, data: Bytes);
+    /// Whether this cache keeps single segments (else the segment calls below do nothing
+    /// and readers skip them).
+    fn holds_segments(&self) -> bool {
+        false
+    }
+    /// Segments `first..=last` of a block of `block_len` bytes (`SEGMENT` bytes each,
+    /// the last maybe shorter), as far as they are cached and intact: one entry per
+    /// segment. A cache that keeps whole blocks only has none.
+    async fn get_segments(
+        &self,
+        key: &str,
+        block_len: usize,
+        first: usize,
+        last: usize,
+    ) -> Vec<Option<Bytes>> {
+        let _ = (key, block_len);
+        vec![None; last + 1 - first]
+    }
+    /// Keep segments `first..` of a block of `block_len` bytes (a random reader's).
+    async fn put_segments(&self, key: &str, block_len: usize, first: usize, segments: &[Bytes]) {
+        let _ = (key, block_len, first, segments);
+    }
     /// Forget a block (its slice was deleted).
     async fn remove(&self, key: &str);
     fn stats(&self) -> &CacheStats;

@@ -18,9 +18,6 @@ use strata_types::Ino;
 use super::extsort::SortedLines;
 use super::{Progress, Result, SortSpace, for_each_block_ref, parse_block_key, sorted_listing};
 
-/// Bytes every stored block carries beyond its payload (the integrity header, object v1).
-const BLOCK_HEADER: u64 = 12;
-
 /// What `fsck` does.
 #[derive(Clone, Debug)]
 pub struct FsckOptions {
@@ -166,7 +163,7 @@ fn find_broken(
         let expected = parse_block_key(key).map_or(0, |(_, _, size)| u64::from(size));
         let (missing, wrong_size) = match found {
             None => (1, 0),
-            Some(size) if opts.exact_sizes && size != expected + BLOCK_HEADER => (0, 1),
+            Some(size) if opts.exact_sizes && !stored_size_fits(size, expected) => (0, 1),
             Some(_) => continue,
         };
         let file = broken.entry(ino).or_insert_with(|| BrokenFile {
@@ -180,4 +177,34 @@ fn find_broken(
         file.wrong_size_blocks += wrong_size;
     }
     Ok(broken)
+}
+
+/// Whether a stored object of `size` bytes holds a block of `payload` bytes, in either
+/// object format (v2 with segment trailers, or v1 written by older versions).
+fn stored_size_fits(size: u64, payload: u64) -> bool {
+    size == strata_object::checksum::stored_size(payload)
+        || size == strata_object::checksum::stored_size_v1(payload)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_object_formats_fit_their_payload() {
+        let payload = 4 << 20;
+        assert!(stored_size_fits(
+            strata_object::checksum::stored_size(payload),
+            payload
+        ));
+        assert!(stored_size_fits(
+            strata_object::checksum::stored_size_v1(payload),
+            payload
+        ));
+        assert!(!stored_size_fits(payload, payload));
+        assert!(!stored_size_fits(
+            strata_object::checksum::stored_size(payload) - 1,
+            payload
+        ));
+    }
 }

@@ -1,0 +1,236 @@
+//! Ranged reads of blocks: a random read fetches only the segments of a block it needs
+//! (`strata_object::checksum::SEGMENT` bytes each, verified by the object layer), in one
+//! request per run of consecutive missing segments. Segments are kept in a memory cache
+//! of hot segments and in the block cache (which may hold some segments of a block and
+//! serve partial hits); concurrent readers of one segment share one fetch.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared as SharedFuture};
+use strata_object::checksum::SEGMENT;
+
+use crate::reader::{ChunkStore, Shared};
+use crate::{ChunkError, ChunkStats, Result};
+
+/// Consecutive segments of one block, fetched together.
+#[derive(Debug)]
+pub(crate) struct SegmentRun {
+    first: usize,
+    segments: Vec<Bytes>,
+}
+
+impl SegmentRun {
+    fn get(&self, index: usize) -> Option<Bytes> {
+        self.segments.get(index.checked_sub(self.first)?).cloned()
+    }
+}
+
+/// A fetch of a run, shared by every reader waiting for one of its segments.
+pub(crate) type RunFetch = SharedFuture<BoxFuture<'static, Result<Arc<SegmentRun>>>>;
+
+/// The memory-cache key of segment `index` of block `key`.
+fn segment_key(key: &str, index: usize) -> String {
+    format!("{key}#{index}")
+}
+
+impl ChunkStore {
+    /// Bytes `[from, to)` of block `key` (`block_len` bytes in all), fetching only the
+    /// segments they lie in.
+    pub(crate) async fn fetch_range(
+        &self,
+        key: &str,
+        block_len: usize,
+        from: usize,
+        to: usize,
+    ) -> Result<Bytes> {
+        if let Some(block) = self.shared.recent.peek(key)
+            && block.len() == block_len
+        {
+            return Ok(block.slice(from..to));
+        }
+        let (first, last) = (from / SEGMENT, (to - 1) / SEGMENT);
+        let mut found: Vec<Option<Bytes>> = Vec::with_capacity(last - first + 1);
+        for index in first..=last {
+            found.push(self.shared.segments.peek(&segment_key(key, index)));
+        }
+        if self.shared.cache.holds_segments() && found.iter().any(Option::is_none) {
+            self.fill_from_cache(key, block_len, first, &mut found)
+                .await;
+        }
+        // A fetch joined in flight may cover only the start of a missing run: go round
+        // until every segment is there (each round fills at least the first of each run).
+        loop {
+            let runs = missing_runs(first, &found);
+            if runs.is_empty() {
+                break;
+            }
+            let missing_before = found.iter().filter(|s| s.is_none()).count();
+            let waits = runs
+                .into_iter()
+                .map(|(run_first, run_last)| self.shared_run(key, block_len, run_first, run_last));
+            for run in futures::future::join_all(waits).await {
+                let run = run?;
+                for (i, slot) in found.iter_mut().enumerate() {
+                    if slot.is_none() {
+                        *slot = run.get(first + i);
+                    }
+                }
+            }
+            if found.iter().filter(|s| s.is_none()).count() == missing_before {
+                return Err(short(key, to, from));
+            }
+        }
+        assemble(key, &found, first, from, to)
+    }
+
+    /// Take what the block cache holds of the missing segments.
+    async fn fill_from_cache(
+        &self,
+        key: &str,
+        block_len: usize,
+        first: usize,
+        found: &mut [Option<Bytes>],
+    ) {
+        let last = first + found.len() - 1;
+        let cached = self
+            .shared
+            .cache
+            .get_segments(key, block_len, first, last)
+            .await;
+        for (i, (slot, segment)) in found.iter_mut().zip(cached).enumerate() {
+            if slot.is_none()
+                && let Some(segment) = segment
+            {
+                self.shared
+                    .segments
+                    .insert(&segment_key(key, first + i), segment.clone());
+                *slot = Some(segment);
+            }
+        }
+    }
+
+    /// The fetch of segments `first..=last` of `key`: one already in flight for the first
+    /// of them, or a new one.
+    fn shared_run(&self, key: &str, block_len: usize, first: usize, last: usize) -> RunFetch {
+        let mut inflight = self.shared.inflight_segments.lock();
+        if let Some(existing) = inflight.get(&(key.to_string(), first)) {
+            ChunkStats::bump(&self.shared.stats.joined_fetches);
+            return existing.clone();
+        }
+        let fetch = fetch_run(self.shared.clone(), key.to_string(), block_len, first, last)
+            .boxed()
+            .shared();
+        for index in first..=last {
+            inflight.insert((key.to_string(), index), fetch.clone());
+        }
+        fetch
+    }
+}
+
+/// Runs of consecutive segments not found, from segment `first` on.
+fn missing_runs(first: usize, found: &[Option<Bytes>]) -> Vec<(usize, usize)> {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for (i, slot) in found.iter().enumerate() {
+        if slot.is_some() {
+            continue;
+        }
+        let index = first + i;
+        match runs.last_mut() {
+            Some((_, end)) if *end + 1 == index => *end = index,
+            _ => runs.push((index, index)),
+        }
+    }
+    runs
+}
+
+/// Bytes `[from, to)` of the block out of its segments `first..` (no copy when they lie in
+/// one segment).
+fn assemble(
+    key: &str,
+    found: &[Option<Bytes>],
+    first: usize,
+    from: usize,
+    to: usize,
+) -> Result<Bytes> {
+    let missing = || short(key, to, from);
+    let base = first * SEGMENT;
+    if let [Some(only)] = found {
+        let (a, b) = (from - base, to - base);
+        if b > only.len() {
+            return Err(short(key, to, base + only.len()));
+        }
+        return Ok(only.slice(a..b));
+    }
+    let mut out = BytesMut::with_capacity(to - from);
+    for (i, segment) in found.iter().enumerate() {
+        let segment = segment.as_ref().ok_or_else(missing)?;
+        let start = base + i * SEGMENT;
+        let a = from.max(start) - start;
+        let b = to.min(start + segment.len()).saturating_sub(start);
+        if a < b {
+            out.extend_from_slice(&segment[a..b]);
+        }
+    }
+    if out.len() != to - from {
+        return Err(short(key, to, from + out.len()));
+    }
+    Ok(out.freeze())
+}
+
+fn short(key: &str, expected: usize, actual: usize) -> ChunkError {
+    ChunkError::BadBlock {
+        key: key.to_string(),
+        actual,
+        expected,
+    }
+}
+
+/// Fetch segments `first..=last` of block `key` from the store, keep them in the memory
+/// cache and (in the background) the block cache, and leave the in-flight table.
+async fn fetch_run(
+    shared: Arc<Shared>,
+    key: String,
+    block_len: usize,
+    first: usize,
+    last: usize,
+) -> Result<Arc<SegmentRun>> {
+    let start = first * SEGMENT;
+    let end = ((last + 1) * SEGMENT).min(block_len);
+    let range = u64::try_from(start).unwrap_or(u64::MAX)..u64::try_from(end).unwrap_or(u64::MAX);
+    let fetched = shared.store.get(&key, Some(range)).await;
+    {
+        let mut inflight = shared.inflight_segments.lock();
+        for index in first..=last {
+            inflight.remove(&(key.clone(), index));
+        }
+    }
+    let data = fetched?;
+    if data.len() != end - start {
+        return Err(short(&key, end, start + data.len()));
+    }
+    let segments: Vec<Bytes> = (first..=last)
+        .map(|i| data.slice(i * SEGMENT - start..((i + 1) * SEGMENT).min(end) - start))
+        .collect();
+    for (i, segment) in segments.iter().enumerate() {
+        shared
+            .segments
+            .insert(&segment_key(&key, first + i), segment.clone());
+    }
+    crate::reader::cache_segments_in_background(&shared, &key, block_len, first, &segments);
+    Ok(Arc::new(SegmentRun { first, segments }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_segments_group_into_runs() {
+        let b = Some(Bytes::from_static(b"x"));
+        let found = [None, None, b.clone(), None, b, None, None];
+        assert_eq!(missing_runs(10, &found), vec![(10, 11), (13, 13), (15, 16)]);
+        assert!(missing_runs(0, &[]).is_empty());
+    }
+}
