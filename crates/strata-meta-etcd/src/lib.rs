@@ -11,11 +11,19 @@
 //! was re-read at commit" — and whose success branch holds the writes. A failed compare is
 //! `KvError::Conflict`, retried by the transaction layer.
 //!
+//! A commit whose answer is lost (the member died, the connection broke) may or may not
+//! have been applied; retrying it blindly would turn an applied `create` into `EEXIST`.
+//! So every commit also writes this client's commit marker `{prefix}#commit/{client}` = a
+//! sequence number, and after a lost answer the engine reads the marker back (a
+//! linearizable read, which sees every entry that can still commit): ours means applied,
+//! anything else means not applied and safe to retry.
+//!
 //! etcd limits a transaction to `--max-txn-ops` operations (128 by default) and a request
 //! to `--max-request-bytes` (1.5 MiB); Strata's slice cap keeps single values small, and
 //! servers should run with `--max-txn-ops 10000` (scripts/test.sh does) so large deletes
 //! fit in one transaction.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -89,7 +97,14 @@ pub struct EtcdEngine {
     client: OnceCell<KvClient>,
     /// `{prefix}/`
     base: Vec<u8>,
+    /// `{prefix}#commit/{random client id}`: see the module's doc.
+    marker: Vec<u8>,
+    /// Sequence number of this client's last commit.
+    commits: AtomicU64,
 }
+
+/// How long a lost commit answer may take to resolve (members re-electing a leader).
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(20);
 
 impl std::fmt::Debug for EtcdEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -109,6 +124,8 @@ impl EtcdEngine {
             url: url.clone(),
             client: OnceCell::new(),
             base: format!("{}/", url.prefix).into_bytes(),
+            marker: format!("{}#commit/{:016x}", url.prefix, rand::random::<u64>()).into_bytes(),
+            commits: AtomicU64::new(0),
         }
     }
 
@@ -145,6 +162,48 @@ impl EtcdEngine {
 
     fn full_key(&self, key: &[u8]) -> Vec<u8> {
         full_key(&self.base, key)
+    }
+
+    /// Whether commit `seq`, whose answer was lost (`why`), was applied: read the marker
+    /// back until a member answers. Applied is `Ok`; not applied is the original error,
+    /// which the transaction layer retries.
+    async fn resolve_lost_commit(&self, seq: u64, why: String) -> Result<(), KvError> {
+        let started = std::time::Instant::now();
+        let mut pause = Duration::from_millis(20);
+        loop {
+            let read = async {
+                let mut kv = self.kv().await?;
+                timed(kv.get(self.marker.clone(), None)).await
+            };
+            match read.await {
+                Ok(resp) => {
+                    let applied = resp
+                        .kvs()
+                        .first()
+                        .is_some_and(|kv| kv.value() == seq.to_string().as_bytes());
+                    tracing::info!(
+                        seq,
+                        applied,
+                        "etcd: resolved a commit whose answer was lost"
+                    );
+                    return if applied {
+                        Ok(())
+                    } else {
+                        Err(KvError::Unavailable(why))
+                    };
+                }
+                Err(KvError::Unavailable(_)) if started.elapsed() < RESOLVE_TIMEOUT => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                }
+                // Not retried: a blind retry could report a create that happened as EEXIST.
+                Err(e) => {
+                    return Err(KvError::Engine(format!(
+                        "{why}; whether the commit was applied is unknown: {e}"
+                    )));
+                }
+            }
+        }
     }
 }
 
@@ -306,11 +365,13 @@ impl KvEngine for EtcdEngine {
                 }
             }
         }
-        let resp = timed(kv.txn(Txn::new().when(compares).and_then(ops))).await?;
-        if resp.succeeded() {
-            Ok(())
-        } else {
-            Err(KvError::Conflict)
+        let seq = self.commits.fetch_add(1, Ordering::Relaxed) + 1;
+        ops.push(TxnOp::put(self.marker.clone(), seq.to_string(), None));
+        match timed(kv.txn(Txn::new().when(compares).and_then(ops))).await {
+            Ok(resp) if resp.succeeded() => Ok(()),
+            Ok(_) => Err(KvError::Conflict),
+            Err(KvError::Unavailable(why)) => self.resolve_lost_commit(seq, why).await,
+            Err(e) => Err(e),
         }
     }
 

@@ -316,7 +316,9 @@ fn a_killed_mount_keeps_what_was_closed_and_fsynced() {
     // Keep writing another file while the mount is killed.
     let mut writer = Command::new("bash")
         .arg("-c")
-        .arg("while true; do head -c 1000000 /dev/urandom >> unsynced.bin || exit 0; done")
+        .arg(
+            "for i in $(seq 2000); do head -c 1000000 /dev/urandom >> unsynced.bin || exit 0; done",
+        )
         .current_dir(&m.path)
         .spawn()
         .unwrap();

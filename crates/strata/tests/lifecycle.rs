@@ -160,7 +160,7 @@ fn a_crash_mid_write_leaves_only_leaked_objects_for_gc() {
     sh(&m.path, "head -c 2000000 /dev/urandom > kept.bin");
     let mut writer = Command::new("bash")
         .arg("-c")
-        .arg("while true; do head -c 3000000 /dev/urandom >> growing.bin || exit 0; done")
+        .arg("for i in $(seq 600); do head -c 3000000 /dev/urandom >> growing.bin || exit 0; done")
         .current_dir(&m.path)
         .spawn()
         .unwrap();
