@@ -181,26 +181,27 @@ fn open_v2(key: &str, stored: Bytes) -> Result<Bytes> {
 /// together over the header and trailers in the object's own buffer when nothing else
 /// holds it (no second buffer), else copied out.
 fn payload_in_place(stored: Bytes, len: usize) -> Bytes {
+    // Where segment data lies in the stored bytes: (stored offset, payload offset, length).
+    let pieces = (0..len.div_ceil(SEGMENT)).map(|i| {
+        let at = i * SEGMENT;
+        (
+            HEADER + i * (SEGMENT + TRAILER),
+            at,
+            (len - at).min(SEGMENT),
+        )
+    });
     match stored.try_into_mut() {
         Ok(mut buf) => {
-            let mut at = 0;
-            while at < len {
-                let n = (len - at).min(SEGMENT);
-                let from = HEADER + (at / SEGMENT) * (SEGMENT + TRAILER);
+            for (from, at, n) in pieces {
                 buf.copy_within(from..from + n, at);
-                at += n;
             }
             buf.truncate(len);
             buf.freeze()
         }
         Err(stored) => {
             let mut out = BytesMut::with_capacity(len);
-            let mut at = 0;
-            while at < len {
-                let n = (len - at).min(SEGMENT);
-                let from = HEADER + (at / SEGMENT) * (SEGMENT + TRAILER);
+            for (from, _, n) in pieces {
                 out.extend_from_slice(&stored[from..from + n]);
-                at += n;
             }
             out.freeze()
         }

@@ -32,53 +32,44 @@ pub(crate) fn get_small(
     key: &str,
     range: Option<Range<u64>>,
 ) -> Result<Option<Bytes>> {
-    let small_range = range
-        .as_ref()
-        .is_some_and(|r| r.end.saturating_sub(r.start) <= INLINE_MAX_U64);
-    let (file, failed) = open_object(root, key)?;
+    let path = root.join(key);
+    let file = open_object(&path, key)?;
     let range = match range {
-        Some(r) if small_range => r,
+        Some(r) if r.end.saturating_sub(r.start) <= INLINE_MAX_U64 => r,
         range => {
-            let len = file.metadata().map_err(&failed)?.len();
+            let len = file.metadata().map_err(|e| read_error(&path, e))?.len();
             if len > INLINE_MAX_U64 {
                 return Ok(None);
             }
             range.unwrap_or(0..len)
         }
     };
-    read_range(&file, range).map(Some).map_err(failed)
+    read_range(&file, range)
+        .map(Some)
+        .map_err(|e| read_error(&path, e))
 }
 
 /// Bytes `range` (clipped at the end; all of it for `None`) of object `key`: a blocking
 /// read, for a blocking thread.
 pub(crate) fn get(root: &Path, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
-    let (file, failed) = open_object(root, key)?;
+    let path = root.join(key);
+    let file = open_object(&path, key)?;
     let range = match range {
         Some(r) => r,
-        None => 0..file.metadata().map_err(&failed)?.len(),
+        None => 0..file.metadata().map_err(|e| read_error(&path, e))?.len(),
     };
-    read_range(&file, range).map_err(failed)
+    read_range(&file, range).map_err(|e| read_error(&path, e))
 }
 
-type ReadFailed = Box<dyn Fn(std::io::Error) -> ObjectError + Send>;
+fn open_object(path: &Path, key: &str) -> Result<File> {
+    File::open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => ObjectError::NotFound(key.into()),
+        _ => read_error(path, e),
+    })
+}
 
-fn open_object(root: &Path, key: &str) -> Result<(File, ReadFailed)> {
-    let path = root.join(key);
-    match File::open(&path) {
-        Ok(file) => {
-            let failed = move |e: std::io::Error| {
-                ObjectError::Other(format!("cannot read {}: {e}", path.display()))
-            };
-            Ok((file, Box::new(failed)))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err(ObjectError::NotFound(key.into()))
-        }
-        Err(e) => Err(ObjectError::Other(format!(
-            "cannot read {}: {e}",
-            path.display()
-        ))),
-    }
+fn read_error(path: &Path, e: std::io::Error) -> ObjectError {
+    ObjectError::Other(format!("cannot read {}: {e}", path.display()))
 }
 
 /// Read bytes `range` of `file` into a buffer the reads fill (never zeroed first).

@@ -389,9 +389,9 @@ impl BlockCache for DiskCache {
     ) -> Vec<Option<Bytes>> {
         let wanted = {
             let mut index = self.inner.index.lock();
-            let present = match index.blocks.get(key) {
-                Some(held) if held.block_len == block_len => held.present.clone(),
-                _ => Vec::new(),
+            let present: &[bool] = match index.blocks.get(key) {
+                Some(held) if held.block_len == block_len => &held.present,
+                _ => &[],
             };
             let held = |i: usize| present.get(i).copied().unwrap_or(false);
             let from = (first..=last).find(|&i| held(i));
