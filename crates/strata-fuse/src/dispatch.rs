@@ -176,6 +176,7 @@ pub(crate) fn placeholder_attr() -> strata_types::Attr {
         nlink: 0,
         length: 0,
         parent: Ino(0),
+        xattrs: false,
     }
 }
 

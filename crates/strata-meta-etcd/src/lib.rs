@@ -382,6 +382,10 @@ impl KvEngine for EtcdEngine {
     fn native_field_ops(&self) -> bool {
         false
     }
+
+    fn remote(&self) -> bool {
+        true
+    }
 }
 
 /// "The key still holds `value`" (or still does not exist).

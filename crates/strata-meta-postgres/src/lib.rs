@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use strata_meta::kv::{
-    CommitRequest, Key, KvEngine, KvError, KvSnapshot, Link, ReadCheck, Value, Write,
+    CommitRequest, Key, KvEngine, KvError, KvSnapshot, Link, LinkedScan, ReadCheck, Value, Write,
     take_prefix_param, within,
 };
 use strata_types::{Secret, redact_url};
@@ -232,6 +232,54 @@ impl KvSnapshot for PostgresSnapshot {
         Ok(Some(values))
     }
 
+    async fn scan_linked(
+        &mut self,
+        keys: &[Key],
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        link: &Link,
+    ) -> Result<Option<LinkedScan>, KvError> {
+        if start >= end || limit == 0 {
+            return Ok(None);
+        }
+        let conn = self.pool.get().await?;
+        let (prefixes, suffixes): (Vec<Key>, Vec<Key>) = link.targets.iter().cloned().unzip();
+        let offset = i32::try_from(link.offset)
+            .map_err(|_| KvError::Engine(format!("link offset {}", link.offset)))?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
+            [&keys, &start, &end, &limit, &offset, &prefixes, &suffixes];
+        let rows = timed(conn.client.query(&conn.stmts.scan_linked, &params)).await?;
+        let mut parts: [Vec<(Key, Value)>; 3] = Default::default();
+        for row in rows {
+            let part: i16 = row.try_get(0).map_err(pg_error)?;
+            let k: Vec<u8> = row.try_get(1).map_err(pg_error)?;
+            let v: Vec<u8> = row.try_get(2).map_err(pg_error)?;
+            let slot = usize::try_from(part)
+                .ok()
+                .and_then(|i| parts.get_mut(i))
+                .ok_or_else(|| KvError::Engine(format!("linked scan part {part}")))?;
+            slot.push((k, v));
+        }
+        let [found, mut page, linked] = parts;
+        let found: std::collections::HashMap<Key, Value> = found.into_iter().collect();
+        let linked: std::collections::HashMap<Key, Value> = linked.into_iter().collect();
+        page.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let linked = page
+            .iter()
+            .map(|(_, v)| match link.target_keys(Some(v)) {
+                Some(targets) => targets.iter().map(|k| linked.get(k).cloned()).collect(),
+                None => vec![None; link.targets.len()],
+            })
+            .collect();
+        Ok(Some(LinkedScan {
+            values: keys.iter().map(|k| found.get(k).cloned()).collect(),
+            rows: page,
+            linked,
+        }))
+    }
+
     async fn scan(
         &mut self,
         start: &[u8],
@@ -331,6 +379,10 @@ impl KvEngine for PostgresEngine {
     fn native_field_ops(&self) -> bool {
         // Under SERIALIZABLE, two updates of one row conflict however they are written.
         false
+    }
+
+    fn remote(&self) -> bool {
+        true
     }
 }
 

@@ -24,6 +24,10 @@ pub(crate) struct Statements {
     /// and `$5` prefixes and suffixes: the rows of the keys and of `prefix || number
     /// big-endian || suffix`, in one statement (one snapshot).
     pub linked: Statement,
+    /// `$1` keys, rows `$2 <= k < $3` (at most `$4`), and the rows each of those links
+    /// to (number at byte `$5`, `$6`/`$7` prefixes and suffixes), in one statement: each
+    /// row's first column says which part it is (0 keys, 1 range, 2 linked).
+    pub scan_linked: Statement,
     pub scan_asc: Statement,
     pub scan_desc: Statement,
     pub upsert: Statement,
@@ -212,6 +216,7 @@ async fn prepare(client: &Client, table: &str) -> Result<Statements, KvError> {
         get: p(format!("SELECT v FROM {table} WHERE k = $1")).await?,
         get_many: p(format!("SELECT k, v FROM {table} WHERE k = ANY($1)")).await?,
         linked: p(linked_sql(table)).await?,
+        scan_linked: p(scan_linked_sql(table)).await?,
         scan_asc: p(format!(
             "SELECT k, v FROM {table} WHERE k >= $1 AND k < $2 ORDER BY k LIMIT $3"
         ))
@@ -227,6 +232,25 @@ async fn prepare(client: &Client, table: &str) -> Result<Statements, KvError> {
         .await?,
         delete: p(format!("DELETE FROM {table} WHERE k = ANY($1)")).await?,
     })
+}
+
+/// See [`Statements::scan_linked`]: a page of readdirplus (the directory, its entries and
+/// their inodes) in one statement, so one snapshot and one round trip.
+fn scan_linked_sql(table: &str) -> String {
+    let number = (1..=8)
+        .rev()
+        .map(|i| format!("substring(page.v from $5::int + {i} for 1)"))
+        .collect::<Vec<_>>()
+        .join(" || ");
+    format!(
+        "WITH page AS (SELECT k, v FROM {table} WHERE k >= $2 AND k < $3 ORDER BY k LIMIT $4) \
+         SELECT 0::int2, k, v FROM {table} WHERE k = ANY($1::bytea[]) \
+         UNION ALL SELECT 1::int2, k, v FROM page \
+         UNION ALL SELECT 2::int2, k, v FROM {table} WHERE k = ANY(ARRAY( \
+           SELECT u.p || {number} || u.s FROM page, \
+             UNNEST($6::bytea[], $7::bytea[]) AS u(p, s) \
+           WHERE length(page.v) >= $5::int + 8))"
+    )
 }
 
 /// See [`Statements::linked`]: one index scan for the keys and the linked keys, which a

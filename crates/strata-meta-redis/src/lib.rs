@@ -27,8 +27,8 @@ use parking_lot::Mutex;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Script, Value as RedisValue};
 use strata_meta::kv::{
-    CommitRequest, FieldUpdate, Key, KvEngine, KvError, KvSnapshot, Link, ReadCheck, Value, Write,
-    take_prefix_param, within,
+    CommitRequest, FieldUpdate, Key, KvEngine, KvError, KvSnapshot, Link, LinkedScan, ReadCheck,
+    Value, Write, take_prefix_param, within,
 };
 use strata_types::{Secret, redact_url};
 
@@ -82,6 +82,7 @@ pub struct RedisEngine {
     index: Vec<u8>,
     scan: Script,
     linked: Script,
+    scan_linked: Script,
     commit: Script,
 }
 
@@ -112,6 +113,7 @@ impl RedisEngine {
             index,
             scan: Script::new(scripts::SCAN),
             linked: Script::new(scripts::LINKED),
+            scan_linked: Script::new(scripts::SCAN_LINKED),
             commit: Script::new(scripts::COMMIT),
         })
     }
@@ -287,6 +289,7 @@ struct RedisSnapshot {
     index: Vec<u8>,
     scan: Script,
     linked: Script,
+    scan_linked: Script,
     conn: ConnectionManager,
     slot: ConnSlot,
 }
@@ -340,6 +343,56 @@ impl KvSnapshot for RedisSnapshot {
             .map(Some)
     }
 
+    async fn scan_linked(
+        &mut self,
+        keys: &[Key],
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        link: &Link,
+    ) -> Result<Option<LinkedScan>, KvError> {
+        if start >= end || limit == 0 {
+            return Ok(None);
+        }
+        let (lo, hi) = lex_bounds(start, end);
+        let mut call = self.scan_linked.key(&self.index);
+        call.arg(&self.base).arg(keys.len());
+        for key in keys {
+            call.arg(key);
+        }
+        call.arg(lo).arg(hi).arg(lex_limit(limit));
+        call.arg(link.offset).arg(link.targets.len());
+        for (prefix, suffix) in &link.targets {
+            call.arg(prefix).arg(suffix);
+        }
+        let flat: Vec<RedisValue> = self
+            .slot
+            .check(timed(call.invoke_async(&mut self.conn)).await)?;
+        let mut items = flat.into_iter();
+        let values = items
+            .by_ref()
+            .take(keys.len())
+            .map(bytes_of)
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut got = LinkedScan {
+            values,
+            ..LinkedScan::default()
+        };
+        while let (Some(k), Some(v)) = (items.next(), items.next()) {
+            let linked = items
+                .by_ref()
+                .take(link.targets.len())
+                .map(bytes_of)
+                .collect::<Result<Vec<_>, _>>()?;
+            // A member without a value cannot happen (both change in one script).
+            if let (Some(key), Some(value)) = (bytes_of(k)?, bytes_of(v)?) {
+                got.rows.push((key, value));
+                got.linked.push(linked);
+            }
+        }
+        Ok(Some(got))
+    }
+
     async fn scan(
         &mut self,
         start: &[u8],
@@ -386,6 +439,7 @@ impl KvEngine for RedisEngine {
             index: self.index.clone(),
             scan: self.scan.clone(),
             linked: self.linked.clone(),
+            scan_linked: self.scan_linked.clone(),
             conn,
             slot: self.conn.clone(),
         }))
@@ -487,6 +541,10 @@ impl KvEngine for RedisEngine {
     fn native_field_ops(&self) -> bool {
         // Applied in the commit script, with exact 64-bit arithmetic on two 32-bit halves
         // (Lua numbers are doubles), so creates in one directory do not conflict.
+        true
+    }
+
+    fn remote(&self) -> bool {
         true
     }
 }

@@ -50,6 +50,39 @@ end
 return out
 "#;
 
+/// Linked scan (a page of readdirplus in one round trip): `KEYS[1]` index; `ARGV` = base,
+/// n, then n keys, low bound, high bound, limit (-1 = all), the byte offset of the number
+/// in each entry's value, m, then m pairs `prefix, suffix`. Returns the n values, then per
+/// entry its key, its value and the m values it links to (nil each when it names none).
+pub const SCAN_LINKED: &str = r#"
+local idx, base, n = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local out = {}
+for i = 1, n do
+  out[i] = redis.call('GET', base .. 'k' .. ARGV[2 + i])
+end
+local lo, hi, limit = ARGV[3 + n], ARGV[4 + n], tonumber(ARGV[5 + n])
+local offset, m = tonumber(ARGV[6 + n]), tonumber(ARGV[7 + n])
+local members = redis.call('ZRANGEBYLEX', idx, lo, hi, 'LIMIT', 0, limit)
+for _, member in ipairs(members) do
+  local v = redis.call('GET', base .. 'k' .. member)
+  out[#out + 1] = member
+  out[#out + 1] = v
+  local number = false
+  if v and #v >= offset + 8 then
+    number = string.reverse(string.sub(v, offset + 1, offset + 8))
+  end
+  for j = 1, m do
+    local prefix, suffix = ARGV[6 + n + 2 * j], ARGV[7 + n + 2 * j]
+    if number then
+      out[#out + 1] = redis.call('GET', base .. 'k' .. prefix .. number .. suffix)
+    else
+      out[#out + 1] = false
+    end
+  end
+end
+return out
+"#;
+
 /// Validated commit. `ARGV` after the base: a commit id (empty for a read-only check; when
 /// set, the key `{base}c{id}` is written with the commit so a client whose answer got lost
 /// can ask whether it was applied), then:

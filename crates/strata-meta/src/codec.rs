@@ -38,10 +38,16 @@ pub struct InodeCore {
     /// An `O_TMPFILE` inode not linked yet: `linkat` may give it its first name (flags bit
     /// 0; Linux's `I_LINKABLE`).
     pub linkable: bool,
+    /// The inode may have extended attributes (flags bit 1): set by the first setxattr,
+    /// never cleared. When clear it has none, so a getxattr needs no engine read (kept
+    /// from metadata version 3 on; see docs/FORMAT.md).
+    pub xattrs: bool,
 }
 
 /// Bit of the core record's flags byte: [`InodeCore::linkable`].
 const FLAG_LINKABLE: u8 = 1;
+/// Bit of the core record's flags byte: [`InodeCore::xattrs`].
+const FLAG_XATTRS: u8 = 2;
 
 impl InodeCore {
     pub fn encode(&self) -> Vec<u8> {
@@ -53,7 +59,14 @@ impl InodeCore {
         v.extend_from_slice(&self.gid.to_le_bytes());
         v.extend_from_slice(&self.rdev.to_le_bytes());
         v.extend_from_slice(&self.parent.0.to_le_bytes());
-        v.push(if self.linkable { FLAG_LINKABLE } else { 0 });
+        let mut flags = 0;
+        if self.linkable {
+            flags |= FLAG_LINKABLE;
+        }
+        if self.xattrs {
+            flags |= FLAG_XATTRS;
+        }
+        v.push(flags);
         v
     }
 
@@ -83,6 +96,7 @@ impl InodeCore {
             rdev: u32_at(12),
             parent: Ino(u64::from_le_bytes(parent)),
             linkable: v[24] & FLAG_LINKABLE != 0,
+            xattrs: v[24] & FLAG_XATTRS != 0,
         })
     }
 }
@@ -146,6 +160,7 @@ impl Inode {
             nlink: self.fields.nlink,
             length: self.fields.length,
             parent: self.core.parent,
+            xattrs: self.core.xattrs,
         }
     }
 }
@@ -266,6 +281,7 @@ mod tests {
             rdev: 7,
             parent: Ino(42),
             linkable: true,
+            xattrs: true,
         };
         assert_eq!(InodeCore::decode(b"k", &core.encode()).unwrap(), core);
         let fields = InodeFields {

@@ -63,6 +63,17 @@ pub fn dentry(parent: Ino, name: &[u8]) -> Key {
     k
 }
 
+/// Keys a writing transaction may assume from the client's recent reads
+/// (`kv::readcache`): inode core and field records, directory entries, usage records.
+pub fn assumable(key: &[u8]) -> bool {
+    match (key.first(), key.get(9)) {
+        (Some(b'A'), Some(b'I' | b'T')) => key.len() == 10,
+        (Some(b'A'), Some(b'D')) => key.len() > 10,
+        (Some(b'U'), _) => key.len() == 9,
+        _ => false,
+    }
+}
+
 /// `A` parent `D`: prefix of all entries of a directory.
 pub fn dentry_prefix(parent: Ino) -> Key {
     with_ino(b'A', parent, b'D', 0)
@@ -235,6 +246,22 @@ pub fn be_u32(key: &[u8], at: usize) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_attribute_records_entries_and_usage_are_assumable() {
+        let ino = Ino(7);
+        assert!(assumable(&inode_core(ino)));
+        assert!(assumable(&inode_fields(ino)));
+        assert!(assumable(&dentry(ino, b"name")));
+        assert!(assumable(&dir_usage(ino)));
+        assert!(!assumable(&dentry_prefix(ino)));
+        assert!(!assumable(&chunk(ino, 0)));
+        assert!(!assumable(&xattr(ino, b"user.a")));
+        assert!(!assumable(&symlink(ino)));
+        assert!(!assumable(&setting("format")));
+        assert!(!assumable(&counter("nextInode")));
+        assert!(!assumable(b""));
+    }
 
     #[test]
     fn an_entry_links_to_its_inode_records() {

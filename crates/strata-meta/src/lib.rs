@@ -21,6 +21,6 @@ pub use meta::{
     DumpStats, Entry, FallocateMode, LockKind, MAX_SLICES_PER_CHUNK, MAY_EXEC, MAY_READ, MAY_WRITE,
     Meta, MetaOptions, NamespaceProblem, NamespaceReport, Opened, PosixLock, Quota, QuotaTarget,
     Raw, RenameFlags, RestoreOutcome, ScanCursor, SessionInfo, SetAttr, SliceDeletion, StatFs,
-    SubtreeUsage, TRASH_NAME, TimeSet, TrashEntry, WriteOutcome, XattrFlags, days_from_civil,
-    hour_name, now_ns, parse_hour_name, trash_entry_name,
+    SubtreeUsage, TRASH_NAME, TimeSet, TrashEntry, WriteOutcome, XattrFlags,
+    absent_xattr_is_enodata, days_from_civil, hour_name, now_ns, parse_hour_name, trash_entry_name,
 };

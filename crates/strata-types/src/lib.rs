@@ -134,6 +134,9 @@ pub struct Attr {
     pub length: u64,
     /// The parent directory; 0 for a file with several hard links.
     pub parent: Ino,
+    /// The inode may have extended attributes; when false it has none, so a front end
+    /// may answer a getxattr with ENODATA from these attributes (while they are fresh).
+    pub xattrs: bool,
 }
 
 impl Attr {

@@ -95,6 +95,9 @@ impl Vfs {
             let done = page.len() < want;
             for e in page {
                 after = Some(e.name.clone());
+                if let Some(attr) = &e.attr {
+                    self.xattr_free.seen(e.ino, attr);
+                }
                 if to_skip > 0 {
                     to_skip -= 1;
                     continue;

@@ -77,6 +77,7 @@ pub(crate) fn internal_attr(ino: Ino, length: u64) -> Attr {
         nlink: 1,
         length,
         parent: Ino::ROOT,
+        xattrs: false,
     }
 }
 

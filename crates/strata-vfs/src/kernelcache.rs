@@ -63,6 +63,7 @@ mod tests {
             nlink: 1,
             length,
             parent: Ino::ROOT,
+            xattrs: false,
         }
     }
 

@@ -21,6 +21,7 @@ mod locks;
 pub mod maintenance;
 mod opencache;
 mod write;
+mod xattrhint;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -124,6 +125,8 @@ pub struct Vfs {
     controls: control::ControlHandles,
     /// Drops an entry from the kernel's cache (set by the FUSE front end).
     entry_invalidator: Mutex<Option<EntryInvalidator>>,
+    /// Inodes known to have no extended attributes (getxattr answered here).
+    xattr_free: xattrhint::XattrFreeInodes,
 }
 
 /// How the front end makes the kernel forget a cached entry: called with the parent as
@@ -143,7 +146,9 @@ impl std::fmt::Debug for EntryInvalidator {
 
 impl Vfs {
     pub fn new(meta: Arc<Meta>, chunks: ChunkStore, opts: VfsOptions) -> Vfs {
+        let xattr_free = xattrhint::XattrFreeInodes::new(meta.keeps_xattr_flags(), opts.attr_ttl);
         Vfs {
+            xattr_free,
             meta,
             chunks,
             opts,
@@ -232,6 +237,7 @@ impl Vfs {
             return Ok(internal::internal_attr(ino, 0));
         }
         let mut attr = self.meta.getattr(ino).await.map_err(from_meta)?;
+        self.xattr_free.seen(ino, &attr);
         self.apply_pending(ino, &mut attr);
         Ok(attr)
     }
@@ -251,6 +257,7 @@ impl Vfs {
             .lookup(ctx, parent, name)
             .await
             .map_err(from_meta)?;
+        self.xattr_free.seen(entry.ino, &entry.attr);
         self.apply_pending(entry.ino, &mut entry.attr);
         Ok(entry)
     }
@@ -378,6 +385,7 @@ impl Vfs {
     ) -> Result<()> {
         self.writable()?;
         let flags = XattrFlags::from_bits(flags).map_err(from_meta)?;
+        self.xattr_free.forget(ino);
         self.meta
             .setxattr(ctx, ino, name, value, flags)
             .await
@@ -385,6 +393,9 @@ impl Vfs {
     }
 
     pub async fn getxattr(&self, ctx: &Ctx, ino: Ino, name: &[u8], size: usize) -> Result<Vec<u8>> {
+        if strata_meta::absent_xattr_is_enodata(ctx, name) && self.xattr_free.has_none(ino) {
+            return Err(Errno::ENODATA);
+        }
         self.meta
             .getxattr(ctx, ino, name, size)
             .await

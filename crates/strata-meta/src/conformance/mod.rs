@@ -13,6 +13,7 @@ pub mod kv;
 pub mod lifecycle;
 pub mod namespace;
 pub mod posix;
+pub mod round_trips;
 pub mod special;
 
 use std::sync::Arc;
@@ -196,7 +197,9 @@ macro_rules! meta_conformance_tests {
             special::rename_whiteout_leaves_a_char_device,
             special::open_directories_outlive_their_removal,
             special::data_commits_never_override_later_times,
-            special::remove_tree_checks_what_rm_r_checks
+            special::remove_tree_checks_what_rm_r_checks,
+            round_trips::listing_and_changes_are_one_call_each,
+            round_trips::stale_assumptions_are_caught
         );
     };
     (@cases $store:ty; $($module:ident :: $case:ident),* $(,)?) => {

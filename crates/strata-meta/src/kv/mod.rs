@@ -8,6 +8,7 @@
 //! never conflict ([`FieldOp`]) and the bounded, jittered retry loop live in [`txn`], once.
 
 pub mod memory;
+pub mod readcache;
 pub mod sqlite;
 mod sqlite_writer;
 pub mod txn;
@@ -16,7 +17,7 @@ use std::fmt;
 
 use async_trait::async_trait;
 
-pub use txn::{RetryPolicy, Txn, TxnError, TxnFuture, run_txn};
+pub use txn::{RetryPolicy, Txn, TxnError, TxnFuture, run_txn, run_txn_cached};
 
 /// A key in the engine's ordered key space.
 pub type Key = Vec<u8>;
@@ -233,6 +234,18 @@ impl Link {
     }
 }
 
+/// What [`KvSnapshot::scan_linked`] read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LinkedScan {
+    /// Values of the keys asked for, in order.
+    pub values: Vec<Option<Value>>,
+    /// Entries of the range, ascending.
+    pub rows: Vec<(Key, Value)>,
+    /// For each row, the values of the keys the link names from its value (`None` each
+    /// when it names none).
+    pub linked: Vec<Vec<Option<Value>>>,
+}
+
 /// A read view of an engine. Each call returns values of one consistent state (a single
 /// atomic command or statement); a read-only transaction that made one call is therefore
 /// not re-checked.
@@ -260,6 +273,22 @@ pub trait KvSnapshot: Send {
         link: &Link,
     ) -> Result<Option<Vec<Option<Value>>>, KvError> {
         let _ = (keys, link);
+        Ok(None)
+    }
+    /// Values of `keys`, the entries with `start <= key < end` (ascending, at most
+    /// `limit`), and for each entry the keys `link` names from its value (`link.from` is
+    /// not used), all from one consistent state in one call: a page of readdirplus (the
+    /// directory, its entries, their inodes) in one round trip. `Ok(None)` when the engine
+    /// cannot, and the caller reads in steps.
+    async fn scan_linked(
+        &mut self,
+        keys: &[Key],
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        link: &Link,
+    ) -> Result<Option<LinkedScan>, KvError> {
+        let _ = (keys, start, end, limit, link);
         Ok(None)
     }
 }
@@ -294,6 +323,11 @@ pub trait KvEngine: Send + Sync + fmt::Debug {
     /// True when the engine applies [`Write::Fields`] itself at commit time; otherwise the
     /// transaction layer turns them into a read plus a put before committing.
     fn native_field_ops(&self) -> bool;
+    /// True when every call is a network round trip (Redis, PostgreSQL, etcd): clients
+    /// then let writing transactions assume recently read values ([`readcache`]).
+    fn remote(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 
+use super::readcache::ReadCache;
 use super::{
-    CommitRequest, FieldOp, Key, KvEngine, KvError, KvSnapshot, Link, ReadCheck, Value, Write,
-    apply_field_ops,
+    CommitRequest, FieldOp, Key, KvEngine, KvError, KvSnapshot, Link, LinkedScan, ReadCheck, Value,
+    Write, apply_field_ops,
 };
 
 /// One optimistic transaction over a [`KvEngine`].
@@ -22,6 +23,13 @@ pub struct Txn<'a> {
     writes: BTreeMap<Key, Write>,
     /// Calls made to the engine's read view (each one returns one consistent state).
     engine_calls: u32,
+    /// The client's cache of recent values ([`ReadCache`]): told what this transaction
+    /// read and wrote.
+    cache: Option<&'a ReadCache>,
+    /// Whether values found in `cache` are assumed instead of read.
+    assume: bool,
+    /// Keys whose values were assumed, not read: re-checked only by the commit.
+    assumed: Vec<Key>,
 }
 
 impl std::fmt::Debug for Txn<'_> {
@@ -37,6 +45,17 @@ impl std::fmt::Debug for Txn<'_> {
 impl<'a> Txn<'a> {
     /// Start a transaction on `engine`.
     pub async fn begin(engine: &'a dyn KvEngine) -> Result<Txn<'a>, KvError> {
+        Self::begin_with(engine, None, false).await
+    }
+
+    /// Start a transaction that tells `cache` what it read and wrote and, with `assume`,
+    /// takes the values of keys found there without reading them (see [`ReadCache`]);
+    /// the commit re-checks them like every read.
+    pub async fn begin_with(
+        engine: &'a dyn KvEngine,
+        cache: Option<&'a ReadCache>,
+        assume: bool,
+    ) -> Result<Txn<'a>, KvError> {
         let snapshot = engine.snapshot().await?;
         Ok(Txn {
             engine,
@@ -44,7 +63,26 @@ impl<'a> Txn<'a> {
             reads: Vec::new(),
             writes: BTreeMap::new(),
             engine_calls: 0,
+            cache,
+            assume: assume && cache.is_some(),
+            assumed: Vec::new(),
         })
+    }
+
+    /// True when some value this transaction used was assumed rather than read.
+    pub fn assumed_anything(&self) -> bool {
+        !self.assumed.is_empty()
+    }
+
+    /// Take `key`'s value from the cache, if it is there, as a recorded read.
+    fn assume(&mut self, key: &[u8]) -> Option<Option<Value>> {
+        if !self.assume {
+            return None;
+        }
+        let value = self.cache?.get(key)?;
+        self.assumed.push(key.to_vec());
+        self.record_point(key, value.clone());
+        Some(value)
     }
 
     /// The value under `key`, seeing this transaction's own writes.
@@ -60,11 +98,14 @@ impl<'a> Txn<'a> {
 
     /// Values of several keys in one engine round trip, in the order asked.
     pub async fn get_many(&mut self, keys: &[Key]) -> Result<Vec<Option<Value>>, KvError> {
-        let missing: Vec<Key> = keys
+        let mut missing: Vec<Key> = keys
             .iter()
             .filter(|k| !self.is_buffered_value(k))
             .cloned()
             .collect();
+        if self.assume {
+            missing.retain(|k| self.assume(k).is_none());
+        }
         let fetched = if missing.is_empty() {
             Vec::new()
         } else {
@@ -90,7 +131,15 @@ impl<'a> Txn<'a> {
         link: &Link,
     ) -> Result<Vec<Option<Value>>, KvError> {
         let fresh = self.writes.is_empty() && keys.iter().all(|k| !self.is_buffered_value(k));
-        if fresh && let Some(values) = self.snapshot.get_linked(keys, link).await? {
+        // With the first keys cached, reading in two steps takes at most one call.
+        let cached = self.assume
+            && self
+                .cache
+                .is_some_and(|c| keys.iter().all(|k| c.get(k).is_some()));
+        if fresh
+            && !cached
+            && let Some(values) = self.snapshot.get_linked(keys, link).await?
+        {
             if values.len() != keys.len() + link.targets.len() {
                 return Err(KvError::Engine(format!(
                     "linked read returned {} values for {} keys",
@@ -117,6 +166,103 @@ impl<'a> Txn<'a> {
             None => values.extend(link.targets.iter().map(|_| None)),
         }
         Ok(values)
+    }
+
+    /// Values of `keys`, the entries of `start..end` (ascending, at most `limit`) and the
+    /// values each entry links to: one engine call where the engine can (see
+    /// [`KvSnapshot::scan_linked`]), else three.
+    pub async fn scan_linked(
+        &mut self,
+        keys: &[Key],
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        link: &Link,
+    ) -> Result<LinkedScan, KvError> {
+        let fresh = self.writes.is_empty() && keys.iter().all(|k| !self.is_buffered_value(k));
+        if fresh
+            && let Some(got) = self
+                .snapshot
+                .scan_linked(keys, start, end, limit, link)
+                .await?
+        {
+            self.record_linked_scan(keys, start, end, limit, link, &got)?;
+            return Ok(got);
+        }
+        let values = self.get_many(keys).await?;
+        let rows = self.scan(start, end, limit, false).await?;
+        let targets: Vec<Option<Vec<Key>>> = rows
+            .iter()
+            .map(|(_, v)| link.target_keys(Some(v)))
+            .collect();
+        let wanted: Vec<Key> = targets.iter().flatten().flatten().cloned().collect();
+        let mut fetched = self.get_many(&wanted).await?.into_iter();
+        let linked = targets
+            .iter()
+            .map(|t| match t {
+                Some(keys) => keys.iter().map(|_| fetched.next().flatten()).collect(),
+                None => vec![None; link.targets.len()],
+            })
+            .collect();
+        Ok(LinkedScan {
+            values,
+            rows,
+            linked,
+        })
+    }
+
+    /// Record what one [`KvSnapshot::scan_linked`] call returned as this transaction's
+    /// reads.
+    fn record_linked_scan(
+        &mut self,
+        keys: &[Key],
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        link: &Link,
+        got: &LinkedScan,
+    ) -> Result<(), KvError> {
+        if got.values.len() != keys.len() || got.linked.len() != got.rows.len() {
+            return Err(KvError::Engine(format!(
+                "linked scan returned {} values for {} keys, {} linked sets for {} rows",
+                got.values.len(),
+                keys.len(),
+                got.linked.len(),
+                got.rows.len()
+            )));
+        }
+        self.engine_calls += 1;
+        for (key, value) in keys.iter().zip(&got.values) {
+            self.record_point(key, value.clone());
+        }
+        self.reads.push(ReadCheck::Range {
+            start: start.to_vec(),
+            end: end.to_vec(),
+            limit,
+            reverse: false,
+            entries: got.rows.clone(),
+        });
+        // Hard links name one inode from several rows: record each key once.
+        let mut recorded: std::collections::HashSet<Key> = self
+            .reads
+            .iter()
+            .filter_map(|r| match r {
+                ReadCheck::Point { key, .. } => Some(key.clone()),
+                ReadCheck::Range { .. } => None,
+            })
+            .collect();
+        for ((_, value), linked) in got.rows.iter().zip(&got.linked) {
+            let Some(targets) = link.target_keys(Some(value)) else {
+                continue;
+            };
+            for (key, value) in targets.into_iter().zip(linked) {
+                if !recorded.contains(&key) {
+                    self.record_point(&key, value.clone());
+                    recorded.insert(key);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Entries with `start <= key < end` in key order (descending with `reverse`), at most
@@ -235,6 +381,7 @@ impl<'a> Txn<'a> {
                     .insert(key, value.map_or(Write::Delete, Write::Put));
             }
         }
+        self.remember_reads();
         // Release the read view before waiting on the commit: a view held open across
         // commits keeps engines like SQLite from recycling their log.
         let Txn {
@@ -242,15 +389,35 @@ impl<'a> Txn<'a> {
             snapshot,
             reads,
             writes,
+            cache,
+            assumed,
             ..
         } = self;
         drop(snapshot);
-        engine
-            .commit(CommitRequest {
-                reads,
-                writes: writes.into_iter().collect(),
-            })
-            .await
+        let writes: Vec<(Key, Write)> = writes.into_iter().collect();
+        let Some(cache) = cache else {
+            return engine.commit(CommitRequest { reads, writes }).await;
+        };
+        let written = writes.clone();
+        let outcome = engine.commit(CommitRequest { reads, writes }).await;
+        match &outcome {
+            Ok(()) => cache.committed(&written),
+            // Whatever was assumed may be what conflicted (or may not have been applied).
+            Err(_) => assumed.iter().for_each(|k| cache.forget(k)),
+        }
+        outcome
+    }
+
+    /// Tell the cache what this transaction read from the engine (not what it assumed).
+    fn remember_reads(&self) {
+        let Some(cache) = self.cache else { return };
+        for read in &self.reads {
+            if let ReadCheck::Point { key, value } = read
+                && !self.assumed.contains(key)
+            {
+                cache.remember(key, value.as_deref());
+            }
+        }
     }
 
     /// Whether everything this transaction read came from one consistent state: on an
@@ -263,6 +430,7 @@ impl<'a> Txn<'a> {
     /// End a transaction that wrote nothing: on engines without snapshot isolation its
     /// reads are re-checked so the caller never acts on a torn view.
     async fn finish_read_only(self) -> Result<(), KvError> {
+        self.remember_reads();
         if self.reads_are_one_view() {
             return Ok(());
         }
@@ -297,6 +465,9 @@ impl<'a> Txn<'a> {
             {
                 return Ok(value.clone());
             }
+        }
+        if let Some(value) = self.assume(key) {
+            return Ok(value);
         }
         self.engine_calls += 1;
         let value = self.snapshot.get(key).await?;
@@ -388,6 +559,24 @@ pub type TxnFuture<'t, T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send 
 pub async fn run_txn<'a, T, E, F>(
     engine: &'a dyn KvEngine,
     policy: &RetryPolicy,
+    body: F,
+) -> Result<T, E>
+where
+    E: TxnError,
+    F: for<'t> FnMut(&'t mut Txn<'a>) -> TxnFuture<'t, T, E>,
+{
+    run_txn_cached(engine, None, false, policy, body).await
+}
+
+/// [`run_txn`] with the client's [`ReadCache`], which is told what every attempt read and
+/// wrote. With `assume`, the first attempt assumes the values it finds there. That attempt's result stands only if its commit (which re-checks every
+/// assumed value) succeeded; if it conflicted, failed, or wrote nothing, the transaction
+/// runs again at once with fresh reads.
+pub async fn run_txn_cached<'a, T, E, F>(
+    engine: &'a dyn KvEngine,
+    cache: Option<&'a ReadCache>,
+    assume: bool,
+    policy: &RetryPolicy,
     mut body: F,
 ) -> Result<T, E>
 where
@@ -396,8 +585,15 @@ where
 {
     let started = Instant::now();
     let mut attempt = 0u32;
+    if assume && cache.is_some() {
+        match attempt_assuming(engine, cache, &mut body).await {
+            Some(Ok(v)) => return Ok(v),
+            Some(Err(e)) if !e.as_kv().is_some_and(KvError::is_retryable) => return Err(e),
+            _ => {}
+        }
+    }
     loop {
-        let outcome = attempt_once(engine, &mut body).await;
+        let outcome = attempt_once(engine, cache, &mut body).await;
         let err = match outcome {
             Ok(v) => return Ok(v),
             Err(e) => e,
@@ -439,19 +635,68 @@ fn err_text<E: TxnError>(err: &E) -> String {
     err.as_kv().map(|e| e.to_string()).unwrap_or_default()
 }
 
-async fn attempt_once<'a, T, E, F>(engine: &'a dyn KvEngine, body: &mut F) -> Result<T, E>
+/// One attempt that assumes cached values: `None` when its outcome cannot stand (it used
+/// an assumed value and then failed or wrote nothing, so nothing checked what it saw).
+async fn attempt_assuming<'a, T, E, F>(
+    engine: &'a dyn KvEngine,
+    cache: Option<&'a ReadCache>,
+    body: &mut F,
+) -> Option<Result<T, E>>
 where
     E: TxnError,
     F: for<'t> FnMut(&'t mut Txn<'a>) -> TxnFuture<'t, T, E>,
 {
-    let mut txn = Txn::begin(engine).await?;
-    match body(&mut txn).await {
+    let mut txn = match Txn::begin_with(engine, cache, true).await {
+        Ok(txn) => txn,
+        Err(e) => return Some(Err(E::from(e))),
+    };
+    let outcome = body(&mut txn).await;
+    if !txn.assumed_anything() {
+        return Some(finish_attempt(engine, txn, outcome).await);
+    }
+    match outcome {
+        Ok(v) if !txn.writes.is_empty() => match txn.commit().await {
+            Ok(()) => Some(Ok(v)),
+            Err(_) => None,
+        },
+        _ => None,
+    }
+}
+
+async fn attempt_once<'a, T, E, F>(
+    engine: &'a dyn KvEngine,
+    cache: Option<&'a ReadCache>,
+    body: &mut F,
+) -> Result<T, E>
+where
+    E: TxnError,
+    F: for<'t> FnMut(&'t mut Txn<'a>) -> TxnFuture<'t, T, E>,
+{
+    let mut txn = Txn::begin_with(engine, cache, false).await?;
+    let outcome = body(&mut txn).await;
+    finish_attempt(engine, txn, outcome).await
+}
+
+/// Commit an attempt whose body returned `outcome`, or re-check its reads before
+/// reporting its error.
+async fn finish_attempt<'a, T, E>(
+    engine: &'a dyn KvEngine,
+    txn: Txn<'a>,
+    outcome: Result<T, E>,
+) -> Result<T, E>
+where
+    E: TxnError,
+{
+    match outcome {
         Ok(v) => {
             txn.commit().await?;
             Ok(v)
         }
         Err(e) if e.as_kv().is_some_and(KvError::is_retryable) => Err(e),
         Err(e) => {
+            // What it read is worth remembering (a lookup that found nothing: a create
+            // of that name follows).
+            txn.remember_reads();
             if !txn.reads_are_one_view() {
                 let Txn {
                     snapshot, reads, ..

@@ -91,7 +91,7 @@ impl Meta {
     /// Change attributes of `ino`; returns the new attributes.
     pub async fn setattr(&self, ctx: &Ctx, ino: Ino, set: &SetAttr) -> Result<Attr> {
         let (attr, space_delta, old_owner) = self
-            .txn(|tx| {
+            .write_txn(|tx| {
                 Box::pin(async move {
                     let mut inode = must_get_inode(tx, ino).await?;
                     let old_owner = (inode.core.uid, inode.core.gid);

@@ -159,7 +159,7 @@ impl Meta {
         }
         let threshold = self.opts.compact_threshold;
         let (outcome, delta) = self
-            .txn(|tx| {
+            .write_txn(|tx| {
                 Box::pin(async move {
                     let mut inode = must_get_inode(tx, ino).await?;
                     must_be_regular(&inode)?;

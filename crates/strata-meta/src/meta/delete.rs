@@ -66,6 +66,7 @@ impl Meta {
                             rdev: 0,
                             parent: Ino::TRASH,
                             linkable: false,
+                            xattrs: false,
                         },
                         fields: codec::InodeFields {
                             atime: now,
@@ -116,7 +117,7 @@ impl Meta {
                 child.fields.nlink = 0;
                 return Ok(self.sustain(tx, child));
             }
-            delete_inode_records(tx, child.ino).await?;
+            delete_inode_records(tx, child, self.keeps_xattr_flags()).await?;
             tx.delete(keys::dir_usage(child.ino));
             return Ok(Unlinked::Deleted {
                 space: 4096,
@@ -138,7 +139,7 @@ impl Meta {
         if self.is_open(child.ino) {
             return Ok(self.sustain(tx, child));
         }
-        delete_inode_records(tx, child.ino).await?;
+        delete_inode_records(tx, child, self.keeps_xattr_flags()).await?;
         if child.core.kind == FileType::Regular && child.fields.length > 0 {
             queue_file_deletion(tx, child.ino, child.fields.length, now);
         }
@@ -317,7 +318,7 @@ pub(crate) async fn delete_sustained(
     sid: u64,
     inode: &Inode,
 ) -> Result<Unlinked> {
-    delete_inode_records(tx, inode.ino).await?;
+    delete_inode_records(tx, inode, false).await?;
     if sid != 0 {
         tx.delete(keys::sustained(sid, inode.ino));
     }
@@ -335,7 +336,24 @@ pub(crate) async fn delete_sustained(
 
 /// Delete an inode's own records (core, fields, symlink target, xattrs, parent links),
 /// leaving its chunks for the deletion queue.
-pub(crate) async fn delete_inode_records(tx: &mut Txn<'_>, ino: Ino) -> Result<()> {
+///
+/// With `flags_kept` (metadata version 3 on), an inode with one parent and no xattrs has
+/// exactly its two attribute records and perhaps a symlink target: they are deleted
+/// without a scan (one round trip less for unlink and rmdir).
+pub(crate) async fn delete_inode_records(
+    tx: &mut Txn<'_>,
+    inode: &Inode,
+    flags_kept: bool,
+) -> Result<()> {
+    let ino = inode.ino;
+    if flags_kept && !inode.core.xattrs && inode.core.parent != Ino(0) {
+        tx.delete(keys::inode_core(ino));
+        tx.delete(keys::inode_fields(ino));
+        if inode.core.kind == FileType::Symlink {
+            tx.delete(keys::symlink(ino));
+        }
+        return Ok(());
+    }
     // Keys of one inode sort as C (chunks) < D (entries) < I < P < S < T < X.
     let start = keys::inode_core(ino);
     let end = prefix_end(&keys::inode_prefix(ino));

@@ -120,6 +120,11 @@ impl Meta {
         loader.finish(&counters);
         self.put_batch(std::mem::take(&mut loader.batch)).await?;
         self.fix_multi_links(&loader).await?;
+        // Every record is written in this client's layout (inode flags included).
+        let format = Format {
+            meta_version: crate::format::META_VERSION,
+            ..format
+        };
         let record = format.encode()?;
         self.put_batch(vec![(keys::setting("format"), record)])
             .await?;
@@ -210,6 +215,7 @@ impl Loader {
             rdev: node.rdev,
             parent: Ino(node.parent),
             linkable: false,
+            xattrs: !node.xattrs.is_empty(),
         };
         let fields = InodeFields {
             atime: node.atime,

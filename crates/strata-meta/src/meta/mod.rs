@@ -42,13 +42,14 @@ pub use rename::RenameFlags;
 pub use scan::{ChunkRecord, ScanCursor};
 pub use session::{Opened, SessionInfo};
 pub use trash::{RestoreOutcome, TrashEntry, days_from_civil, parse_hour_name};
-pub use xattr::XattrFlags;
+pub use xattr::{XattrFlags, absent_xattr_is_enodata};
 
 use crate::codec::{self, Inode, InodeCore, InodeFields, slot, usage_slot};
 use crate::error::{MetaError, Result, posix};
 use crate::format::Format;
 use crate::keys;
-use crate::kv::{FieldOp, FieldUpdate, KvEngine, RetryPolicy, Txn, TxnFuture, run_txn};
+use crate::kv::readcache::ReadCache;
+use crate::kv::{FieldOp, FieldUpdate, KvEngine, RetryPolicy, Txn, TxnFuture, run_txn_cached};
 
 /// Who is asking: the caller's credentials, for permission checks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,6 +106,10 @@ pub struct MetaOptions {
     /// process) and [`Meta::sync`] makes them survive a crash of the machine; without it,
     /// every operation is durable when it returns. Mounts defer, admin commands do not.
     pub deferred_sync: bool,
+    /// On engines where every read is a round trip ([`KvEngine::remote`]): writing
+    /// transactions assume recently seen inode records and entries instead of reading
+    /// them again, and the commit re-checks them (`kv::readcache`).
+    pub assume_recent_reads: bool,
 }
 
 impl Default for MetaOptions {
@@ -116,6 +121,7 @@ impl Default for MetaOptions {
             session_timeout: std::time::Duration::from_secs(300),
             compact_threshold: 100,
             deferred_sync: false,
+            assume_recent_reads: true,
         }
     }
 }
@@ -164,6 +170,8 @@ pub struct Meta {
     stored: Mutex<UsageDelta>,
     trash_hour: tokio::sync::Mutex<Option<(String, Ino)>>,
     quota_cache: Mutex<quota::QuotaCache>,
+    /// Recent values writing transactions may assume (network engines only).
+    read_cache: Option<ReadCache>,
 }
 
 impl std::fmt::Debug for Meta {
@@ -210,7 +218,10 @@ impl Meta {
         if opts.deferred_sync {
             engine.set_deferred_sync(true);
         }
+        let read_cache =
+            (opts.assume_recent_reads && engine.remote()).then(|| ReadCache::new(keys::assumable));
         Meta {
+            read_cache,
             engine,
             opts,
             format: RwLock::new(None),
@@ -247,7 +258,33 @@ impl Meta {
     where
         F: for<'t> FnMut(&'t mut Txn<'s>) -> TxnFuture<'t, T, MetaError>,
     {
-        run_txn(self.engine.as_ref(), &self.opts.retry, body).await
+        run_txn_cached(
+            self.engine.as_ref(),
+            self.read_cache.as_ref(),
+            false,
+            &self.opts.retry,
+            body,
+        )
+        .await
+    }
+
+    /// [`Meta::txn`] for an operation that writes: on a network engine its first attempt
+    /// assumes the inode records and entries this client saw recently instead of reading
+    /// them (the commit re-checks them), so after the kernel's lookup it is one round
+    /// trip. Not for read-only operations: an attempt that assumed values and wrote
+    /// nothing is run again.
+    pub(crate) async fn write_txn<'s, T, F>(&'s self, body: F) -> Result<T>
+    where
+        F: for<'t> FnMut(&'t mut Txn<'s>) -> TxnFuture<'t, T, MetaError>,
+    {
+        run_txn_cached(
+            self.engine.as_ref(),
+            self.read_cache.as_ref(),
+            true,
+            &self.opts.retry,
+            body,
+        )
+        .await
     }
 
     /// Format the volume: write the format record, root and trash directories and counters.
@@ -269,6 +306,8 @@ impl Meta {
                         let updated = Format {
                             uuid: old.uuid.clone(),
                             created_at: old.created_at,
+                            // The records stay in the layout they were written in.
+                            meta_version: old.meta_version,
                             ..format.clone()
                         };
                         tx.put(key, updated.encode()?);
@@ -318,6 +357,13 @@ impl Meta {
     /// The loaded format record.
     pub fn current_format(&self) -> Result<Arc<Format>> {
         self.format.read().clone().ok_or(MetaError::NotFormatted)
+    }
+
+    /// True when every inode's "may have xattrs" flag is kept (metadata version 3 on), so
+    /// attributes without it mean the inode has none.
+    pub fn keeps_xattr_flags(&self) -> bool {
+        self.current_format()
+            .is_ok_and(|f| f.meta_version >= crate::format::XATTR_FLAG_VERSION)
     }
 
     /// Allocate one inode number from this client's batch.
@@ -466,6 +512,7 @@ fn init_volume(tx: &mut Txn<'_>, now: Nanos) -> Result<()> {
                 rdev: 0,
                 parent,
                 linkable: false,
+                xattrs: false,
             },
             fields: InodeFields {
                 atime: now,

@@ -236,7 +236,7 @@ impl Meta {
         self.check_limits(space, 1)?;
         let node = &node;
         let entry = self
-            .txn(|tx| {
+            .write_txn(|tx| {
                 Box::pin(async move {
                     let (dir, existing) = get_dir_and_entry(tx, parent, name).await?;
                     if in_trash(&dir) || (parent == Ino::ROOT && name == TRASH_NAME) {
@@ -303,7 +303,7 @@ impl Meta {
         if newname == b"." || newname == b".." {
             return posix(Errno::EEXIST);
         }
-        self.txn(|tx| {
+        self.write_txn(|tx| {
             Box::pin(async move {
                 let dir = get_dir(tx, newparent).await?;
                 if in_trash(&dir) {
@@ -358,7 +358,7 @@ impl Meta {
         check_name(name)?;
         let trash = self.trash_dir().await?;
         let unlinked = self
-            .txn(|tx| {
+            .write_txn(|tx| {
                 Box::pin(async move {
                     let dir = get_dir(tx, parent).await?;
                     check_access(ctx, &dir.core, MAY_WRITE | MAY_EXEC)?;
@@ -391,7 +391,7 @@ impl Meta {
         }
         let trash = self.trash_dir().await?;
         let unlinked = self
-            .txn(|tx| {
+            .write_txn(|tx| {
                 Box::pin(async move {
                     let dir = get_dir(tx, parent).await?;
                     check_access(ctx, &dir.core, MAY_WRITE | MAY_EXEC)?;
@@ -431,28 +431,40 @@ impl Meta {
     ) -> Result<Vec<DirEntry>> {
         self.txn(|tx| {
             Box::pin(async move {
-                get_dir(tx, ino).await?;
                 let prefix = keys::dentry_prefix(ino);
                 let start = match after {
                     Some(name) => [&prefix[..], name, &[0u8][..]].concat(),
                     None => prefix.clone(),
                 };
-                let rows = tx.scan(&start, &prefix_end(&prefix), limit, false).await?;
-                let mut entries = Vec::with_capacity(rows.len());
-                for (key, value) in rows {
-                    let (kind, child) = codec::decode_dentry(&key, &value)?;
-                    let name = key[prefix.len()..].to_vec();
-                    entries.push(DirEntry {
-                        name,
-                        ino: child,
-                        kind,
-                        attr: None,
-                    });
-                }
+                let end = prefix_end(&prefix);
                 if plus {
-                    fill_attrs(tx, &mut entries).await?;
+                    // The directory, a page of entries and their inodes: one engine call.
+                    let dir_key = keys::inode_core(ino);
+                    let link = keys::entry_to_inode(0);
+                    let page = tx
+                        .scan_linked(std::slice::from_ref(&dir_key), &start, &end, limit, &link)
+                        .await?;
+                    check_is_dir(&dir_key, page.values.first().and_then(Option::as_deref))?;
+                    return page
+                        .rows
+                        .iter()
+                        .zip(&page.linked)
+                        .map(|((key, value), inode)| plus_entry(&prefix, key, value, inode))
+                        .collect();
                 }
-                Ok(entries)
+                get_dir(tx, ino).await?;
+                let rows = tx.scan(&start, &end, limit, false).await?;
+                rows.iter()
+                    .map(|(key, value)| {
+                        let (kind, child) = codec::decode_dentry(key, value)?;
+                        Ok(DirEntry {
+                            name: key[prefix.len()..].to_vec(),
+                            ino: child,
+                            kind,
+                            attr: None,
+                        })
+                    })
+                    .collect()
             })
         })
         .await
@@ -500,24 +512,43 @@ impl Meta {
 }
 
 /// Fill in the attributes of readdir entries in one round trip.
-async fn fill_attrs(tx: &mut Txn<'_>, entries: &mut [DirEntry]) -> Result<()> {
-    let ks: Vec<_> = entries
-        .iter()
-        .flat_map(|e| [keys::inode_core(e.ino), keys::inode_fields(e.ino)])
-        .collect();
-    let vals = tx.get_many(&ks).await?;
-    for (i, entry) in entries.iter_mut().enumerate() {
-        let (core, fields) = (&vals[2 * i], &vals[2 * i + 1]);
-        if let (Some(core), Some(fields)) = (core, fields) {
-            let inode = Inode {
-                ino: entry.ino,
-                core: InodeCore::decode(&ks[2 * i], core)?,
-                fields: InodeFields::decode(&ks[2 * i + 1], fields)?,
-            };
-            entry.attr = Some(inode.attr());
-        }
+/// ENOENT or ENOTDIR unless `core` (read under `key`) is a directory's core record.
+fn check_is_dir(key: &[u8], core: Option<&[u8]>) -> Result<()> {
+    let Some(core) = core else {
+        return posix(Errno::ENOENT);
+    };
+    if InodeCore::decode(key, core)?.kind != FileType::Directory {
+        return posix(Errno::ENOTDIR);
     }
     Ok(())
+}
+
+/// A readdirplus entry from its directory entry `key` → `value` and the values of its
+/// inode's core and field records (an entry whose inode is gone has no attributes).
+fn plus_entry(
+    prefix: &[u8],
+    key: &[u8],
+    value: &[u8],
+    inode: &[Option<Vec<u8>>],
+) -> Result<DirEntry> {
+    let (kind, ino) = codec::decode_dentry(key, value)?;
+    let attr = match inode {
+        [Some(core), Some(fields)] => Some(
+            Inode {
+                ino,
+                core: InodeCore::decode(&keys::inode_core(ino), core)?,
+                fields: InodeFields::decode(&keys::inode_fields(ino), fields)?,
+            }
+            .attr(),
+        ),
+        _ => None,
+    };
+    Ok(DirEntry {
+        name: key[prefix.len()..].to_vec(),
+        ino,
+        kind,
+        attr,
+    })
 }
 
 pub(super) fn new_inode(
@@ -551,6 +582,7 @@ pub(super) fn new_inode(
             rdev: node.rdev,
             parent: dir.ino,
             linkable: false,
+            xattrs: false,
         },
         fields: InodeFields {
             atime: now,

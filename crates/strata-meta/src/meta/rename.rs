@@ -79,7 +79,7 @@ impl Meta {
             None
         };
         let (unlinked, whiteout_owner) = self
-            .txn(|tx| {
+            .write_txn(|tx| {
                 Box::pin(async move {
                     let unlinked = self
                         .rename_in(tx, ctx, (parent, name), (newparent, newname), flags, trash)

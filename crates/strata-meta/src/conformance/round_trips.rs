@@ -1,0 +1,276 @@
+//! Round trips per operation: an engine wrapper that counts every call a client makes
+//! (each is one round trip on a network engine), and the cases that hold the metadata
+//! layer to its budget (docs/DESIGN.md, "Round trips per operation").
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use strata_types::{Errno, Ino};
+
+use super::{TestStore, errno_of, mkdir, test_format, test_options, touch};
+use crate::kv::{CommitRequest, Key, KvEngine, KvError, KvSnapshot, Link, LinkedScan, Value};
+use crate::meta::{Ctx, Meta, MetaOptions};
+
+/// An engine that counts the calls made to it (reads and commits) and reports itself as
+/// remote, so clients use their read cache whatever the engine underneath.
+#[derive(Debug)]
+pub struct Counting {
+    inner: Arc<dyn KvEngine>,
+    calls: Arc<AtomicU64>,
+    /// Whether the engine answered a linked scan in one call.
+    scans_linked: Arc<AtomicBool>,
+}
+
+impl Counting {
+    pub fn new(inner: Arc<dyn KvEngine>) -> Counting {
+        Counting {
+            inner,
+            calls: Arc::default(),
+            scans_linked: Arc::default(),
+        }
+    }
+
+    /// Calls since the last [`take`](Self::take).
+    pub fn take(&self) -> u64 {
+        self.calls.swap(0, Ordering::SeqCst)
+    }
+}
+
+struct CountingSnapshot {
+    inner: Box<dyn KvSnapshot>,
+    calls: Arc<AtomicU64>,
+    scans_linked: Arc<AtomicBool>,
+}
+
+impl CountingSnapshot {
+    fn count(&self) {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl KvSnapshot for CountingSnapshot {
+    async fn get(&mut self, key: &[u8]) -> Result<Option<Value>, KvError> {
+        self.count();
+        self.inner.get(key).await
+    }
+    async fn get_many(&mut self, keys: &[Key]) -> Result<Vec<Option<Value>>, KvError> {
+        self.count();
+        self.inner.get_many(keys).await
+    }
+    async fn scan(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<(Key, Value)>, KvError> {
+        self.count();
+        self.inner.scan(start, end, limit, reverse).await
+    }
+    async fn get_linked(
+        &mut self,
+        keys: &[Key],
+        link: &Link,
+    ) -> Result<Option<Vec<Option<Value>>>, KvError> {
+        let got = self.inner.get_linked(keys, link).await?;
+        if got.is_some() {
+            self.count();
+        }
+        Ok(got)
+    }
+    async fn scan_linked(
+        &mut self,
+        keys: &[Key],
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        link: &Link,
+    ) -> Result<Option<LinkedScan>, KvError> {
+        let got = self
+            .inner
+            .scan_linked(keys, start, end, limit, link)
+            .await?;
+        if got.is_some() {
+            self.count();
+            self.scans_linked.store(true, Ordering::SeqCst);
+        }
+        Ok(got)
+    }
+}
+
+#[async_trait]
+impl KvEngine for Counting {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    async fn snapshot(&self) -> Result<Box<dyn KvSnapshot>, KvError> {
+        Ok(Box::new(CountingSnapshot {
+            inner: self.inner.snapshot().await?,
+            calls: self.calls.clone(),
+            scans_linked: self.scans_linked.clone(),
+        }))
+    }
+    async fn commit(&self, req: CommitRequest) -> Result<(), KvError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.inner.commit(req).await
+    }
+    fn set_deferred_sync(&self, deferred: bool) {
+        self.inner.set_deferred_sync(deferred);
+    }
+    async fn sync(&self) -> Result<(), KvError> {
+        self.inner.sync().await
+    }
+    fn snapshot_isolation(&self) -> bool {
+        self.inner.snapshot_isolation()
+    }
+    fn native_field_ops(&self) -> bool {
+        self.inner.native_field_ops()
+    }
+    fn remote(&self) -> bool {
+        true
+    }
+}
+
+/// A client on a counting engine, with inode batches large enough that no allocation
+/// falls inside a counted step.
+async fn counted_volume<S: TestStore>(store: &S) -> (Meta, Arc<Counting>) {
+    let counting = Arc::new(Counting::new(store.client()));
+    let opts = MetaOptions {
+        inode_batch: 4096,
+        ..test_options()
+    };
+    let meta = Meta::new(counting.clone(), opts);
+    meta.format(&test_format(0), false).await.expect("format");
+    meta.load().await.expect("load");
+    (meta, counting)
+}
+
+/// `ls -l` of 1,000 entries is one engine call per page of readdirplus where the engine
+/// reads linked keys (Redis, PostgreSQL), at most four elsewhere; every entry carries
+/// attributes that say it has no xattrs (so the VFS answers `ls`'s getxattr itself).
+/// A create after the kernel's negative lookup, and an unlink and a rename after its
+/// lookup, are one call each: the commit.
+pub async fn listing_and_changes_are_one_call_each<S: TestStore>() {
+    let store = S::create();
+    let (meta, counting) = counted_volume(&store).await;
+    let root = Ctx::root();
+    let dir = mkdir(&meta, Ino::ROOT, "d").await.ino;
+    for i in 0..1000 {
+        touch(&meta, dir, &format!("f{i:04}")).await;
+    }
+    counting.take();
+    let (mut after, mut pages, mut seen) = (None::<Vec<u8>>, 0u64, 0);
+    loop {
+        let page = meta
+            .readdir(dir, after.as_deref(), 512, true)
+            .await
+            .unwrap();
+        pages += 1;
+        seen += page.len();
+        for e in &page {
+            let attr = e.attr.as_ref().expect("readdirplus gives attributes");
+            assert!(!attr.xattrs, "{:?} has no xattrs", e.name);
+        }
+        match page.last() {
+            Some(last) if page.len() == 512 => after = Some(last.name.clone()),
+            _ => break,
+        }
+    }
+    assert_eq!(seen, 1000);
+    let per_page = if counting.scans_linked.load(Ordering::SeqCst) {
+        1
+    } else {
+        // The directory, the entries, their inodes, and a re-check of the three.
+        4
+    };
+    let calls = counting.take();
+    assert!(
+        calls <= pages * per_page,
+        "{calls} engine calls for {pages} pages of readdirplus"
+    );
+
+    assert_eq!(
+        errno_of(meta.lookup(&root, dir, b"new").await),
+        Errno::ENOENT
+    );
+    counting.take();
+    touch(&meta, dir, "new").await;
+    assert_eq!(counting.take(), 1, "create after a negative lookup");
+
+    // The kernel looks up both names first.
+    meta.lookup(&root, dir, b"f0001").await.unwrap();
+    assert_eq!(
+        errno_of(meta.lookup(&root, dir, b"moved").await),
+        Errno::ENOENT
+    );
+    counting.take();
+    meta.rename(&root, dir, b"f0001", dir, b"moved", Default::default())
+        .await
+        .unwrap();
+    assert_eq!(counting.take(), 1, "rename after a lookup");
+
+    meta.lookup(&root, dir, b"f0002").await.unwrap();
+    counting.take();
+    meta.unlink(&root, dir, b"f0002").await.unwrap();
+    assert_eq!(counting.take(), 1, "unlink after a lookup");
+}
+
+/// A value a client assumed from its cache that another client changed meanwhile costs
+/// a retry, never a wrong answer: the commit re-checks it.
+pub async fn stale_assumptions_are_caught<S: TestStore>() {
+    let store = S::create();
+    let (first, _) = counted_volume(&store).await;
+    let second = Meta::new(Arc::new(Counting::new(store.client())), test_options());
+    second.load().await.expect("load");
+    let root = Ctx::root();
+    let dir = mkdir(&first, Ino::ROOT, "d").await.ino;
+    // The first client learns "x" is absent; the second creates it.
+    assert_eq!(
+        errno_of(first.lookup(&root, dir, b"x").await),
+        Errno::ENOENT
+    );
+    touch(&second, dir, "x").await;
+    assert_eq!(
+        errno_of(
+            first
+                .mknod(&root, dir, b"x", strata_types::FileType::Regular, 0o644, 0)
+                .await
+        ),
+        Errno::EEXIST
+    );
+    // The first client learns "y" exists; the second removes it.
+    touch(&second, dir, "y").await;
+    first.lookup(&root, dir, b"y").await.unwrap();
+    second.unlink(&root, dir, b"y").await.unwrap();
+    assert_eq!(
+        errno_of(first.unlink(&root, dir, b"y").await),
+        Errno::ENOENT
+    );
+    // The first client saw the directory writable by all; the second takes that away.
+    let mode = |m| crate::meta::SetAttr {
+        mode: Some(m),
+        ..Default::default()
+    };
+    first.setattr(&root, dir, &mode(0o777)).await.unwrap();
+    let user = Ctx {
+        uid: 1000,
+        gid: 1000,
+        groups: Vec::new(),
+        pid: 1,
+    };
+    assert_eq!(
+        errno_of(first.lookup(&user, dir, b"z").await),
+        Errno::ENOENT
+    );
+    second.setattr(&root, dir, &mode(0o755)).await.unwrap();
+    assert_eq!(
+        errno_of(
+            first
+                .mknod(&user, dir, b"z", strata_types::FileType::Regular, 0o644, 0)
+                .await
+        ),
+        Errno::EACCES
+    );
+}
