@@ -52,19 +52,36 @@ impl ReadCache {
         (at.elapsed() < FRESH_FOR).then(|| value.clone())
     }
 
+    /// True when a recent value of `key` is here.
+    pub fn holds(&self, key: &[u8]) -> bool {
+        self.entries
+            .lock()
+            .get(key)
+            .is_some_and(|(_, at)| at.elapsed() < FRESH_FOR)
+    }
+
     /// Remember what a read returned (ignored for keys not cacheable).
     pub fn remember(&self, key: &[u8], value: Option<&[u8]>) {
-        if !(self.cacheable)(key) {
-            return;
-        }
+        self.remember_all([(key, value)]);
+    }
+
+    /// Remember what several reads returned, under one lock (a readdirplus page is a
+    /// thousand records).
+    pub fn remember_all<'k>(&self, reads: impl IntoIterator<Item = (&'k [u8], Option<&'k [u8]>)>) {
+        let now = Instant::now();
         let mut entries = self.entries.lock();
-        if entries.len() >= MAX_ENTRIES {
-            entries.retain(|_, (_, at)| at.elapsed() < FRESH_FOR);
-            if entries.len() >= MAX_ENTRIES {
-                entries.clear();
+        for (key, value) in reads {
+            if !(self.cacheable)(key) {
+                continue;
             }
+            if entries.len() >= MAX_ENTRIES {
+                entries.retain(|_, (_, at)| at.elapsed() < FRESH_FOR);
+                if entries.len() >= MAX_ENTRIES {
+                    entries.clear();
+                }
+            }
+            entries.insert(key.to_vec(), (value.map(<[u8]>::to_vec), now));
         }
-        entries.insert(key.to_vec(), (value.map(<[u8]>::to_vec), Instant::now()));
     }
 
     /// A commit of `writes` succeeded: what it put or deleted is now known; records

@@ -132,10 +132,7 @@ impl<'a> Txn<'a> {
     ) -> Result<Vec<Option<Value>>, KvError> {
         let fresh = self.writes.is_empty() && keys.iter().all(|k| !self.is_buffered_value(k));
         // With the first keys cached, reading in two steps takes at most one call.
-        let cached = self.assume
-            && self
-                .cache
-                .is_some_and(|c| keys.iter().all(|k| c.get(k).is_some()));
+        let cached = self.assume && self.cache.is_some_and(|c| keys.iter().all(|k| c.holds(k)));
         if fresh
             && !cached
             && let Some(values) = self.snapshot.get_linked(keys, link).await?
@@ -411,13 +408,12 @@ impl<'a> Txn<'a> {
     /// Tell the cache what this transaction read from the engine (not what it assumed).
     fn remember_reads(&self) {
         let Some(cache) = self.cache else { return };
-        for read in &self.reads {
-            if let ReadCheck::Point { key, value } = read
-                && !self.assumed.contains(key)
-            {
-                cache.remember(key, value.as_deref());
+        cache.remember_all(self.reads.iter().filter_map(|read| match read {
+            ReadCheck::Point { key, value } if !self.assumed.contains(key) => {
+                Some((&key[..], value.as_deref()))
             }
-        }
+            _ => None,
+        }));
     }
 
     /// Whether everything this transaction read came from one consistent state: on an
@@ -569,9 +565,10 @@ where
 }
 
 /// [`run_txn`] with the client's [`ReadCache`], which is told what every attempt read and
-/// wrote. With `assume`, the first attempt assumes the values it finds there. That attempt's result stands only if its commit (which re-checks every
-/// assumed value) succeeded; if it conflicted, failed, or wrote nothing, the transaction
-/// runs again at once with fresh reads.
+/// wrote. With `assume`, the first attempt assumes the values it finds there; its result
+/// stands only if its commit (which re-checks every assumed value) succeeded. If the
+/// commit conflicted, or the attempt failed or wrote nothing, the transaction runs again
+/// at once with fresh reads; any other commit error is handled as on every attempt.
 pub async fn run_txn_cached<'a, T, E, F>(
     engine: &'a dyn KvEngine,
     cache: Option<&'a ReadCache>,
@@ -636,7 +633,9 @@ fn err_text<E: TxnError>(err: &E) -> String {
 }
 
 /// One attempt that assumes cached values: `None` when its outcome cannot stand (it used
-/// an assumed value and then failed or wrote nothing, so nothing checked what it saw).
+/// an assumed value and then failed, wrote nothing, or its commit found an assumed value
+/// stale). A commit that failed otherwise is reported, not run again blindly: it may have
+/// been applied.
 async fn attempt_assuming<'a, T, E, F>(
     engine: &'a dyn KvEngine,
     cache: Option<&'a ReadCache>,
@@ -657,7 +656,8 @@ where
     match outcome {
         Ok(v) if !txn.writes.is_empty() => match txn.commit().await {
             Ok(()) => Some(Ok(v)),
-            Err(_) => None,
+            Err(KvError::Conflict) => None,
+            Err(e) => Some(Err(E::from(e))),
         },
         _ => None,
     }

@@ -258,14 +258,7 @@ impl Meta {
     where
         F: for<'t> FnMut(&'t mut Txn<'s>) -> TxnFuture<'t, T, MetaError>,
     {
-        run_txn_cached(
-            self.engine.as_ref(),
-            self.read_cache.as_ref(),
-            false,
-            &self.opts.retry,
-            body,
-        )
-        .await
+        self.txn_assuming(false, body).await
     }
 
     /// [`Meta::txn`] for an operation that writes: on a network engine its first attempt
@@ -277,14 +270,15 @@ impl Meta {
     where
         F: for<'t> FnMut(&'t mut Txn<'s>) -> TxnFuture<'t, T, MetaError>,
     {
-        run_txn_cached(
-            self.engine.as_ref(),
-            self.read_cache.as_ref(),
-            true,
-            &self.opts.retry,
-            body,
-        )
-        .await
+        self.txn_assuming(true, body).await
+    }
+
+    async fn txn_assuming<'s, T, F>(&'s self, assume: bool, body: F) -> Result<T>
+    where
+        F: for<'t> FnMut(&'t mut Txn<'s>) -> TxnFuture<'t, T, MetaError>,
+    {
+        let cache = self.read_cache.as_ref();
+        run_txn_cached(self.engine.as_ref(), cache, assume, &self.opts.retry, body).await
     }
 
     /// Format the volume: write the format record, root and trash directories and counters.
@@ -595,11 +589,17 @@ pub(crate) struct Dir {
 
 /// Load a directory (ENOENT if missing, ENOTDIR if not a directory).
 pub(crate) async fn get_dir(tx: &mut Txn<'_>, ino: Ino) -> Result<Dir> {
-    let key = keys::inode_core(ino);
-    let core = match tx.get(&key).await? {
-        Some(v) => InodeCore::decode(&key, &v)?,
-        None => return posix(Errno::ENOENT),
+    let core = tx.get(&keys::inode_core(ino)).await?;
+    decode_dir(ino, core.as_deref())
+}
+
+/// Directory `ino` from the value of its core record, as read (ENOENT if missing,
+/// ENOTDIR if not a directory).
+pub(crate) fn decode_dir(ino: Ino, core: Option<&[u8]>) -> Result<Dir> {
+    let Some(core) = core else {
+        return posix(Errno::ENOENT);
     };
+    let core = InodeCore::decode(&keys::inode_core(ino), core)?;
     if core.kind != FileType::Directory {
         return posix(Errno::ENOTDIR);
     }

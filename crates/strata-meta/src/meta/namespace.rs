@@ -5,8 +5,8 @@ use strata_types::{Attr, Errno, FileType, Ino, MAX_SYMLINK_LEN};
 
 use super::access::{MAY_EXEC, MAY_WRITE, check_access, check_sticky};
 use super::{
-    Ctx, Dir, Meta, TRASH_NAME, check_name, decode_inode, get_dir, get_inode, must_get_inode,
-    now_ns, put_inode, space_of,
+    Ctx, Dir, Meta, TRASH_NAME, check_name, decode_dir, decode_inode, get_dir, get_inode,
+    must_get_inode, now_ns, put_inode, space_of,
 };
 use crate::codec::{self, Inode, InodeCore, InodeFields, usage_slot};
 use crate::error::{MetaError, Result, posix};
@@ -88,18 +88,12 @@ fn decode_dir_and_entry(
     ks: &[Key],
     vals: &[Option<Vec<u8>>],
 ) -> Result<(Dir, Option<(FileType, Ino)>)> {
-    let core = match &vals[0] {
-        Some(v) => InodeCore::decode(&ks[0], v)?,
-        None => return posix(Errno::ENOENT),
-    };
-    if core.kind != FileType::Directory {
-        return posix(Errno::ENOTDIR);
-    }
+    let dir = decode_dir(dir, vals[0].as_deref())?;
     let entry = match &vals[1] {
         Some(v) => Some(codec::decode_dentry(&ks[1], v)?),
         None => None,
     };
-    Ok((Dir { ino: dir, core }, entry))
+    Ok((dir, entry))
 }
 
 /// True when a directory has no entries.
@@ -444,7 +438,7 @@ impl Meta {
                     let page = tx
                         .scan_linked(std::slice::from_ref(&dir_key), &start, &end, limit, &link)
                         .await?;
-                    check_is_dir(&dir_key, page.values.first().and_then(Option::as_deref))?;
+                    decode_dir(ino, page.values.first().and_then(Option::as_deref))?;
                     return page
                         .rows
                         .iter()
@@ -511,18 +505,6 @@ impl Meta {
     }
 }
 
-/// Fill in the attributes of readdir entries in one round trip.
-/// ENOENT or ENOTDIR unless `core` (read under `key`) is a directory's core record.
-fn check_is_dir(key: &[u8], core: Option<&[u8]>) -> Result<()> {
-    let Some(core) = core else {
-        return posix(Errno::ENOENT);
-    };
-    if InodeCore::decode(key, core)?.kind != FileType::Directory {
-        return posix(Errno::ENOTDIR);
-    }
-    Ok(())
-}
-
 /// A readdirplus entry from its directory entry `key` → `value` and the values of its
 /// inode's core and field records (an entry whose inode is gone has no attributes).
 fn plus_entry(
@@ -533,14 +515,9 @@ fn plus_entry(
 ) -> Result<DirEntry> {
     let (kind, ino) = codec::decode_dentry(key, value)?;
     let attr = match inode {
-        [Some(core), Some(fields)] => Some(
-            Inode {
-                ino,
-                core: InodeCore::decode(&keys::inode_core(ino), core)?,
-                fields: InodeFields::decode(&keys::inode_fields(ino), fields)?,
-            }
-            .attr(),
-        ),
+        [Some(core), Some(fields)] => {
+            decode_inode(ino, Some(core), Some(fields))?.map(|i| i.attr())
+        }
         _ => None,
     };
     Ok(DirEntry {
