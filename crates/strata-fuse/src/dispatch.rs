@@ -61,6 +61,19 @@ pub(crate) fn posix_lock(start: u64, end: u64, typ: i32, pid: u32) -> Result<Pos
 }
 
 impl StrataFs {
+    /// The error for an xattr request this mount does not serve: every name when xattrs
+    /// are off (ENOSYS, so the kernel stops asking), `security.selinux` unless
+    /// `--enable-selinux` (EOPNOTSUPP, which `ls` remembers per device).
+    pub(crate) fn refused_xattr(&self, name: &OsStr) -> Option<Errno> {
+        if !self.enable_xattr {
+            Some(Errno::ENOSYS)
+        } else if !self.enable_selinux && crate::name_bytes(name) == b"security.selinux" {
+            Some(Errno::EOPNOTSUPP)
+        } else {
+            None
+        }
+    }
+
     /// Run `f` on the runtime; when someone reads `.accesslog`, log the call with the
     /// caller and its latency.
     pub(crate) fn spawn<F>(&self, req: &Request, op: &'static str, f: impl FnOnce(Arc<Vfs>) -> F)

@@ -35,6 +35,11 @@ pub struct FuseOptions {
     /// Serve extended attributes (`--enable-xattr`, on by default); when off, xattr
     /// requests get ENOSYS and the kernel stops sending them (EOPNOTSUPP to programs).
     pub enable_xattr: bool,
+    /// Keep `security.selinux` labels (`--enable-selinux`, off by default as in JuiceFS).
+    /// When off, that one name fails with EOPNOTSUPP: SELinux labels FUSE mounts without
+    /// xattrs, and `ls -l`, which asks every entry for its label, stops asking after the
+    /// first "not supported" instead of making one request per entry.
+    pub enable_selinux: bool,
     /// Let root's processes in too when the mount is not `allow_other` (`-o allow_root`).
     pub allow_root: bool,
     /// Other `-o` options, passed to the kernel mount as given (`nodev`, `nosuid`,
@@ -54,6 +59,7 @@ impl Default for FuseOptions {
             kernel_readahead_kib: 8192,
             writeback_cache: false,
             enable_xattr: true,
+            enable_selinux: false,
             allow_root: false,
             extra: Vec::new(),
         }
@@ -68,6 +74,7 @@ pub struct StrataFs {
     pub(crate) max_write: u32,
     pub(crate) writeback_cache: bool,
     pub(crate) enable_xattr: bool,
+    pub(crate) enable_selinux: bool,
     pub(crate) interrupts: std::sync::Arc<interrupt::Interrupts>,
 }
 
@@ -115,6 +122,7 @@ pub fn mount(
         max_write: opts.max_write,
         writeback_cache: opts.writeback_cache,
         enable_xattr: opts.enable_xattr,
+        enable_selinux: opts.enable_selinux,
         interrupts: std::sync::Arc::default(),
     };
     let session = fuser::spawn_mount(fs, mountpoint, &config)?;

@@ -524,8 +524,8 @@ impl fuser::Filesystem for StrataFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        if !self.enable_xattr {
-            reply.error(errno(Errno::ENOSYS));
+        if let Some(e) = self.refused_xattr(name) {
+            reply.error(errno(e));
             return;
         }
         let (ctx, name, value) = (ctx(req), name_bytes(name).to_vec(), value.to_vec());
@@ -539,8 +539,8 @@ impl fuser::Filesystem for StrataFs {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        if !self.enable_xattr {
-            reply.error(errno(Errno::ENOSYS));
+        if let Some(e) = self.refused_xattr(name) {
+            reply.error(errno(e));
             return;
         }
         let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
@@ -575,8 +575,8 @@ impl fuser::Filesystem for StrataFs {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        if !self.enable_xattr {
-            reply.error(errno(Errno::ENOSYS));
+        if let Some(e) = self.refused_xattr(name) {
+            reply.error(errno(e));
             return;
         }
         let (ctx, name) = (ctx(req), name_bytes(name).to_vec());

@@ -23,6 +23,8 @@
 //! servers should run with `--max-txn-ops 10000` (scripts/test.sh does) so large deletes
 //! fit in one transaction.
 
+mod feed;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -32,7 +34,8 @@ use etcd_client::{
     TxnOp,
 };
 use strata_meta::kv::{
-    CommitRequest, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write, within,
+    ChangeFeed, CommitRequest, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write,
+    new_origin, within,
 };
 use strata_types::{Secret, redact_url};
 use tokio::sync::OnceCell;
@@ -94,7 +97,11 @@ impl EtcdUrl {
 /// A client of one volume's keys on one etcd cluster.
 pub struct EtcdEngine {
     url: EtcdUrl,
-    client: OnceCell<KvClient>,
+    client: OnceCell<Client>,
+    /// This client's id in the change feed.
+    origin: u64,
+    /// The watch that is the change feed, and which revisions were this client's commits.
+    feed: std::sync::Arc<parking_lot::Mutex<feed::FeedState>>,
     /// `{prefix}/`
     base: Vec<u8>,
     /// `{prefix}#commit/{random client id}`: see the module's doc.
@@ -123,6 +130,8 @@ impl EtcdEngine {
         EtcdEngine {
             url: url.clone(),
             client: OnceCell::new(),
+            origin: new_origin(),
+            feed: std::sync::Arc::default(),
             base: format!("{}/", url.prefix).into_bytes(),
             marker: format!("{}#commit/{:016x}", url.prefix, rand::random::<u64>()).into_bytes(),
             commits: AtomicU64::new(0),
@@ -138,7 +147,11 @@ impl EtcdEngine {
     }
 
     async fn kv(&self) -> Result<KvClient, KvError> {
-        let kv = self
+        Ok(self.client().await?.kv_client())
+    }
+
+    async fn client(&self) -> Result<Client, KvError> {
+        let client = self
             .client
             .get_or_try_init(|| async {
                 let mut options = ConnectOptions::new()
@@ -151,13 +164,12 @@ impl EtcdEngine {
                 let connecting = async {
                     Client::connect(&self.url.endpoints, Some(options))
                         .await
-                        .map(|client| client.kv_client())
                         .map_err(etcd_error)
                 };
                 within(CONNECT_TIMEOUT, "etcd", connecting).await
             })
             .await?;
-        Ok(kv.clone())
+        Ok(client.clone())
     }
 
     fn full_key(&self, key: &[u8]) -> Vec<u8> {
@@ -180,7 +192,7 @@ impl EtcdEngine {
                     let applied = resp
                         .kvs()
                         .first()
-                        .is_some_and(|kv| kv.value() == seq.to_string().as_bytes());
+                        .is_some_and(|kv| marker_commit(kv.value()) == Some(seq));
                     tracing::info!(
                         seq,
                         applied,
@@ -366,7 +378,13 @@ impl KvEngine for EtcdEngine {
             }
         }
         let seq = self.commits.fetch_add(1, Ordering::Relaxed) + 1;
-        ops.push(TxnOp::put(self.marker.clone(), seq.to_string(), None));
+        // The marker holds this engine's commit number (to settle a lost answer) and the
+        // client's number for the commit (its own announcement, feed.rs).
+        ops.push(TxnOp::put(
+            self.marker.clone(),
+            format!("{seq} {}", req.seq),
+            None,
+        ));
         match timed(kv.txn(Txn::new().when(compares).and_then(ops))).await {
             Ok(resp) if resp.succeeded() => Ok(()),
             Ok(_) => Err(KvError::Conflict),
@@ -385,6 +403,50 @@ impl KvEngine for EtcdEngine {
 
     fn remote(&self) -> bool {
         true
+    }
+
+    fn origin(&self) -> u64 {
+        self.origin
+    }
+
+    async fn subscribe(&self) -> Result<Option<Box<dyn ChangeFeed>>, KvError> {
+        Ok(Some(Box::new(self.open_feed().await?)))
+    }
+
+    async fn send_beat(&self, seq: u64, barrier: bool) -> Result<(), KvError> {
+        if barrier {
+            self.write_beat(seq).await
+        } else {
+            self.request_beat(seq).await
+        }
+    }
+}
+
+/// This engine's commit number in a commit marker's value (`"{number} {client number}"`).
+fn marker_commit(value: &[u8]) -> Option<u64> {
+    std::str::from_utf8(value)
+        .ok()?
+        .split(' ')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The client's number for the commit in a commit marker's value (see
+/// [`marker_commit`]).
+pub(crate) fn marker_client_seq(value: &[u8]) -> Option<u64> {
+    std::str::from_utf8(value)
+        .ok()?
+        .split(' ')
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+impl EtcdEngine {
+    /// `{prefix}#commit/`: where every client's commit marker lives.
+    pub(crate) fn marker_prefix(&self) -> Vec<u8> {
+        format!("{}#commit/", self.url.prefix).into_bytes()
     }
 }
 

@@ -111,6 +111,7 @@ fn first_member() -> String {
 
 fn create(key: &[u8], value: &[u8]) -> CommitRequest {
     CommitRequest {
+        seq: 0,
         reads: vec![ReadCheck::Point {
             key: key.to_vec(),
             value: None,

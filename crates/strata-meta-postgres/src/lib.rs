@@ -8,19 +8,22 @@
 //! Reads run outside transactions (not isolated; every read is validated at commit). A
 //! commit is one SERIALIZABLE transaction: it re-runs every read the transaction made
 //! (point reads in one query, range reads concurrently), and if all still hold, applies
-//! the writes (one upsert, one delete). PostgreSQL reports a concurrent conflict as a
+//! the writes (one upsert, one delete) and announces them (`feed.rs`). A commit whose reads
+//! are all point reads is sent as one pipeline, one round trip (`pipelined.rs`). PostgreSQL reports a concurrent conflict as a
 //! serialization failure (SQLSTATE 40001) or deadlock (40P01), which becomes
 //! `KvError::Conflict` and is retried by the transaction layer. Connections come from a
 //! small pool; broken ones are dropped and replaced.
 
+mod feed;
+mod pipelined;
 mod pool;
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use strata_meta::kv::{
-    CommitRequest, Key, KvEngine, KvError, KvSnapshot, Link, LinkedScan, ReadCheck, Value, Write,
-    take_prefix_param, within,
+    ChangeFeed, CommitRequest, Key, KvEngine, KvError, KvSnapshot, Link, LinkedScan, ReadCheck,
+    Value, Write, encode_change, new_origin, take_prefix_param, within,
 };
 use strata_types::{Secret, redact_url};
 use tokio_postgres::Row;
@@ -75,6 +78,8 @@ fn valid_prefix(p: &str) -> bool {
 #[derive(Debug)]
 pub struct PostgresEngine {
     pool: Pool,
+    /// This client's id in the change feed.
+    origin: u64,
 }
 
 impl PostgresEngine {
@@ -89,6 +94,7 @@ impl PostgresEngine {
             .map_err(|e| KvError::Engine(format!("bad PostgreSQL URL: {e}")))?;
         Ok(PostgresEngine {
             pool: Pool::new(config, url.table(), POOL_SIZE),
+            origin: new_origin(),
         })
     }
 
@@ -334,15 +340,14 @@ impl KvEngine for PostgresEngine {
         if req.writes.is_empty() && req.reads.is_empty() {
             return Ok(());
         }
-        let mut puts: (Vec<&[u8]>, Vec<&[u8]>) = (Vec::new(), Vec::new());
-        let mut deletes: Vec<&[u8]> = Vec::new();
+        let mut writes = Writes::default();
         for (key, write) in &req.writes {
             match write {
                 Write::Put(v) => {
-                    puts.0.push(key);
-                    puts.1.push(v);
+                    writes.put_keys.push(key);
+                    writes.put_values.push(v);
                 }
-                Write::Delete => deletes.push(key),
+                Write::Delete => writes.deletes.push(key),
                 Write::Fields(_) => {
                     return Err(KvError::Engine(
                         "field updates reach the PostgreSQL engine unconverted".into(),
@@ -364,7 +369,15 @@ impl KvEngine for PostgresEngine {
                 Err(e) => Err(e),
             }
         } else {
-            commit_on(&mut conn, &req.reads, &puts, &deletes).await
+            writes.notice = (!req.writes.is_empty()).then(|| {
+                let payload = encode_change(self.origin, &req, feed::MAX_NOTICE);
+                (self.changes_channel(), feed::notice_text(&payload))
+            });
+            if pipelined::can_pipeline(&req.reads) {
+                pipelined::commit_pipelined(&mut conn, &req.reads, &writes).await
+            } else {
+                commit_on(&mut conn, &req.reads, &writes).await
+            }
         };
         if matches!(outcome, Err(KvError::Unavailable(_))) {
             conn.broken = true;
@@ -384,13 +397,64 @@ impl KvEngine for PostgresEngine {
     fn remote(&self) -> bool {
         true
     }
+
+    fn origin(&self) -> u64 {
+        self.origin
+    }
+
+    async fn subscribe(&self) -> Result<Option<Box<dyn ChangeFeed>>, KvError> {
+        Ok(Some(Box::new(self.open_feed().await?)))
+    }
+
+    async fn send_beat(&self, seq: u64, _barrier: bool) -> Result<(), KvError> {
+        self.notify_beat(seq).await
+    }
+}
+
+/// What a commit writes: upserts, deletes and its announcement (channel, payload).
+#[derive(Default)]
+pub(crate) struct Writes<'a> {
+    put_keys: Vec<&'a [u8]>,
+    put_values: Vec<&'a [u8]>,
+    deletes: Vec<&'a [u8]>,
+    notice: Option<(String, String)>,
+}
+
+impl Writes<'_> {
+    /// Send the upsert, the delete and the announcement together (pipelined).
+    async fn apply(&self, conn: &Pooled) -> Result<(), KvError> {
+        let (client, stmts) = (&conn.client, &conn.stmts);
+        let upsert = async {
+            if self.put_keys.is_empty() {
+                return Ok(0);
+            }
+            timed(client.execute(&stmts.upsert, &[&self.put_keys, &self.put_values])).await
+        };
+        let delete = async {
+            if self.deletes.is_empty() {
+                return Ok(0);
+            }
+            timed(client.execute(&stmts.delete, &[&self.deletes])).await
+        };
+        let announce = async {
+            match &self.notice {
+                Some((channel, text)) => {
+                    timed(client.execute(&stmts.notify, &[channel, text])).await
+                }
+                None => Ok(0),
+            }
+        };
+        let (u, d, n) = futures::future::join3(upsert, delete, announce).await;
+        u?;
+        d?;
+        n.map(|_| ())
+    }
 }
 
 async fn commit_on(
     conn: &mut Pooled,
     reads: &[ReadCheck],
-    puts: &(Vec<&[u8]>, Vec<&[u8]>),
-    deletes: &[&[u8]],
+    writes: &Writes<'_>,
 ) -> Result<(), KvError> {
     // Until the transaction has ended either way, this connection must not be reused: if
     // this future is dropped on the way, the pool closes the connection instead.
@@ -404,21 +468,7 @@ async fn commit_on(
         if !reads_hold(conn, reads).await? {
             return Err(KvError::Conflict);
         }
-        let upsert = async {
-            if puts.0.is_empty() {
-                return Ok(0);
-            }
-            timed(conn.client.execute(&conn.stmts.upsert, &[&puts.0, &puts.1])).await
-        };
-        let delete = async {
-            if deletes.is_empty() {
-                return Ok(0);
-            }
-            timed(conn.client.execute(&conn.stmts.delete, &[&deletes])).await
-        };
-        let (u, d) = futures::future::join(upsert, delete).await;
-        u?;
-        d?;
+        writes.apply(conn).await?;
         timed(conn.client.batch_execute("COMMIT")).await
     }
     .await;

@@ -32,6 +32,10 @@ pub(crate) struct Statements {
     pub scan_desc: Statement,
     pub upsert: Statement,
     pub delete: Statement,
+    /// `pg_notify($1, $2)`: a change announcement or a beat.
+    pub notify: Statement,
+    /// The check of a pipelined commit (`pipelined.rs`).
+    pub check_points: Statement,
 }
 
 /// One connection and its statements.
@@ -114,6 +118,16 @@ impl Pool {
                 table_ready: OnceCell::new(),
             }),
         }
+    }
+
+    /// The volume's table.
+    pub fn table(&self) -> &str {
+        &self.inner.table
+    }
+
+    /// How to connect (for a connection outside the pool).
+    pub fn config(&self) -> &Config {
+        &self.inner.config
     }
 
     /// An idle connection, or a new one.
@@ -231,6 +245,8 @@ async fn prepare(client: &Client, table: &str) -> Result<Statements, KvError> {
         ))
         .await?,
         delete: p(format!("DELETE FROM {table} WHERE k = ANY($1)")).await?,
+        notify: p("SELECT pg_notify($1, $2)".to_string()).await?,
+        check_points: p(crate::pipelined::check_points_sql(table)).await?,
     })
 }
 

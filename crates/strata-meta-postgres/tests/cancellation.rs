@@ -64,6 +64,7 @@ async fn a_cancelled_commit_never_leaves_its_transaction_open_in_the_pool() {
     let (mut cancelled, mut completed) = (0, 0);
     for i in 0..300u64 {
         let request = CommitRequest {
+            seq: 0,
             reads: Vec::new(),
             writes: vec![(format!("k{i}").into_bytes(), Write::Put(vec![1; 64]))],
         };
@@ -104,6 +105,7 @@ async fn a_cancelled_commit_never_leaves_its_transaction_open_in_the_pool() {
     // The pool still works.
     engine
         .commit(CommitRequest {
+            seq: 0,
             reads: Vec::new(),
             writes: vec![(b"after".to_vec(), Write::Put(vec![2]))],
         })

@@ -11,11 +11,13 @@
 //! transaction made, returns 0 if any result differs, and otherwise applies all writes;
 //! Redis runs scripts atomically, so validation and writes cannot interleave with another
 //! client. Field updates (directory times, link counts, usage) are applied by the same
-//! script at commit, so concurrent creates in one directory do not conflict. No WATCH is
+//! script at commit, so concurrent creates in one directory do not conflict. The script
+//! also publishes the keys it wrote (`feed.rs`). No WATCH is
 //! ever used, so the shared multiplexed connection is safe.
 //! Durability is the server's: run Redis with `appendonly yes` (and `appendfsync always`
 //! for fsync-on-commit) for a file system that survives a server crash.
 
+mod feed;
 mod scripts;
 mod source;
 
@@ -27,8 +29,8 @@ use parking_lot::Mutex;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Script, Value as RedisValue};
 use strata_meta::kv::{
-    CommitRequest, FieldUpdate, Key, KvEngine, KvError, KvSnapshot, Link, LinkedScan, ReadCheck,
-    Value, Write, take_prefix_param, within,
+    ChangeFeed, CommitRequest, FieldUpdate, Key, KvEngine, KvError, KvSnapshot, Link, LinkedScan,
+    ReadCheck, Value, Write, encode_change, new_origin, take_prefix_param, within,
 };
 use strata_types::{Secret, redact_url};
 
@@ -84,6 +86,8 @@ pub struct RedisEngine {
     linked: Script,
     scan_linked: Script,
     commit: Script,
+    /// This client's id in the change feed.
+    origin: u64,
 }
 
 impl std::fmt::Debug for RedisEngine {
@@ -115,6 +119,7 @@ impl RedisEngine {
             linked: Script::new(scripts::LINKED),
             scan_linked: Script::new(scripts::SCAN_LINKED),
             commit: Script::new(scripts::COMMIT),
+            origin: new_origin(),
         })
     }
 
@@ -456,7 +461,12 @@ impl KvEngine for RedisEngine {
         } else {
             new_commit_id()
         };
-        call.arg(&self.base).arg(&commit_id);
+        let notice = if req.writes.is_empty() {
+            Vec::new()
+        } else {
+            encode_change(self.origin, &req, feed::MAX_NOTICE)
+        };
+        call.arg(&self.base).arg(&commit_id).arg(notice);
         let points: Vec<_> = req
             .reads
             .iter()
@@ -546,6 +556,18 @@ impl KvEngine for RedisEngine {
 
     fn remote(&self) -> bool {
         true
+    }
+
+    fn origin(&self) -> u64 {
+        self.origin
+    }
+
+    async fn subscribe(&self) -> Result<Option<Box<dyn ChangeFeed>>, KvError> {
+        Ok(Some(Box::new(self.open_feed().await?)))
+    }
+
+    async fn send_beat(&self, seq: u64, _barrier: bool) -> Result<(), KvError> {
+        self.publish_beat(seq).await
     }
 }
 

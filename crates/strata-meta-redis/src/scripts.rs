@@ -14,10 +14,19 @@ if ARGV[5] == '1' then
 else
   members = redis.call('ZRANGEBYLEX', idx, ARGV[2], ARGV[3], 'LIMIT', 0, tonumber(ARGV[4]))
 end
+local keys = {}
+for i, m in ipairs(members) do
+  keys[i] = base .. 'k' .. m
+end
+local values = {}
+for s = 1, #keys, 1000 do
+  local got = redis.call('MGET', unpack(keys, s, math.min(s + 999, #keys)))
+  for j = 1, #got do values[s + j - 1] = got[j] end
+end
 local out = {}
-for _, m in ipairs(members) do
+for i, m in ipairs(members) do
   out[#out + 1] = m
-  out[#out + 1] = redis.call('GET', base .. 'k' .. m)
+  out[#out + 1] = values[i]
 end
 return out
 "#;
@@ -56,6 +65,16 @@ return out
 /// entry its key, its value and the m values it links to (nil each when it names none).
 pub const SCAN_LINKED: &str = r#"
 local idx, base, n = KEYS[1], ARGV[1], tonumber(ARGV[2])
+-- Values of many keys: MGET in batches (one command per thousand keys, where a GET per
+-- key made the script most of the cost of a listing).
+local function mget(keys)
+  local values = {}
+  for s = 1, #keys, 1000 do
+    local got = redis.call('MGET', unpack(keys, s, math.min(s + 999, #keys)))
+    for j = 1, #got do values[s + j - 1] = got[j] end
+  end
+  return values
+end
 local out = {}
 for i = 1, n do
   out[i] = redis.call('GET', base .. 'k' .. ARGV[2 + i])
@@ -63,18 +82,30 @@ end
 local lo, hi, limit = ARGV[3 + n], ARGV[4 + n], tonumber(ARGV[5 + n])
 local offset, m = tonumber(ARGV[6 + n]), tonumber(ARGV[7 + n])
 local members = redis.call('ZRANGEBYLEX', idx, lo, hi, 'LIMIT', 0, limit)
-for _, member in ipairs(members) do
-  local v = redis.call('GET', base .. 'k' .. member)
-  out[#out + 1] = member
-  out[#out + 1] = v
-  local number = false
+local vkeys = {}
+for i, member in ipairs(members) do
+  vkeys[i] = base .. 'k' .. member
+end
+local values = mget(vkeys)
+local lkeys, named = {}, {}
+for i = 1, #members do
+  local v = values[i]
   if v and #v >= offset + 8 then
-    number = string.reverse(string.sub(v, offset + 1, offset + 8))
+    local number = string.reverse(string.sub(v, offset + 1, offset + 8))
+    named[i] = #lkeys
+    for j = 1, m do
+      lkeys[#lkeys + 1] = base .. 'k' .. ARGV[6 + n + 2 * j] .. number .. ARGV[7 + n + 2 * j]
+    end
   end
+end
+local linked = mget(lkeys)
+for i, member in ipairs(members) do
+  out[#out + 1] = member
+  out[#out + 1] = values[i]
+  local first = named[i]
   for j = 1, m do
-    local prefix, suffix = ARGV[6 + n + 2 * j], ARGV[7 + n + 2 * j]
-    if number then
-      out[#out + 1] = redis.call('GET', base .. 'k' .. prefix .. number .. suffix)
+    if first then
+      out[#out + 1] = linked[first + j]
     else
       out[#out + 1] = false
     end
@@ -85,7 +116,8 @@ return out
 
 /// Validated commit. `ARGV` after the base: a commit id (empty for a read-only check; when
 /// set, the key `{base}c{id}` is written with the commit so a client whose answer got lost
-/// can ask whether it was applied), then:
+/// can ask whether it was applied), the change announcement published on `{base}n` when
+/// the commit applies (empty for none; `kv::encode_change`), then:
 /// - point reads: count, then per read `key, has ("1"/"0"), value`;
 /// - range reads: count, then per read `low, high, limit, reverse, empty, n` and `n`
 ///   pairs `key, value` it returned;
@@ -96,8 +128,8 @@ return out
 ///
 /// Returns 1 when applied, 0 when a read no longer holds (nothing written).
 pub const COMMIT: &str = r#"
-local idx, base, commit_id = KEYS[1], ARGV[1], ARGV[2]
-local i = 3
+local idx, base, commit_id, notice = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+local i = 4
 local function nxt()
   local v = ARGV[i]
   i = i + 1
@@ -190,6 +222,9 @@ for _ = 1, tonumber(nxt()) do
 end
 if commit_id ~= '' then
   redis.call('SET', base .. 'c' .. commit_id, '1', 'EX', 600)
+end
+if notice ~= '' then
+  redis.call('PUBLISH', base .. 'n', notice)
 end
 return 1
 "#;

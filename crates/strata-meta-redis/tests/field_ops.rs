@@ -50,6 +50,7 @@ async fn lua_field_arithmetic_matches_the_reference() {
                 ];
                 engine
                     .commit(CommitRequest {
+                        seq: 0,
                         reads: Vec::new(),
                         writes: vec![(key.clone(), Write::Put(initial.clone()))],
                     })
@@ -57,6 +58,7 @@ async fn lua_field_arithmetic_matches_the_reference() {
                     .unwrap();
                 engine
                     .commit(CommitRequest {
+                        seq: 0,
                         reads: Vec::new(),
                         writes: vec![(key.clone(), Write::Fields(ops.clone()))],
                     })
@@ -71,6 +73,7 @@ async fn lua_field_arithmetic_matches_the_reference() {
     // Updates of a missing key do nothing.
     engine
         .commit(CommitRequest {
+            seq: 0,
             reads: Vec::new(),
             writes: vec![(
                 b"missing".to_vec(),

@@ -68,6 +68,7 @@ fn redis(dir: &Path, port: u16, extra: &[&str]) -> Server {
 
 fn put(key: &[u8], value: &[u8]) -> CommitRequest {
     CommitRequest {
+        seq: 0,
         reads: Vec::new(),
         writes: vec![(key.to_vec(), Write::Put(value.to_vec()))],
     }

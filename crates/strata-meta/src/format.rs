@@ -7,7 +7,7 @@ use strata_types::Secret;
 use crate::error::{MetaError, Result};
 
 /// Version of the metadata layout described in docs/FORMAT.md.
-pub const META_VERSION: u32 = 3;
+pub const META_VERSION: u32 = 4;
 /// First metadata version whose inode records keep the "may have xattrs" flag.
 pub const XATTR_FLAG_VERSION: u32 = 3;
 

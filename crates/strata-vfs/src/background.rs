@@ -2,7 +2,8 @@
 //! quota refresh, session heartbeat (which also flushes usage counters and
 //! cleans sessions of dead clients), freeing the data of deleted files and replaced slices
 //! (after the delay window), compacting fragmented chunks, and purging trash hours older
-//! than the volume's trash days, and automatic metadata backups.
+//! than the volume's trash days, automatic metadata backups, and following the metadata
+//! engine's change feed.
 //!
 //! Jobs stop through a cancellation token, between two steps: a job is never cut off in
 //! the middle of a transaction or an upload. [`BackgroundJobs::stop`] waits for that.
@@ -48,6 +49,8 @@ impl BackgroundJobs {
     ) -> BackgroundJobs {
         let stop = CancellationToken::new();
         let s = || stop.clone();
+        // Keeps the client's metadata cache current (nothing where there is no feed).
+        vfs.meta.start_following(s());
         let mut tasks = vec![
             tokio::spawn(sync_loop(vfs.clone(), s())),
             tokio::spawn(heartbeat_loop(vfs.clone(), heartbeat, s())),

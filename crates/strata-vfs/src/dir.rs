@@ -17,6 +17,14 @@ pub(crate) struct DirHandle {
     ino: Ino,
     /// Offset of the entry after the last one returned, and that entry's name.
     cursor: Option<(u64, Vec<u8>)>,
+    /// The offset past the last entry, once a page reached the end: the kernel's next
+    /// call there (which ends every listing) is answered without a round trip.
+    end: Option<u64>,
+    /// The last page read (and whether with attributes): the kernel takes what fits in
+    /// its buffer (about 200 entries with attributes) and asks again from there, and the
+    /// rest is served from here instead of being read again.
+    page: Vec<DirEntryPlus>,
+    page_plus: bool,
 }
 
 /// One entry of a readdir page.
@@ -42,7 +50,16 @@ impl Vfs {
             .map_err(from_meta)?;
         self.meta.mark_open(ino);
         let fh = self.new_fh();
-        self.dirs.lock().insert(fh, DirHandle { ino, cursor: None });
+        self.dirs.lock().insert(
+            fh,
+            DirHandle {
+                ino,
+                cursor: None,
+                end: None,
+                page: Vec::new(),
+                page_plus: false,
+            },
+        );
         Ok(fh)
     }
 
@@ -51,9 +68,19 @@ impl Vfs {
         let (ino, cursor) = {
             let dirs = self.dirs.lock();
             let handle = dirs.get(&fh).ok_or(strata_types::Errno::EBADF)?;
+            if offset >= 2 && handle.end == Some(offset) {
+                return Ok(Vec::new());
+            }
+            if offset >= 2 && handle.page_plus == plus {
+                let at = handle.page.iter().position(|e| e.next_offset == offset + 1);
+                if let Some(at) = at {
+                    return Ok(handle.page[at..].to_vec());
+                }
+            }
             (handle.ino, handle.cursor.clone())
         };
         let mut out = Vec::new();
+        let mut reached_end = false;
         if offset < 2 {
             let attr = self.meta.getattr(ino).await.map_err(from_meta)?;
             self.note_times(ino, &attr);
@@ -115,13 +142,17 @@ impl Vfs {
                 }
             }
             if done {
+                reached_end = out.len() < PAGE || to_skip > 0;
                 break;
             }
         }
-        if let Some(last) = out.last()
-            && let Some(handle) = self.dirs.lock().get_mut(&fh)
-        {
-            handle.cursor = Some((last.next_offset, last.name.clone()));
+        if let Some(handle) = self.dirs.lock().get_mut(&fh) {
+            if let Some(last) = out.last() {
+                handle.cursor = Some((last.next_offset, last.name.clone()));
+            }
+            handle.end = reached_end.then_some(position);
+            handle.page.clone_from(&out);
+            handle.page_plus = plus;
         }
         Ok(out)
     }

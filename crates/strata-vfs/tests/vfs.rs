@@ -142,10 +142,8 @@ async fn truncate_and_fallocate_order_after_buffered_writes() {
     a.release(fh).await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn readdir_pages_continue_by_offset() {
-    let vol = Volume::new().await;
-    let a = vol.client().await;
+/// A directory `d` of 1,200 files `e00000` ... `e01199`.
+async fn dir_of_1200(a: &Vfs) -> strata_vfs::Entry {
     let ctx = Ctx::root();
     let d = a.mkdir(&ctx, Ino::ROOT, b"d", 0o755).await.unwrap();
     for i in 0..1200 {
@@ -153,6 +151,15 @@ async fn readdir_pages_continue_by_offset() {
             .await
             .unwrap();
     }
+    d
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readdir_pages_continue_by_offset() {
+    let vol = Volume::new().await;
+    let a = vol.client().await;
+    let ctx = Ctx::root();
+    let d = dir_of_1200(&a).await;
     let fh = a.opendir(&ctx, d.ino).await.unwrap();
     let mut names = Vec::new();
     let mut offset = 0;
@@ -172,6 +179,48 @@ async fn readdir_pages_continue_by_offset() {
         String::from_utf8(again[0].name.clone()).unwrap(),
         names[600]
     );
+    a.releasedir(fh).await.unwrap();
+}
+
+/// The kernel takes what fits in its buffer (about 200 entries with attributes) and asks
+/// again from the last one it took: the listing continues exactly there, whether the rest
+/// comes from the page already read or from a new read, and a rewind reads afresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readdirplus_continues_where_the_kernel_stopped_taking() {
+    let vol = Volume::new().await;
+    let a = vol.client().await;
+    let ctx = Ctx::root();
+    let d = dir_of_1200(&a).await;
+    let list = |fh: u64| {
+        let a = &a;
+        async move {
+            let (mut names, mut offset) = (Vec::new(), 0);
+            loop {
+                let page = a.readdir(fh, offset, true).await.unwrap();
+                let taken: Vec<_> = page.into_iter().take(150).collect();
+                let Some(last) = taken.last() else { break };
+                offset = last.next_offset;
+                a.set_dir_cursor(fh, last.next_offset, last.name.clone());
+                for e in taken {
+                    let name = String::from_utf8(e.name).unwrap();
+                    assert!(e.attr.is_some() || name.starts_with('.'), "{name}");
+                    names.push(name);
+                }
+            }
+            names
+        }
+    };
+    let fh = a.opendir(&ctx, d.ino).await.unwrap();
+    let names = list(fh).await;
+    let expected: Vec<String> = [".".to_string(), "..".to_string()]
+        .into_iter()
+        .chain((0..1200).map(|i| format!("e{i:05}")))
+        .collect();
+    assert_eq!(names, expected);
+    a.mknod(&ctx, d.ino, b"late", 0o100644, 0).await.unwrap();
+    let again = list(fh).await;
+    assert_eq!(again.len(), 1203, "a rewind reads the directory again");
+    assert!(again.iter().any(|n| n == "late"));
     a.releasedir(fh).await.unwrap();
 }
 

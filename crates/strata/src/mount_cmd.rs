@@ -131,6 +131,19 @@ pub struct MountArgs {
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
           action = clap::ArgAction::Set)]
     enable_xattr: bool,
+    /// Keep SELinux labels in the `security.selinux` xattr (off by default, as in
+    /// JuiceFS: that one name then fails with EOPNOTSUPP and SELinux labels the mount
+    /// as a whole; `ls -l` stops asking every entry for its label, which made it one
+    /// request per entry)
+    #[arg(long)]
+    enable_selinux: bool,
+    /// On Redis, PostgreSQL and etcd: answer lookups and attribute reads of unchanged
+    /// files from a cache that the engine's change feed keeps current (other clients'
+    /// changes are seen within the feed's delay, typically under a millisecond; opens
+    /// always read the engine). `--meta-cache=false` reads the engine every time
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
+          action = clap::ArgAction::Set)]
+    meta_cache: bool,
     /// FUSE and mount options, comma-separated, as for mount(8): allow_other (automatic
     /// for root), allow_root, writeback_cache (the kernel buffers writes; close-to-open
     /// still holds), ro, fsname=NAME, nonempty (accepted; mounting over a non-empty
@@ -277,6 +290,7 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
     let meta_opts = strata_meta::MetaOptions {
         session_timeout: session_timeout(a.heartbeat),
         deferred_sync: true,
+        cache_metadata: a.meta_cache,
         ..strata_meta::MetaOptions::default()
     };
     let (meta, format) = wiring::load_meta_with(&a.meta_url, meta_opts).await?;
@@ -361,6 +375,7 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         allow_root: fuse_flags.allow_root,
         writeback_cache: fuse_flags.writeback_cache,
         enable_xattr: a.enable_xattr,
+        enable_selinux: a.enable_selinux,
         // `--read-only` is kept by the mount itself (EROFS), so path tools can still reach
         // `.control`; `-o ro` also makes the kernel refuse every write open.
         read_only: fuse_flags.read_only,
@@ -445,6 +460,8 @@ fn config_text(a: &MountArgs, format: &strata_meta::Format, mountpoint: &Path, s
             "no_bgjob": a.no_bgjob,
             "backup_meta": a.backup_meta.as_secs_f64(),
             "enable_xattr": a.enable_xattr,
+            "enable_selinux": a.enable_selinux,
+            "meta_cache": a.meta_cache,
             "options": a.options,
         },
         "version": env!("CARGO_PKG_VERSION"),

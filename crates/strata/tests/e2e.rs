@@ -421,6 +421,40 @@ fn xattrs_can_be_turned_off_like_juicefs_does_by_default() {
 }
 
 #[test]
+fn ls_l_asks_for_the_selinux_label_once_unless_labels_are_enabled() {
+    let vol = Volume::new();
+    let m = vol.mount("mnt");
+    // Each lgetxattr ls makes is a FUSE request; with labels off the first "not supported"
+    // makes ls stop asking for the rest of the device.
+    let out = sh(
+        &m.path,
+        "mkdir d && (cd d && seq 1 300 | xargs touch) && \
+         strace -f -e trace=getxattr,lgetxattr,listxattr,llistxattr -o ../xattr-calls ls -l d > /dev/null && \
+         grep -c 'getxattr(' ../xattr-calls; \
+         getfattr -n security.selinux d/1 2>&1 || true; \
+         setfattr -n user.k -v v d/1 && getfattr --only-values -n user.k d/1",
+    );
+    let calls: usize = out.lines().next().unwrap().trim().parse().unwrap();
+    assert!(
+        calls <= 3,
+        "ls -l of 300 files made {calls} getxattr calls: {out}"
+    );
+    assert!(
+        out.contains("security.selinux: Operation not supported"),
+        "{out}"
+    );
+    assert!(out.ends_with("\nv"), "other xattrs still work: {out}");
+    drop(m);
+    let labelled = vol.mount_with("labelled", &["--enable-selinux"]);
+    let out = sh(
+        &labelled.path,
+        "setfattr -n security.selinux -v system_u:object_r:tmp_t:s0 d/2 && \
+         getfattr --only-values -n security.selinux d/2",
+    );
+    assert!(out.starts_with("system_u:object_r:tmp_t:s0"), "{out}");
+}
+
+#[test]
 fn random_reads_on_a_mount_fetch_segments_not_blocks() {
     let vol = Volume::new();
     let m = vol.mount("mnt");

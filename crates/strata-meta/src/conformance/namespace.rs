@@ -625,6 +625,9 @@ pub async fn corrupt_values_name_their_key<S: TestStore>() {
     tx.put(keys::chunk(f.ino, 0), vec![0; 23]);
     tx.put(keys::dentry(Ino::ROOT, b"bad"), vec![9; 9]);
     tx.commit().await.unwrap();
+    // Written behind the client's back, as another client would: its cache hears of it
+    // through the change feed.
+    meta.sync_changes().await.unwrap();
     for err in [
         meta.getattr(f.ino).await.unwrap_err(),
         meta.read_chunk(f.ino, 0).await.unwrap_err(),

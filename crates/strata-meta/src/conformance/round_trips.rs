@@ -131,6 +131,15 @@ impl KvEngine for Counting {
     fn remote(&self) -> bool {
         true
     }
+    fn origin(&self) -> u64 {
+        self.inner.origin()
+    }
+    async fn subscribe(&self) -> Result<Option<Box<dyn crate::kv::ChangeFeed>>, KvError> {
+        self.inner.subscribe().await
+    }
+    async fn send_beat(&self, seq: u64, barrier: bool) -> Result<(), KvError> {
+        self.inner.send_beat(seq, barrier).await
+    }
 }
 
 /// A client on a counting engine, with inode batches large enough that no allocation
@@ -273,4 +282,60 @@ pub async fn stale_assumptions_are_caught<S: TestStore>() {
         ),
         Errno::EACCES
     );
+}
+
+/// With the change feed followed (every case's clients do), lookups and attribute reads
+/// of unchanged files cost no engine call; another client's change is seen once the
+/// feed has delivered it (`sync_changes` waits for that), and a name another client
+/// just created is found at once (absences are never answered from the cache).
+/// Engines without a feed read the engine every time.
+pub async fn unchanged_lookups_cost_nothing<S: TestStore>() {
+    let store = S::create();
+    let (a, counting) = counted_volume(&store).await;
+    let a = super::following(a).await;
+    let b = super::client(&store).await;
+    let root = Ctx::root();
+    let dir = mkdir(&a, Ino::ROOT, "d").await.ino;
+    let f = touch(&a, dir, "f").await.ino;
+    a.lookup(&root, dir, b"f").await.unwrap();
+    a.getattr(f).await.unwrap();
+    counting.take();
+    for _ in 0..3 {
+        assert_eq!(a.lookup(&root, dir, b"f").await.unwrap().ino, f);
+        assert_eq!(a.getattr(f).await.unwrap().mode & 0o777, 0o644);
+    }
+    let cached_calls = counting.take();
+    if !a.can_follow_changes() {
+        assert!(cached_calls >= 6, "{cached_calls} calls without a feed");
+        return;
+    }
+    assert_eq!(cached_calls, 0, "unchanged lookups and stats");
+
+    let chmod = crate::meta::SetAttr {
+        mode: Some(0o600),
+        ..Default::default()
+    };
+    b.setattr(&root, f, &chmod).await.unwrap();
+    a.sync_changes().await.unwrap();
+    assert_eq!(a.getattr(f).await.unwrap().mode & 0o777, 0o600);
+    counting.take();
+    assert_eq!(a.getattr(f).await.unwrap().mode & 0o777, 0o600);
+    assert_eq!(counting.take(), 0, "read again, then cached again");
+
+    b.rename(&root, dir, b"f", dir, b"g", Default::default())
+        .await
+        .unwrap();
+    a.sync_changes().await.unwrap();
+    assert_eq!(errno_of(a.lookup(&root, dir, b"f").await), Errno::ENOENT);
+    assert_eq!(a.lookup(&root, dir, b"g").await.unwrap().ino, f);
+
+    b.unlink(&root, dir, b"g").await.unwrap();
+    a.sync_changes().await.unwrap();
+    assert_eq!(errno_of(a.lookup(&root, dir, b"g").await), Errno::ENOENT);
+    assert_eq!(errno_of(a.getattr(f).await), Errno::ENOENT);
+
+    // No waiting: a new name is never hidden by a cached absence.
+    assert_eq!(errno_of(a.lookup(&root, dir, b"h").await), Errno::ENOENT);
+    let h = touch(&b, dir, "h").await.ino;
+    assert_eq!(a.lookup(&root, dir, b"h").await.unwrap().ino, h);
 }

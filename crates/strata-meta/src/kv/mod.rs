@@ -17,7 +17,7 @@ use std::fmt;
 
 use async_trait::async_trait;
 
-pub use txn::{RetryPolicy, Txn, TxnError, TxnFuture, run_txn, run_txn_cached};
+pub use txn::{CacheUse, RetryPolicy, Txn, TxnError, TxnFuture, run_txn, run_txn_cached};
 
 /// A key in the engine's ordered key space.
 pub type Key = Vec<u8>;
@@ -205,6 +205,9 @@ pub struct CommitRequest {
     pub reads: Vec<ReadCheck>,
     /// Writes in key order, applied only if every read still holds.
     pub writes: Vec<(Key, Write)>,
+    /// The committing client's number for this commit, carried by its announcement in
+    /// the change feed (0: none; see `readcache`).
+    pub seq: u64,
 }
 
 /// How [`KvSnapshot::get_linked`] finds more keys from the value of one key: the value
@@ -293,6 +296,108 @@ pub trait KvSnapshot: Send {
     }
 }
 
+/// What an engine's change feed ([`KvEngine::subscribe`]) delivers, in commit order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Commit `seq` ([`CommitRequest::seq`]) of the client `origin` ([`KvEngine::origin`])
+    /// wrote these keys; `None`: it wrote too many to list, so anything may have changed.
+    Keys {
+        origin: u64,
+        seq: u64,
+        keys: Option<Vec<Key>>,
+    },
+    /// A beat ([`KvEngine::send_beat`]) sent by `origin` with number `seq`. With
+    /// `barrier`, every change committed before it was sent has been delivered before
+    /// it; otherwise it only shows the feed is alive.
+    Beat {
+        origin: u64,
+        seq: u64,
+        barrier: bool,
+    },
+}
+
+/// A subscription to an engine's changes.
+#[async_trait]
+pub trait ChangeFeed: Send {
+    /// The next change. An error means the subscription is lost and changes may have
+    /// been missed; subscribe again.
+    async fn next(&mut self) -> Result<Change, KvError>;
+}
+
+/// A commit's written keys as one announcement: the origin and the commit's number (8
+/// bytes each, big-endian), then each key as a big-endian u16 length and its bytes. Keys
+/// that do not fit in `max` bytes make it "everything changed" (no keys).
+pub fn encode_change(origin: u64, req: &CommitRequest, max: usize) -> Vec<u8> {
+    let mut out = origin.to_be_bytes().to_vec();
+    out.extend_from_slice(&req.seq.to_be_bytes());
+    for (key, _) in &req.writes {
+        let Ok(len) = u16::try_from(key.len()) else {
+            out.truncate(16);
+            return out;
+        };
+        if out.len() + 2 + key.len() > max {
+            out.truncate(16);
+            return out;
+        }
+        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(key);
+    }
+    out
+}
+
+/// A random, non-zero id for one client in a change feed ([`KvEngine::origin`]).
+pub fn new_origin() -> u64 {
+    loop {
+        let id: u64 = rand::random();
+        if id != 0 {
+            return id;
+        }
+    }
+}
+
+/// Read an announcement made by [`encode_change`] (`keys` is `None` for "everything").
+pub fn decode_change(payload: &[u8]) -> Result<Change, KvError> {
+    let bad = || {
+        KvError::Engine(format!(
+            "malformed change announcement of {} bytes",
+            payload.len()
+        ))
+    };
+    let number = |at: usize| -> Result<u64, KvError> {
+        let raw: [u8; 8] = payload
+            .get(at..at + 8)
+            .ok_or_else(bad)?
+            .try_into()
+            .map_err(|_| bad())?;
+        Ok(u64::from_be_bytes(raw))
+    };
+    let (origin, seq) = (number(0)?, number(8)?);
+    let mut rest = &payload[16..];
+    if rest.is_empty() {
+        return Ok(Change::Keys {
+            origin,
+            seq,
+            keys: None,
+        });
+    }
+    let mut keys = Vec::new();
+    while !rest.is_empty() {
+        let len: [u8; 2] = rest
+            .get(..2)
+            .ok_or_else(bad)?
+            .try_into()
+            .map_err(|_| bad())?;
+        let len = usize::from(u16::from_be_bytes(len));
+        keys.push(rest.get(2..2 + len).ok_or_else(bad)?.to_vec());
+        rest = &rest[2 + len..];
+    }
+    Ok(Change::Keys {
+        origin,
+        seq,
+        keys: Some(keys),
+    })
+}
+
 /// A transactional, ordered key-value engine under the metadata layer.
 #[async_trait]
 pub trait KvEngine: Send + Sync + fmt::Debug {
@@ -327,6 +432,23 @@ pub trait KvEngine: Send + Sync + fmt::Debug {
     /// then let writing transactions assume recently read values ([`readcache`]).
     fn remote(&self) -> bool {
         false
+    }
+    /// This client's id in the change feed; 0 when the engine has none.
+    fn origin(&self) -> u64 {
+        0
+    }
+    /// Subscribe to every commit's written keys, from every client (`Ok(None)`: the
+    /// engine has no change feed). Engines with a feed announce each commit atomically
+    /// with it, whoever made it.
+    async fn subscribe(&self) -> Result<Option<Box<dyn ChangeFeed>>, KvError> {
+        Ok(None)
+    }
+    /// Send beat `seq` through the change feed (see [`Change::Beat`]). A `barrier` beat
+    /// must come back after every change committed before it was sent; other beats only
+    /// show the feed is alive (an engine may send those more cheaply).
+    async fn send_beat(&self, seq: u64, barrier: bool) -> Result<(), KvError> {
+        let _ = (seq, barrier);
+        Ok(())
     }
 }
 
@@ -372,6 +494,38 @@ mod tests {
             apply_field_ops(b"k", Some(&v), &bad),
             Err(KvError::Corrupt { .. })
         ));
+    }
+
+    #[test]
+    fn change_announcements_round_trip_and_overflow_to_everything() {
+        let req = CommitRequest {
+            writes: vec![
+                (b"A1".to_vec(), Write::Delete),
+                (b"B22".to_vec(), Write::Put(b"v".to_vec())),
+            ],
+            seq: 9,
+            ..CommitRequest::default()
+        };
+        let got = decode_change(&encode_change(7, &req, 100)).unwrap();
+        assert_eq!(
+            got,
+            Change::Keys {
+                origin: 7,
+                seq: 9,
+                keys: Some(vec![b"A1".to_vec(), b"B22".to_vec()])
+            }
+        );
+        let got = decode_change(&encode_change(7, &req, 20)).unwrap();
+        assert_eq!(
+            got,
+            Change::Keys {
+                origin: 7,
+                seq: 9,
+                keys: None
+            }
+        );
+        assert!(decode_change(b"12345678").is_err());
+        assert!(decode_change(b"1234567812345678\x00\x05ab").is_err());
     }
 
     #[test]

@@ -9,8 +9,23 @@
 //! nothing is also run again before anything is returned, since nothing validated what
 //! it read. Which keys may be cached is the metadata layer's choice (small, rarely
 //! changing records: inode attributes and directory entries).
+//!
+//! On an engine with a change feed the cache is also *trusted* by read-only operations
+//! (lookups, getattr): while this client's own beats keep coming back through the feed,
+//! every change another client commits reaches [`ReadCache::invalidate`] in commit
+//! order, so a value read after the feed came up and not invalidated since is current up
+//! to the feed's delay. A read races with invalidations: a value is trusted only if no
+//! invalidation of its key arrived between the start of the transaction that read it and
+//! the moment it is stored (generations, and a bounded history of which key was
+//! invalidated when). This client's own commits are announced too, with their numbers:
+//! the values a commit stored are kept when its own announcement arrives, and anything
+//! else under its keys (an older value of a concurrent commit of this client) is dropped.
+//! Losing the feed, or its beats falling silent, drops all trust at once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+
+use foldhash::fast::RandomState;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -19,19 +34,93 @@ use super::{Key, Value, Write};
 
 /// Entries kept at most; past this expired ones are dropped, and all of them when none had.
 const MAX_ENTRIES: usize = 100_000;
+/// Invalidations remembered per key at most (older ones raise the floor instead).
+const MAX_HISTORY: usize = 100_000;
 /// How long a value stays worth assuming: a stale one costs a retry, nothing more.
 const FRESH_FOR: Duration = Duration::from_secs(10);
+/// How long a value read through a live feed is trusted without reading it again (a
+/// bound against a feed that delivers beats but somehow missed a change).
+const TRUSTED_FOR: Duration = Duration::from_secs(60);
+
+#[derive(Debug)]
+struct Entry {
+    value: Option<Value>,
+    at: Instant,
+    /// Read while the feed was live, with no invalidation racing the read.
+    trusted: bool,
+    /// The number of this client's commit that stored it.
+    commit: Option<u64>,
+}
+
+/// Keys hash with foldhash: a readdirplus page stores a thousand of them, and SipHash
+/// was a tenth of the CPU of `ls -l` (seeded per process, so names cannot be chosen to
+/// collide).
+#[derive(Debug, Default)]
+struct State {
+    entries: HashMap<Key, Entry, RandomState>,
+    /// Bumped by every invalidation and every change of the feed's state.
+    generation: u64,
+    /// Trust holds until then (extended by each beat of ours the feed returns).
+    trusted_until: Option<Instant>,
+    /// Each key's last invalidation: its generation and, for one of this client's own
+    /// commits, that commit's number (0 otherwise).
+    invalidated: HashMap<Key, (u64, u64), RandomState>,
+    history: VecDeque<(u64, Key)>,
+    /// Reads started before this generation are never trusted (history forgotten, feed
+    /// lost or just up).
+    floor: u64,
+}
+
+impl State {
+    /// Whether a value of `key` read (or, with `commit`, written by that commit) by a
+    /// transaction that started at generation `since` may be trusted.
+    fn may_trust(&self, key: &[u8], since: Option<u64>, commit: Option<u64>) -> bool {
+        let Some(since) = since else { return false };
+        if self.trusted_until.is_none() || since < self.floor {
+            return false;
+        }
+        match self.invalidated.get(key) {
+            None => true,
+            Some((at, by)) => *at <= since || commit.is_some_and(|c| c == *by),
+        }
+    }
+
+    fn note_invalidated(&mut self, key: &[u8], commit: u64) {
+        let generation = self.generation;
+        self.invalidated.insert(key.to_vec(), (generation, commit));
+        self.history.push_back((generation, key.to_vec()));
+        while self.history.len() > MAX_HISTORY {
+            let Some((at, old)) = self.history.pop_front() else {
+                break;
+            };
+            if self.invalidated.get(&old).is_some_and(|(g, _)| *g == at) {
+                self.invalidated.remove(&old);
+            }
+            self.floor = self.floor.max(at + 1);
+        }
+    }
+
+    fn distrust_all(&mut self) {
+        self.generation += 1;
+        self.floor = self.generation;
+        self.invalidated.clear();
+        self.history.clear();
+        self.entries.values_mut().for_each(|e| e.trusted = false);
+    }
+}
 
 /// Values (or absences) recently read or written by this client.
 pub struct ReadCache {
     cacheable: fn(&[u8]) -> bool,
-    entries: Mutex<HashMap<Key, (Option<Value>, Instant)>>,
+    state: Mutex<State>,
+    /// Numbers this client's commits (1, 2, ...).
+    commits: AtomicU64,
 }
 
 impl std::fmt::Debug for ReadCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReadCache")
-            .field("entries", &self.entries.lock().len())
+            .field("entries", &self.state.lock().entries.len())
             .finish()
     }
 }
@@ -41,64 +130,170 @@ impl ReadCache {
     pub fn new(cacheable: fn(&[u8]) -> bool) -> ReadCache {
         ReadCache {
             cacheable,
-            entries: Mutex::default(),
+            state: Mutex::default(),
+            commits: AtomicU64::new(0),
         }
+    }
+
+    /// The number of this client's next commit (announced with it).
+    pub fn next_commit(&self) -> u64 {
+        self.commits.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// The value last seen under `key`, if recent (`Some(None)`: seen absent).
     pub fn get(&self, key: &[u8]) -> Option<Option<Value>> {
-        let entries = self.entries.lock();
-        let (value, at) = entries.get(key)?;
-        (at.elapsed() < FRESH_FOR).then(|| value.clone())
+        let state = self.state.lock();
+        let entry = state.entries.get(key)?;
+        (entry.at.elapsed() < FRESH_FOR).then(|| entry.value.clone())
     }
 
     /// True when a recent value of `key` is here.
     pub fn holds(&self, key: &[u8]) -> bool {
-        self.entries
+        self.state
             .lock()
+            .entries
             .get(key)
-            .is_some_and(|(_, at)| at.elapsed() < FRESH_FOR)
+            .is_some_and(|e| e.at.elapsed() < FRESH_FOR)
+    }
+
+    /// Values of all `keys` if every one is trusted right now (see the module's doc).
+    /// Absences are never trusted: a name another client just created must be found at
+    /// once (close-to-open), as no negative entry is cached by the kernel either.
+    pub fn get_trusted(&self, keys: &[Key]) -> Option<Vec<Option<Value>>> {
+        let state = self.state.lock();
+        let now = Instant::now();
+        if state.trusted_until.is_none_or(|t| t <= now) {
+            return None;
+        }
+        keys.iter()
+            .map(|k| {
+                let e = state.entries.get(k)?;
+                let fresh = e.trusted && now.duration_since(e.at) < TRUSTED_FOR;
+                let value = e.value.as_ref().filter(|_| fresh)?;
+                Some(Some(value.clone()))
+            })
+            .collect()
+    }
+
+    /// True while trust holds (beats keep coming back through a live feed).
+    pub fn is_trusting(&self) -> bool {
+        self.state
+            .lock()
+            .trusted_until
+            .is_some_and(|t| t > Instant::now())
+    }
+
+    /// The generation to pass to [`remember_all`](Self::remember_all) and
+    /// [`committed`](Self::committed), taken before reading.
+    pub fn generation(&self) -> u64 {
+        self.state.lock().generation
     }
 
     /// Remember what a read returned (ignored for keys not cacheable).
     pub fn remember(&self, key: &[u8], value: Option<&[u8]>) {
-        self.remember_all([(key, value)]);
+        self.remember_all([(key, value)], None);
     }
 
     /// Remember what several reads returned, under one lock (a readdirplus page is a
-    /// thousand records).
-    pub fn remember_all<'k>(&self, reads: impl IntoIterator<Item = (&'k [u8], Option<&'k [u8]>)>) {
+    /// thousand records). With the generation taken before the reads, and no invalidation
+    /// of a key since, its value is trusted.
+    pub fn remember_all<'k>(
+        &self,
+        reads: impl IntoIterator<Item = (&'k [u8], Option<&'k [u8]>)>,
+        since: Option<u64>,
+    ) {
+        self.store(reads, since, None);
+    }
+
+    fn store<'k>(
+        &self,
+        values: impl IntoIterator<Item = (&'k [u8], Option<&'k [u8]>)>,
+        since: Option<u64>,
+        commit: Option<u64>,
+    ) {
         let now = Instant::now();
-        let mut entries = self.entries.lock();
-        for (key, value) in reads {
+        let mut state = self.state.lock();
+        for (key, value) in values {
             if !(self.cacheable)(key) {
                 continue;
             }
-            if entries.len() >= MAX_ENTRIES {
-                entries.retain(|_, (_, at)| at.elapsed() < FRESH_FOR);
-                if entries.len() >= MAX_ENTRIES {
-                    entries.clear();
+            if state.entries.len() >= MAX_ENTRIES {
+                state.entries.retain(|_, e| e.at.elapsed() < FRESH_FOR);
+                if state.entries.len() >= MAX_ENTRIES {
+                    state.entries.clear();
                 }
             }
-            entries.insert(key.to_vec(), (value.map(<[u8]>::to_vec), now));
+            let entry = Entry {
+                value: value.map(<[u8]>::to_vec),
+                at: now,
+                trusted: state.may_trust(key, since, commit),
+                commit,
+            };
+            state.entries.insert(key.to_vec(), entry);
         }
     }
 
-    /// A commit of `writes` succeeded: what it put or deleted is now known; records
-    /// changed by field updates (applied by the engine to whatever was current) are not.
-    pub fn committed(&self, writes: &[(Key, Write)]) {
+    /// Commit number `commit` of `writes`, by a transaction that started at generation
+    /// `since`, succeeded: what it put or deleted is now known; records changed by field
+    /// updates (applied by the engine to whatever was current) are not.
+    pub fn committed(&self, writes: &[(Key, Write)], since: Option<u64>, commit: u64) {
+        let known = writes.iter().filter_map(|(key, write)| match write {
+            Write::Put(v) => Some((&key[..], Some(&v[..]))),
+            Write::Delete => Some((&key[..], None)),
+            Write::Fields(_) => None,
+        });
+        self.store(known, since, Some(commit));
+        let mut state = self.state.lock();
         for (key, write) in writes {
-            match write {
-                Write::Put(v) => self.remember(key, Some(v)),
-                Write::Delete => self.remember(key, None),
-                Write::Fields(_) => self.forget(key),
+            if matches!(write, Write::Fields(_)) {
+                state.entries.remove(key);
             }
         }
     }
 
     /// Drop `key` (it may be stale).
     pub fn forget(&self, key: &[u8]) {
-        self.entries.lock().remove(key);
+        self.state.lock().entries.remove(key);
+    }
+
+    /// A commit changed `keys` (`None`: anything): another client's, or with `own`, this
+    /// client's commit of that number, whose own stored values are kept.
+    pub fn invalidate(&self, keys: Option<&[Key]>, own: Option<u64>) {
+        let mut state = self.state.lock();
+        state.generation += 1;
+        let Some(keys) = keys else {
+            state.entries.clear();
+            state.floor = state.generation;
+            return;
+        };
+        for key in keys {
+            let keep = own.is_some()
+                && state
+                    .entries
+                    .get(key)
+                    .is_some_and(|e| e.commit.is_some() && e.commit == own);
+            if !keep {
+                state.entries.remove(key);
+            }
+            state.note_invalidated(key, own.unwrap_or(0));
+        }
+    }
+
+    /// One of this client's beats came back through the feed: trust holds for `grace`.
+    pub fn beat_returned(&self, grace: Duration) {
+        let mut state = self.state.lock();
+        if state.trusted_until.is_none() {
+            // Coming up: nothing read before now was covered by the feed.
+            state.distrust_all();
+        }
+        state.trusted_until = Some(Instant::now() + grace);
+    }
+
+    /// The feed is lost: trust nothing until it is back.
+    pub fn feed_lost(&self) {
+        let mut state = self.state.lock();
+        state.distrust_all();
+        state.trusted_until = None;
     }
 }
 
@@ -124,15 +319,145 @@ mod tests {
             slot: 0,
             update: FieldUpdate::Add(1),
         }];
-        cache.committed(&[
-            (b"A1".to_vec(), Write::Delete),
-            (b"A2".to_vec(), Write::Put(b"v2".to_vec())),
-            (b"A3".to_vec(), Write::Fields(ops)),
-        ]);
+        cache.committed(
+            &[
+                (b"A1".to_vec(), Write::Delete),
+                (b"A2".to_vec(), Write::Put(b"v2".to_vec())),
+                (b"A3".to_vec(), Write::Fields(ops)),
+            ],
+            None,
+            1,
+        );
         assert_eq!(cache.get(b"A1"), Some(None));
         assert_eq!(cache.get(b"A2"), Some(Some(b"v2".to_vec())));
         assert_eq!(cache.get(b"A3"), None, "field updates make it unknown");
         cache.forget(b"A2");
         assert_eq!(cache.get(b"A2"), None);
+    }
+
+    fn k(s: &str) -> Key {
+        s.as_bytes().to_vec()
+    }
+
+    #[test]
+    fn trusts_only_reads_covered_by_a_live_feed() {
+        let cache = ReadCache::new(only_a);
+        let grace = Duration::from_secs(5);
+        let g = cache.generation();
+        cache.remember_all([(&b"A1"[..], Some(&b"v1"[..]))], Some(g));
+        assert_eq!(cache.get_trusted(&[k("A1")]), None, "no feed yet");
+        cache.beat_returned(grace);
+        assert_eq!(
+            cache.get_trusted(&[k("A1")]),
+            None,
+            "read before the feed was up"
+        );
+        let g = cache.generation();
+        cache.remember_all(
+            [
+                (&b"A1"[..], Some(&b"v1"[..])),
+                (&b"A2"[..], Some(&b"v2"[..])),
+            ],
+            Some(g),
+        );
+        cache.remember_all([(&b"A5"[..], None)], Some(g));
+        assert_eq!(
+            cache.get_trusted(&[k("A1"), k("A2")]),
+            Some(vec![Some(b"v1".to_vec()), Some(b"v2".to_vec())])
+        );
+        assert_eq!(
+            cache.get_trusted(&[k("A5")]),
+            None,
+            "absences are not trusted"
+        );
+        assert_eq!(
+            cache.get_trusted(&[k("A1"), k("A9")]),
+            None,
+            "all or nothing"
+        );
+        // An invalidation between the start of a read and its storing: not trusted.
+        let g = cache.generation();
+        cache.invalidate(Some(&[k("A3")]), None);
+        cache.remember_all([(&b"A3"[..], Some(&b"v3"[..]))], Some(g));
+        assert_eq!(cache.get_trusted(&[k("A3")]), None);
+        assert_eq!(
+            cache.get(b"A3"),
+            Some(Some(b"v3".to_vec())),
+            "still assumable"
+        );
+        cache.invalidate(Some(&[k("A1")]), None);
+        assert_eq!(
+            cache.get_trusted(&[k("A2")]),
+            Some(vec![Some(b"v2".to_vec())])
+        );
+        assert_eq!(cache.get_trusted(&[k("A1")]), None, "invalidated");
+        cache.feed_lost();
+        assert_eq!(cache.get_trusted(&[k("A2")]), None, "feed lost");
+        cache.beat_returned(grace);
+        assert_eq!(cache.get_trusted(&[k("A2")]), None, "trust is not restored");
+        let g = cache.generation();
+        cache.committed(&[(k("A4"), Write::Put(b"v4".to_vec()))], Some(g), 1);
+        assert_eq!(
+            cache.get_trusted(&[k("A4")]),
+            Some(vec![Some(b"v4".to_vec())])
+        );
+        // Its own announcement keeps it; another commit's drops it.
+        cache.invalidate(Some(&[k("A4")]), Some(1));
+        assert_eq!(
+            cache.get_trusted(&[k("A4")]),
+            Some(vec![Some(b"v4".to_vec())])
+        );
+        cache.beat_returned(Duration::ZERO);
+        assert_eq!(cache.get_trusted(&[k("A4")]), None, "beats fell silent");
+        cache.beat_returned(grace);
+        assert_eq!(
+            cache.get_trusted(&[k("A4")]),
+            Some(vec![Some(b"v4".to_vec())])
+        );
+        cache.invalidate(Some(&[k("A4")]), Some(2));
+        assert_eq!(cache.get_trusted(&[k("A4")]), None);
+        assert_eq!(
+            cache.get(b"A2"),
+            Some(Some(b"v2".to_vec())),
+            "still assumable"
+        );
+    }
+
+    #[test]
+    fn own_commits_racing_their_announcements_keep_the_newest_value() {
+        let cache = ReadCache::new(only_a);
+        cache.beat_returned(Duration::from_secs(5));
+        let put = |v: &[u8]| [(k("A1"), Write::Put(v.to_vec()))];
+        // Commit 1 then commit 2 of this client, both started at g; the server applied
+        // 1 before 2, and their announcements arrive in that order.
+        let g = cache.generation();
+        // 2's answer comes first, then the announcements, then 1's answer.
+        cache.committed(&put(b"v2"), Some(g), 2);
+        cache.invalidate(Some(&[k("A1")]), Some(1));
+        assert_eq!(
+            cache.get_trusted(&[k("A1")]),
+            None,
+            "2 was not announced yet"
+        );
+        cache.invalidate(Some(&[k("A1")]), Some(2));
+        cache.committed(&put(b"v1"), Some(g), 1);
+        assert_eq!(
+            cache.get_trusted(&[k("A1")]),
+            None,
+            "v1 is older than 2's announcement"
+        );
+        // A commit whose own announcement came before its answer is trusted.
+        let g = cache.generation();
+        cache.invalidate(Some(&[k("A1")]), Some(3));
+        cache.committed(&put(b"v3"), Some(g), 3);
+        assert_eq!(
+            cache.get_trusted(&[k("A1")]),
+            Some(vec![Some(b"v3".to_vec())])
+        );
+        // Another client's change after the start of a read: that read is not trusted.
+        let g = cache.generation();
+        cache.invalidate(Some(&[k("A1")]), None);
+        cache.remember_all([(&b"A1"[..], Some(&b"old"[..]))], Some(g));
+        assert_eq!(cache.get_trusted(&[k("A1")]), None);
     }
 }

@@ -328,6 +328,7 @@ mod tests {
 
     fn put(key: &[u8]) -> CommitRequest {
         CommitRequest {
+            seq: 0,
             reads: Vec::new(),
             writes: vec![(key.to_vec(), Write::Put(b"v".to_vec()))],
         }

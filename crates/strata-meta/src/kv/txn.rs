@@ -30,6 +30,24 @@ pub struct Txn<'a> {
     assume: bool,
     /// Keys whose values were assumed, not read: re-checked only by the commit.
     assumed: Vec<Key>,
+    /// Whether values the cache trusts (a live change feed) are used as reads.
+    trust: bool,
+    /// Whether some read came from the trusted cache (one more view of the volume).
+    trusted_reads: bool,
+    /// The cache's generation when this transaction started.
+    generation: Option<u64>,
+}
+
+/// How a transaction uses the client's [`ReadCache`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheUse {
+    /// Read everything from the engine (the cache is only told what was read).
+    Inform,
+    /// A writing transaction: assume recent values; the commit re-checks them.
+    Assume,
+    /// A read-only transaction: take values the cache trusts (a live change feed) as
+    /// current, without a round trip.
+    Trust,
 }
 
 impl std::fmt::Debug for Txn<'_> {
@@ -45,17 +63,17 @@ impl std::fmt::Debug for Txn<'_> {
 impl<'a> Txn<'a> {
     /// Start a transaction on `engine`.
     pub async fn begin(engine: &'a dyn KvEngine) -> Result<Txn<'a>, KvError> {
-        Self::begin_with(engine, None, false).await
+        Self::begin_with(engine, None, CacheUse::Inform).await
     }
 
-    /// Start a transaction that tells `cache` what it read and wrote and, with `assume`,
-    /// takes the values of keys found there without reading them (see [`ReadCache`]);
-    /// the commit re-checks them like every read.
+    /// Start a transaction that tells `cache` what it read and wrote and uses it as `how`
+    /// says (see [`CacheUse`] and [`ReadCache`]).
     pub async fn begin_with(
         engine: &'a dyn KvEngine,
         cache: Option<&'a ReadCache>,
-        assume: bool,
+        how: CacheUse,
     ) -> Result<Txn<'a>, KvError> {
+        let generation = cache.map(ReadCache::generation);
         let snapshot = engine.snapshot().await?;
         Ok(Txn {
             engine,
@@ -64,9 +82,26 @@ impl<'a> Txn<'a> {
             writes: BTreeMap::new(),
             engine_calls: 0,
             cache,
-            assume: assume && cache.is_some(),
+            assume: how == CacheUse::Assume && cache.is_some(),
             assumed: Vec::new(),
+            trust: how == CacheUse::Trust && cache.is_some(),
+            trusted_reads: false,
+            generation,
         })
+    }
+
+    /// Values of `keys` if the cache trusts every one, recorded as reads.
+    fn trusted(&mut self, keys: &[Key]) -> Option<Vec<Option<Value>>> {
+        if !self.trust {
+            return None;
+        }
+        let values = self.cache?.get_trusted(keys)?;
+        self.trusted_reads = true;
+        for (key, value) in keys.iter().zip(&values) {
+            self.record_point(key, value.clone());
+            self.assumed.push(key.clone());
+        }
+        Some(values)
     }
 
     /// True when some value this transaction used was assumed rather than read.
@@ -106,6 +141,9 @@ impl<'a> Txn<'a> {
         if self.assume {
             missing.retain(|k| self.assume(k).is_none());
         }
+        if !missing.is_empty() && self.trusted(&missing).is_some() {
+            missing.clear();
+        }
         let fetched = if missing.is_empty() {
             Vec::new()
         } else {
@@ -131,6 +169,9 @@ impl<'a> Txn<'a> {
         link: &Link,
     ) -> Result<Vec<Option<Value>>, KvError> {
         let fresh = self.writes.is_empty() && keys.iter().all(|k| !self.is_buffered_value(k));
+        if fresh && let Some(values) = self.trusted_linked(keys, link) {
+            return Ok(values);
+        }
         // With the first keys cached, reading in two steps takes at most one call.
         let cached = self.assume && self.cache.is_some_and(|c| keys.iter().all(|k| c.holds(k)));
         if fresh
@@ -239,8 +280,13 @@ impl<'a> Txn<'a> {
             reverse: false,
             entries: got.rows.clone(),
         });
-        // Hard links name one inode from several rows: record each key once.
-        let mut recorded: std::collections::HashSet<Key> = self
+        // Hard links name one inode from several rows, and a row may name the directory
+        // itself: record each key once. Only the numbers need remembering.
+        let mut seen = std::collections::HashSet::with_capacity_and_hasher(
+            got.rows.len(),
+            foldhash::fast::RandomState::default(),
+        );
+        let earlier: Vec<Key> = self
             .reads
             .iter()
             .filter_map(|r| match r {
@@ -252,10 +298,18 @@ impl<'a> Txn<'a> {
             let Some(targets) = link.target_keys(Some(value)) else {
                 continue;
             };
+            let Some(number) = value.get(link.offset..link.offset + 8) else {
+                continue;
+            };
+            if !seen.insert(number.to_vec()) {
+                continue;
+            }
             for (key, value) in targets.into_iter().zip(linked) {
-                if !recorded.contains(&key) {
-                    self.record_point(&key, value.clone());
-                    recorded.insert(key);
+                if !earlier.contains(&key) {
+                    self.reads.push(ReadCheck::Point {
+                        key,
+                        value: value.clone(),
+                    });
                 }
             }
         }
@@ -388,17 +442,25 @@ impl<'a> Txn<'a> {
             writes,
             cache,
             assumed,
+            generation,
             ..
         } = self;
         drop(snapshot);
         let writes: Vec<(Key, Write)> = writes.into_iter().collect();
         let Some(cache) = cache else {
-            return engine.commit(CommitRequest { reads, writes }).await;
+            return engine
+                .commit(CommitRequest {
+                    reads,
+                    writes,
+                    seq: 0,
+                })
+                .await;
         };
         let written = writes.clone();
-        let outcome = engine.commit(CommitRequest { reads, writes }).await;
+        let seq = cache.next_commit();
+        let outcome = engine.commit(CommitRequest { reads, writes, seq }).await;
         match &outcome {
-            Ok(()) => cache.committed(&written),
+            Ok(()) => cache.committed(&written, generation, seq),
             // Whatever was assumed may be what conflicted (or may not have been applied).
             Err(_) => assumed.iter().for_each(|k| cache.forget(k)),
         }
@@ -408,19 +470,51 @@ impl<'a> Txn<'a> {
     /// Tell the cache what this transaction read from the engine (not what it assumed).
     fn remember_reads(&self) {
         let Some(cache) = self.cache else { return };
-        cache.remember_all(self.reads.iter().filter_map(|read| match read {
+        let reads = self.reads.iter().filter_map(|read| match read {
             ReadCheck::Point { key, value } if !self.assumed.contains(key) => {
                 Some((&key[..], value.as_deref()))
             }
             _ => None,
-        }));
+        });
+        cache.remember_all(reads, self.generation);
     }
 
     /// Whether everything this transaction read came from one consistent state: on an
     /// engine with snapshot isolation, or from at most one call to the read view (every
     /// call is atomic), so a read-only transaction needs no re-check.
     fn reads_are_one_view(&self) -> bool {
-        self.engine.snapshot_isolation() || self.reads.is_empty() || self.engine_calls <= 1
+        let views = self.engine_calls + u32::from(self.trusted_reads);
+        (self.engine.snapshot_isolation() && !self.trusted_reads)
+            || self.reads.is_empty()
+            || views <= 1
+    }
+
+    /// [`Txn::get_linked`] answered by the trusted cache: the keys, then the keys the
+    /// linking value names, all trusted.
+    fn trusted_linked(&mut self, keys: &[Key], link: &Link) -> Option<Vec<Option<Value>>> {
+        if !self.trust {
+            return None;
+        }
+        let cache = self.cache?;
+        let mut values = cache.get_trusted(keys)?;
+        let from = values.get(link.from).and_then(|v| v.as_deref());
+        let targets = link.target_keys(from);
+        let mut wanted = keys.to_vec();
+        match &targets {
+            Some(targets) => {
+                values.extend(cache.get_trusted(targets)?);
+                wanted.extend(targets.iter().cloned());
+            }
+            None => values.extend(link.targets.iter().map(|_| None)),
+        }
+        self.trusted_reads = true;
+        for (key, value) in wanted.iter().zip(&values) {
+            if !self.is_buffered_value(key) {
+                self.record_point(key, value.clone());
+                self.assumed.push(key.clone());
+            }
+        }
+        Some(values)
     }
 
     /// End a transaction that wrote nothing: on engines without snapshot isolation its
@@ -434,15 +528,11 @@ impl<'a> Txn<'a> {
             engine,
             snapshot,
             reads,
+            cache,
             ..
         } = self;
         drop(snapshot);
-        engine
-            .commit(CommitRequest {
-                reads,
-                writes: Vec::new(),
-            })
-            .await
+        recheck(engine, cache, reads).await
     }
 
     fn is_buffered_value(&self, key: &[u8]) -> bool {
@@ -464,6 +554,9 @@ impl<'a> Txn<'a> {
         }
         if let Some(value) = self.assume(key) {
             return Ok(value);
+        }
+        if let Some(mut values) = self.trusted(&[key.to_vec()]) {
+            return Ok(values.pop().flatten());
         }
         self.engine_calls += 1;
         let value = self.snapshot.get(key).await?;
@@ -561,18 +654,19 @@ where
     E: TxnError,
     F: for<'t> FnMut(&'t mut Txn<'a>) -> TxnFuture<'t, T, E>,
 {
-    run_txn_cached(engine, None, false, policy, body).await
+    run_txn_cached(engine, None, CacheUse::Inform, policy, body).await
 }
 
 /// [`run_txn`] with the client's [`ReadCache`], which is told what every attempt read and
-/// wrote. With `assume`, the first attempt assumes the values it finds there; its result
-/// stands only if its commit (which re-checks every assumed value) succeeded. If the
-/// commit conflicted, or the attempt failed or wrote nothing, the transaction runs again
-/// at once with fresh reads; any other commit error is handled as on every attempt.
+/// wrote. With [`CacheUse::Assume`], the first attempt assumes the values it finds there;
+/// its result stands only if its commit (which re-checks every assumed value) succeeded.
+/// If the commit conflicted, or the attempt failed or wrote nothing, the transaction runs
+/// again at once with fresh reads; any other commit error is handled as on every attempt.
+/// With [`CacheUse::Trust`], every attempt takes the values the cache trusts.
 pub async fn run_txn_cached<'a, T, E, F>(
     engine: &'a dyn KvEngine,
     cache: Option<&'a ReadCache>,
-    assume: bool,
+    how: CacheUse,
     policy: &RetryPolicy,
     mut body: F,
 ) -> Result<T, E>
@@ -582,7 +676,7 @@ where
 {
     let started = Instant::now();
     let mut attempt = 0u32;
-    if assume && cache.is_some() {
+    if how == CacheUse::Assume && cache.is_some() {
         match attempt_assuming(engine, cache, &mut body).await {
             Some(Ok(v)) => return Ok(v),
             Some(Err(e)) if !e.as_kv().is_some_and(KvError::is_retryable) => return Err(e),
@@ -590,7 +684,12 @@ where
         }
     }
     loop {
-        let outcome = attempt_once(engine, cache, &mut body).await;
+        let how = if how == CacheUse::Trust {
+            CacheUse::Trust
+        } else {
+            CacheUse::Inform
+        };
+        let outcome = attempt_once(engine, cache, how, &mut body).await;
         let err = match outcome {
             Ok(v) => return Ok(v),
             Err(e) => e,
@@ -645,7 +744,7 @@ where
     E: TxnError,
     F: for<'t> FnMut(&'t mut Txn<'a>) -> TxnFuture<'t, T, E>,
 {
-    let mut txn = match Txn::begin_with(engine, cache, true).await {
+    let mut txn = match Txn::begin_with(engine, cache, CacheUse::Assume).await {
         Ok(txn) => txn,
         Err(e) => return Some(Err(E::from(e))),
     };
@@ -666,13 +765,14 @@ where
 async fn attempt_once<'a, T, E, F>(
     engine: &'a dyn KvEngine,
     cache: Option<&'a ReadCache>,
+    how: CacheUse,
     body: &mut F,
 ) -> Result<T, E>
 where
     E: TxnError,
     F: for<'t> FnMut(&'t mut Txn<'a>) -> TxnFuture<'t, T, E>,
 {
-    let mut txn = Txn::begin_with(engine, cache, false).await?;
+    let mut txn = Txn::begin_with(engine, cache, how).await?;
     let outcome = body(&mut txn).await;
     finish_attempt(engine, txn, outcome).await
 }
@@ -699,17 +799,45 @@ where
             txn.remember_reads();
             if !txn.reads_are_one_view() {
                 let Txn {
-                    snapshot, reads, ..
+                    snapshot,
+                    reads,
+                    cache,
+                    ..
                 } = txn;
                 drop(snapshot);
-                engine
-                    .commit(CommitRequest {
-                        reads,
-                        writes: Vec::new(),
-                    })
-                    .await?;
+                recheck(engine, cache, reads).await?;
             }
             Err(e)
         }
     }
+}
+
+/// Re-check the reads of a transaction that wrote nothing. If one is stale, whatever the
+/// cache said about the keys read may be what was stale: they are dropped from it.
+async fn recheck(
+    engine: &dyn KvEngine,
+    cache: Option<&ReadCache>,
+    reads: Vec<ReadCheck>,
+) -> Result<(), KvError> {
+    let keys: Vec<Key> = match cache {
+        Some(_) => reads
+            .iter()
+            .filter_map(|r| match r {
+                ReadCheck::Point { key, .. } => Some(key.clone()),
+                ReadCheck::Range { .. } => None,
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let outcome = engine
+        .commit(CommitRequest {
+            reads,
+            writes: Vec::new(),
+            seq: 0,
+        })
+        .await;
+    if let (Err(KvError::Conflict), Some(cache)) = (&outcome, cache) {
+        keys.iter().for_each(|k| cache.forget(k));
+    }
+    outcome
 }

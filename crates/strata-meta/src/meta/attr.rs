@@ -53,7 +53,7 @@ const UNLIMITED_FREE_INODES: u64 = 10 << 20;
 impl Meta {
     /// Attributes of `ino`.
     pub async fn getattr(&self, ino: Ino) -> Result<Attr> {
-        self.txn(|tx| Box::pin(async move { Ok(must_get_inode(tx, ino).await?.attr()) }))
+        self.cached_txn(|tx| Box::pin(async move { Ok(must_get_inode(tx, ino).await?.attr()) }))
             .await
     }
 
@@ -79,7 +79,7 @@ impl Meta {
 
     /// access(2): EACCES unless `ctx` may access `ino` with `mask` (R=4, W=2, X=1).
     pub async fn access(&self, ctx: &Ctx, ino: Ino, mask: u32) -> Result<()> {
-        self.txn(|tx| {
+        self.cached_txn(|tx| {
             Box::pin(async move {
                 let inode = must_get_inode(tx, ino).await?;
                 check_access(ctx, &inode.core, mask)

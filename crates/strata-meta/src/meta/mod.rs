@@ -10,6 +10,7 @@ mod clone;
 mod data;
 mod delete;
 mod dump;
+mod feed;
 mod load;
 mod locks;
 mod namespace;
@@ -49,7 +50,9 @@ use crate::error::{MetaError, Result, posix};
 use crate::format::Format;
 use crate::keys;
 use crate::kv::readcache::ReadCache;
-use crate::kv::{FieldOp, FieldUpdate, KvEngine, RetryPolicy, Txn, TxnFuture, run_txn_cached};
+use crate::kv::{
+    CacheUse, FieldOp, FieldUpdate, KvEngine, RetryPolicy, Txn, TxnFuture, run_txn_cached,
+};
 
 /// Who is asking: the caller's credentials, for permission checks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,6 +113,9 @@ pub struct MetaOptions {
     /// transactions assume recently seen inode records and entries instead of reading
     /// them again, and the commit re-checks them (`kv::readcache`).
     pub assume_recent_reads: bool,
+    /// On engines with a change feed: lookups and attribute reads are answered from a
+    /// cache that the feed keeps current (see `Meta::follow_changes`).
+    pub cache_metadata: bool,
 }
 
 impl Default for MetaOptions {
@@ -122,6 +128,7 @@ impl Default for MetaOptions {
             compact_threshold: 100,
             deferred_sync: false,
             assume_recent_reads: true,
+            cache_metadata: true,
         }
     }
 }
@@ -170,8 +177,19 @@ pub struct Meta {
     stored: Mutex<UsageDelta>,
     trash_hour: tokio::sync::Mutex<Option<(String, Ino)>>,
     quota_cache: Mutex<quota::QuotaCache>,
-    /// Recent values writing transactions may assume (network engines only).
-    read_cache: Option<ReadCache>,
+    /// Recent values writing transactions may assume (network engines only), trusted by
+    /// read-only operations while the change feed is followed.
+    read_cache: Option<Arc<ReadCache>>,
+    /// The change feed's beats (see `feed.rs`).
+    beats: Arc<feed::Beats>,
+    /// Stops the task following the change feed when this client is dropped.
+    feed_stop: tokio_util::sync::CancellationToken,
+}
+
+impl Drop for Meta {
+    fn drop(&mut self) {
+        self.feed_stop.cancel();
+    }
 }
 
 impl std::fmt::Debug for Meta {
@@ -218,10 +236,12 @@ impl Meta {
         if opts.deferred_sync {
             engine.set_deferred_sync(true);
         }
-        let read_cache =
-            (opts.assume_recent_reads && engine.remote()).then(|| ReadCache::new(keys::assumable));
+        let read_cache = ((opts.assume_recent_reads || opts.cache_metadata) && engine.remote())
+            .then(|| Arc::new(ReadCache::new(keys::assumable)));
         Meta {
             read_cache,
+            beats: Arc::default(),
+            feed_stop: tokio_util::sync::CancellationToken::new(),
             engine,
             opts,
             format: RwLock::new(None),
@@ -258,7 +278,17 @@ impl Meta {
     where
         F: for<'t> FnMut(&'t mut Txn<'s>) -> TxnFuture<'t, T, MetaError>,
     {
-        self.txn_assuming(false, body).await
+        self.txn_using(CacheUse::Inform, body).await
+    }
+
+    /// [`Meta::txn`] for a read-only operation that may be answered from the cache the
+    /// change feed keeps current (lookups, attributes, permission checks): no round trip
+    /// when every record it needs is there.
+    pub(crate) async fn cached_txn<'s, T, F>(&'s self, body: F) -> Result<T>
+    where
+        F: for<'t> FnMut(&'t mut Txn<'s>) -> TxnFuture<'t, T, MetaError>,
+    {
+        self.txn_using(CacheUse::Trust, body).await
     }
 
     /// [`Meta::txn`] for an operation that writes: on a network engine its first attempt
@@ -270,15 +300,20 @@ impl Meta {
     where
         F: for<'t> FnMut(&'t mut Txn<'s>) -> TxnFuture<'t, T, MetaError>,
     {
-        self.txn_assuming(true, body).await
+        let how = if self.opts.assume_recent_reads {
+            CacheUse::Assume
+        } else {
+            CacheUse::Inform
+        };
+        self.txn_using(how, body).await
     }
 
-    async fn txn_assuming<'s, T, F>(&'s self, assume: bool, body: F) -> Result<T>
+    async fn txn_using<'s, T, F>(&'s self, how: CacheUse, body: F) -> Result<T>
     where
         F: for<'t> FnMut(&'t mut Txn<'s>) -> TxnFuture<'t, T, MetaError>,
     {
-        let cache = self.read_cache.as_ref();
-        run_txn_cached(self.engine.as_ref(), cache, assume, &self.opts.retry, body).await
+        let cache = self.read_cache.as_deref();
+        run_txn_cached(self.engine.as_ref(), cache, how, &self.opts.retry, body).await
     }
 
     /// Format the volume: write the format record, root and trash directories and counters.

@@ -120,7 +120,7 @@ impl Meta {
             return posix(Errno::ENAMETOOLONG);
         }
         let special = matches!(name, b"." | b"..") || (parent == Ino::ROOT && name == TRASH_NAME);
-        self.txn(|tx| {
+        self.cached_txn(|tx| {
             Box::pin(async move {
                 let (dir, inode) = if special {
                     let dir = get_dir(tx, parent).await?;
