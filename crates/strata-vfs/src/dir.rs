@@ -71,7 +71,9 @@ impl Vfs {
             if offset >= 2 && handle.end == Some(offset) {
                 return Ok(Vec::new());
             }
-            if offset >= 2 && handle.page_plus == plus {
+            // The kernel switches to plain readdir after the first request when nothing
+            // was looked up meanwhile: a page with attributes serves both.
+            if offset >= 2 && (handle.page_plus || !plus) {
                 let at = handle.page.iter().position(|e| e.next_offset == offset + 1);
                 if let Some(at) = at {
                     return Ok(handle.page[at..].to_vec());

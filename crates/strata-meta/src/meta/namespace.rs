@@ -11,7 +11,7 @@ use super::{
 use crate::codec::{self, Inode, InodeCore, InodeFields, usage_slot};
 use crate::error::{MetaError, Result, posix};
 use crate::keys;
-use crate::kv::{Key, Txn, prefix_end};
+use crate::kv::{Key, Link, Txn, prefix_end};
 
 /// An inode and its attributes, as lookup and create return them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -431,14 +431,23 @@ impl Meta {
                     None => prefix.clone(),
                 };
                 let end = prefix_end(&prefix);
+                // The directory, a page of entries and (for readdirplus) their inodes: one
+                // engine call either way (no link targets for a plain readdir).
+                let dir_key = keys::inode_core(ino);
+                let link = if plus {
+                    keys::entry_to_inode(0)
+                } else {
+                    Link {
+                        from: 0,
+                        offset: 1,
+                        targets: Vec::new(),
+                    }
+                };
+                let page = tx
+                    .scan_linked(std::slice::from_ref(&dir_key), &start, &end, limit, &link)
+                    .await?;
+                decode_dir(ino, page.values.first().and_then(Option::as_deref))?;
                 if plus {
-                    // The directory, a page of entries and their inodes: one engine call.
-                    let dir_key = keys::inode_core(ino);
-                    let link = keys::entry_to_inode(0);
-                    let page = tx
-                        .scan_linked(std::slice::from_ref(&dir_key), &start, &end, limit, &link)
-                        .await?;
-                    decode_dir(ino, page.values.first().and_then(Option::as_deref))?;
                     return page
                         .rows
                         .iter()
@@ -446,9 +455,8 @@ impl Meta {
                         .map(|((key, value), inode)| plus_entry(&prefix, key, value, inode))
                         .collect();
                 }
-                get_dir(tx, ino).await?;
-                let rows = tx.scan(&start, &end, limit, false).await?;
-                rows.iter()
+                page.rows
+                    .iter()
                     .map(|(key, value)| {
                         let (kind, child) = codec::decode_dentry(key, value)?;
                         Ok(DirEntry {
