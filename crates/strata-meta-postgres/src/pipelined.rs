@@ -5,6 +5,8 @@
 //! it divides by zero (SQLSTATE 22012, computed from the data so the planner cannot fold
 //! it), every later statement fails as "transaction aborted", and the `COMMIT` ends it as
 //! a rollback. Transactions with range reads take the stepwise path in `lib.rs`.
+//! The pipeline runs on one connection: a `BEGIN` that fails means the connection failed,
+//! and the statements after it fail with it.
 
 use strata_meta::kv::{Key, KvError, ReadCheck, within};
 use tokio_postgres::error::SqlState;

@@ -90,24 +90,25 @@ impl Meta {
     /// dropped (re-subscribing after failures, with backoff). Does nothing when
     /// [`Meta::can_follow_changes`] is false. Call after [`Meta::load`].
     pub fn start_following(&self, stop: CancellationToken) {
-        let Some(cache) = self.read_cache.clone() else {
-            return;
-        };
         if !self.can_follow_changes() {
             return;
         }
+        let Some(cache) = self.read_cache.clone() else {
+            return;
+        };
         let follower = Follower {
             engine: self.engine.clone(),
             cache,
             beats: self.beats.clone(),
         };
         let own = self.feed_stop.clone();
+        // The follower runs no transaction: stopping it anywhere is safe.
         tokio::spawn(async move {
             tokio::select! {
                 () = own.cancelled() => {}
                 () = follower.run(stop) => {}
             }
-            follower_done(&own);
+            follower.cache.feed_lost();
         });
     }
 
@@ -141,13 +142,6 @@ impl Meta {
             ))),
         }
     }
-}
-
-fn follower_done(stop: &CancellationToken) {
-    tracing::debug!(
-        stopped = stop.is_cancelled(),
-        "stopped following the change feed"
-    );
 }
 
 impl Follower {
