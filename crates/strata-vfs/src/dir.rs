@@ -1,10 +1,14 @@
 //! Directory handles and paged readdir. FUSE asks for entries by offset; a handle
 //! remembers where its last page ended (offset and name) so the next page continues from
 //! that name without holding the whole directory in memory. Offsets 0 and 1 are `.` and
-//! `..`.
+//! `..`. While the kernel consumes one page, the next one is already being read (one
+//! page of readahead), so a listing costs the engine's time or the kernel's, not both.
 
-use strata_meta::Ctx;
+use std::sync::Arc;
+
+use strata_meta::{Ctx, DirEntry, Meta};
 use strata_types::{Attr, FileType, Ino};
+use tokio::task::JoinHandle;
 
 use crate::errno::from_meta;
 use crate::{Result, Vfs};
@@ -25,6 +29,26 @@ pub(crate) struct DirHandle {
     /// rest is served from here instead of being read again.
     page: Vec<DirEntryPlus>,
     page_plus: bool,
+    /// The page after the last one, being read ahead.
+    next: Option<ReadAhead>,
+}
+
+/// A page read ahead: the entries after `after`, with attributes when `plus`.
+#[derive(Debug)]
+struct ReadAhead {
+    after: Vec<u8>,
+    plus: bool,
+    task: JoinHandle<strata_meta::Result<Vec<DirEntry>>>,
+}
+
+impl ReadAhead {
+    /// Start reading the `PAGE` entries of `ino` after `after`.
+    fn start(meta: &Arc<Meta>, ino: Ino, after: Vec<u8>, plus: bool) -> ReadAhead {
+        let meta = Arc::clone(meta);
+        let from = after.clone();
+        let task = tokio::spawn(async move { meta.readdir(ino, Some(&from), PAGE, plus).await });
+        ReadAhead { after, plus, task }
+    }
 }
 
 /// One entry of a readdir page.
@@ -58,6 +82,7 @@ impl Vfs {
                 end: None,
                 page: Vec::new(),
                 page_plus: false,
+                next: None,
             },
         );
         Ok(fh)
@@ -65,9 +90,9 @@ impl Vfs {
 
     /// The entries of directory handle `fh` from `offset` on (one page).
     pub async fn readdir(&self, fh: u64, offset: u64, plus: bool) -> Result<Vec<DirEntryPlus>> {
-        let (ino, cursor) = {
-            let dirs = self.dirs.lock();
-            let handle = dirs.get(&fh).ok_or(strata_types::Errno::EBADF)?;
+        let (ino, cursor, mut ahead) = {
+            let mut dirs = self.dirs.lock();
+            let handle = dirs.get_mut(&fh).ok_or(strata_types::Errno::EBADF)?;
             if offset >= 2 && handle.end == Some(offset) {
                 return Ok(Vec::new());
             }
@@ -79,7 +104,7 @@ impl Vfs {
                     return Ok(handle.page[at..].to_vec());
                 }
             }
-            (handle.ino, handle.cursor.clone())
+            (handle.ino, handle.cursor.clone(), handle.next.take())
         };
         let mut out = Vec::new();
         let mut reached_end = false;
@@ -116,11 +141,20 @@ impl Vfs {
             // Skipping reads at most four pages' worth of entries per call.
             let skip_now = usize::try_from(to_skip).map_or(PAGE * 4, |n| n.min(PAGE * 4));
             let want = (PAGE - out.len()) + skip_now;
-            let page = self
-                .meta
-                .readdir(ino, after.as_deref(), want, plus)
-                .await
-                .map_err(from_meta)?;
+            let ready = match ahead.take() {
+                Some(read)
+                    if want == PAGE && read.plus == plus && after.as_ref() == Some(&read.after) =>
+                {
+                    // A task that did not finish (the runtime shutting down): read here.
+                    read.task.await.ok()
+                }
+                _ => None,
+            };
+            let page = match ready {
+                Some(page) => page,
+                None => self.meta.readdir(ino, after.as_deref(), want, plus).await,
+            }
+            .map_err(from_meta)?;
             let done = page.len() < want;
             for e in page {
                 after = Some(e.name.clone());
@@ -155,6 +189,10 @@ impl Vfs {
             handle.end = reached_end.then_some(position);
             handle.page.clone_from(&out);
             handle.page_plus = plus;
+            if !reached_end && let Some(last) = out.last().filter(|_| out.len() >= PAGE) {
+                let after = last.name.clone();
+                handle.next = Some(ReadAhead::start(&self.meta, ino, after, plus));
+            }
         }
         Ok(out)
     }

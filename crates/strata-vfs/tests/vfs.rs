@@ -224,6 +224,57 @@ async fn readdirplus_continues_where_the_kernel_stopped_taking() {
     a.releasedir(fh).await.unwrap();
 }
 
+/// Pages are read one ahead: names another client adds or removes during a listing may or
+/// may not appear (POSIX leaves it open), but every name present throughout appears once,
+/// in order, with attributes — and a later listing sees the changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listing_read_ahead_keeps_every_stable_entry_once() {
+    let vol = Volume::new().await;
+    let a = vol.client().await;
+    let b = vol.client().await;
+    let ctx = Ctx::root();
+    let d = dir_of_1200(&a).await;
+    let fh = a.opendir(&ctx, d.ino).await.unwrap();
+    let (mut names, mut offset, mut changed) = (Vec::new(), 0, false);
+    loop {
+        let page = a.readdir(fh, offset, true).await.unwrap();
+        let Some(last) = page.last() else { break };
+        offset = last.next_offset;
+        for e in page {
+            let name = String::from_utf8(e.name).unwrap();
+            assert!(e.attr.is_some() || name.starts_with('.'), "{name}");
+            names.push(name);
+        }
+        if !changed {
+            // The next page is being read ahead: change names on it and after it.
+            b.unlink(&ctx, d.ino, b"e00600").await.unwrap();
+            b.unlink(&ctx, d.ino, b"e01100").await.unwrap();
+            b.mknod(&ctx, d.ino, b"e00700x", 0o100644, 0).await.unwrap();
+            changed = true;
+        }
+    }
+    a.releasedir(fh).await.unwrap();
+    let mut sorted = names.clone();
+    sorted.dedup();
+    assert_eq!(sorted, names, "no name twice, in order");
+    for i in (0..1200).filter(|i| ![600, 1100].contains(i)) {
+        assert!(names.contains(&format!("e{i:05}")), "e{i:05} missing");
+    }
+    let fh = a.opendir(&ctx, d.ino).await.unwrap();
+    let mut again = Vec::new();
+    let mut offset = 0;
+    loop {
+        let page = a.readdir(fh, offset, false).await.unwrap();
+        let Some(last) = page.last() else { break };
+        offset = last.next_offset;
+        again.extend(page.into_iter().map(|e| e.name));
+    }
+    a.releasedir(fh).await.unwrap();
+    assert_eq!(again.len(), 2 + 1200 - 2 + 1);
+    assert!(again.iter().any(|n| n == b"e00700x"));
+    assert!(!again.iter().any(|n| n == b"e00600" || n == b"e01100"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleted_data_is_freed_in_the_background_pass() {
     let vol = Volume::new().await;

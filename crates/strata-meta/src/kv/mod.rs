@@ -235,6 +235,30 @@ impl Link {
                 .collect(),
         )
     }
+
+    /// The keys each of `rows` links to (`None` for a row that names none).
+    pub fn targets_of_rows(&self, rows: &[(Key, Value)]) -> Vec<Option<Vec<Key>>> {
+        rows.iter()
+            .map(|(_, v)| self.target_keys(Some(v)))
+            .collect()
+    }
+
+    /// Each row's linked values, from `fetched`: the values of all of `targets`' keys, in
+    /// order (`None` each for a row that names none).
+    pub fn spread(
+        &self,
+        targets: &[Option<Vec<Key>>],
+        fetched: Vec<Option<Value>>,
+    ) -> Vec<Vec<Option<Value>>> {
+        let mut fetched = fetched.into_iter();
+        targets
+            .iter()
+            .map(|t| match t {
+                Some(keys) => keys.iter().map(|_| fetched.next().flatten()).collect(),
+                None => vec![None; self.targets.len()],
+            })
+            .collect()
+    }
 }
 
 /// What [`KvSnapshot::scan_linked`] read.
@@ -280,9 +304,13 @@ pub trait KvSnapshot: Send {
     }
     /// Values of `keys`, the entries with `start <= key < end` (ascending, at most
     /// `limit`), and for each entry the keys `link` names from its value (`link.from` is
-    /// not used), all from one consistent state in one call: a page of readdirplus (the
-    /// directory, its entries, their inodes) in one round trip. `Ok(None)` when the engine
-    /// cannot, and the caller reads in steps.
+    /// not used), in one call: a page of readdirplus (the directory, its entries, their
+    /// inodes). Engines with snapshot reads answer from one consistent state; others may
+    /// read in steps (the keys and the entries' names, then the entries' values, then the
+    /// linked values: each as new as the step before or newer, an entry whose value
+    /// vanished meanwhile left out, a missing linked value `None`). A directory listing
+    /// promises no snapshot, and a transaction that writes re-checks every read at commit.
+    /// `Ok(None)` when the engine cannot, and the caller reads in steps.
     async fn scan_linked(
         &mut self,
         keys: &[Key],

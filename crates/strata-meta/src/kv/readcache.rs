@@ -32,8 +32,9 @@ use parking_lot::Mutex;
 
 use super::{Key, Value, Write};
 
-/// Entries kept at most; past this expired ones are dropped, and all of them when none had.
-const MAX_ENTRIES: usize = 100_000;
+/// Entries kept at most (about 200 bytes each); past this expired ones are dropped, and
+/// all of them when that did not free a quarter.
+const MAX_ENTRIES: usize = 200_000;
 /// Invalidations remembered per key at most (older ones raise the floor instead).
 const MAX_HISTORY: usize = 100_000;
 /// How long a value stays worth assuming: a stale one costs a retry, nothing more.
@@ -218,15 +219,28 @@ impl ReadCache {
                 continue;
             }
             if state.entries.len() >= MAX_ENTRIES {
-                state.entries.retain(|_, e| e.at.elapsed() < FRESH_FOR);
-                if state.entries.len() >= MAX_ENTRIES {
+                // Make room for many more inserts at once, so a full cache costs one pass
+                // per quarter of its size, not one per insert.
+                state
+                    .entries
+                    .retain(|_, e| now.duration_since(e.at) < FRESH_FOR);
+                if state.entries.len() > MAX_ENTRIES / 4 * 3 {
                     state.entries.clear();
                 }
+            }
+            let trusted = state.may_trust(key, since, commit);
+            if let Some(entry) = state.entries.get_mut(key) {
+                // Re-read: reuse the key and, when equal, the value's buffer.
+                if entry.value.as_deref() != value {
+                    entry.value = value.map(<[u8]>::to_vec);
+                }
+                (entry.at, entry.trusted, entry.commit) = (now, trusted, commit);
+                continue;
             }
             let entry = Entry {
                 value: value.map(<[u8]>::to_vec),
                 at: now,
-                trusted: state.may_trust(key, since, commit),
+                trusted,
                 commit,
             };
             state.entries.insert(key.to_vec(), entry);

@@ -15,11 +15,17 @@ use super::{
     Write, apply_field_ops,
 };
 
+/// A map keyed by engine keys, hashed fast (keys come from this client's own reads).
+type KeyMap<V> = std::collections::HashMap<Key, V, foldhash::fast::RandomState>;
+
 /// One optimistic transaction over a [`KvEngine`].
 pub struct Txn<'a> {
     engine: &'a dyn KvEngine,
     snapshot: Box<dyn KvSnapshot>,
     reads: Vec<ReadCheck>,
+    /// Where in `reads` each key's point read is: a page of thousands of entries is
+    /// looked up by key, never searched.
+    points: KeyMap<usize>,
     writes: BTreeMap<Key, Write>,
     /// Calls made to the engine's read view (each one returns one consistent state).
     engine_calls: u32,
@@ -29,7 +35,7 @@ pub struct Txn<'a> {
     /// Whether values found in `cache` are assumed instead of read.
     assume: bool,
     /// Keys whose values were assumed, not read: re-checked only by the commit.
-    assumed: Vec<Key>,
+    assumed: std::collections::HashSet<Key, foldhash::fast::RandomState>,
     /// Whether values the cache trusts (a live change feed) are used as reads.
     trust: bool,
     /// Whether some read came from the trusted cache (one more view of the volume).
@@ -79,11 +85,12 @@ impl<'a> Txn<'a> {
             engine,
             snapshot,
             reads: Vec::new(),
+            points: KeyMap::default(),
             writes: BTreeMap::new(),
             engine_calls: 0,
             cache,
             assume: how == CacheUse::Assume && cache.is_some(),
-            assumed: Vec::new(),
+            assumed: Default::default(),
             trust: how == CacheUse::Trust && cache.is_some(),
             trusted_reads: false,
             generation,
@@ -99,7 +106,7 @@ impl<'a> Txn<'a> {
         self.trusted_reads = true;
         for (key, value) in keys.iter().zip(&values) {
             self.record_point(key, value.clone());
-            self.assumed.push(key.clone());
+            self.assumed.insert(key.clone());
         }
         Some(values)
     }
@@ -115,7 +122,7 @@ impl<'a> Txn<'a> {
             return None;
         }
         let value = self.cache?.get(key)?;
-        self.assumed.push(key.to_vec());
+        self.assumed.insert(key.to_vec());
         self.record_point(key, value.clone());
         Some(value)
     }
@@ -229,19 +236,9 @@ impl<'a> Txn<'a> {
         }
         let values = self.get_many(keys).await?;
         let rows = self.scan(start, end, limit, false).await?;
-        let targets: Vec<Option<Vec<Key>>> = rows
-            .iter()
-            .map(|(_, v)| link.target_keys(Some(v)))
-            .collect();
+        let targets = link.targets_of_rows(&rows);
         let wanted: Vec<Key> = targets.iter().flatten().flatten().cloned().collect();
-        let mut fetched = self.get_many(&wanted).await?.into_iter();
-        let linked = targets
-            .iter()
-            .map(|t| match t {
-                Some(keys) => keys.iter().map(|_| fetched.next().flatten()).collect(),
-                None => vec![None; link.targets.len()],
-            })
-            .collect();
+        let linked = link.spread(&targets, self.get_many(&wanted).await?);
         Ok(LinkedScan {
             values,
             rows,
@@ -286,14 +283,6 @@ impl<'a> Txn<'a> {
             got.rows.len(),
             foldhash::fast::RandomState::default(),
         );
-        let earlier: Vec<Key> = self
-            .reads
-            .iter()
-            .filter_map(|r| match r {
-                ReadCheck::Point { key, .. } => Some(key.clone()),
-                ReadCheck::Range { .. } => None,
-            })
-            .collect();
         for ((_, value), linked) in got.rows.iter().zip(&got.linked) {
             let Some(targets) = link.target_keys(Some(value)) else {
                 continue;
@@ -305,11 +294,8 @@ impl<'a> Txn<'a> {
                 continue;
             }
             for (key, value) in targets.into_iter().zip(linked) {
-                if !earlier.contains(&key) {
-                    self.reads.push(ReadCheck::Point {
-                        key,
-                        value: value.clone(),
-                    });
+                if !self.points.contains_key(&key) {
+                    self.record_point(&key, value.clone());
                 }
             }
         }
@@ -511,7 +497,7 @@ impl<'a> Txn<'a> {
         for (key, value) in wanted.iter().zip(&values) {
             if !self.is_buffered_value(key) {
                 self.record_point(key, value.clone());
-                self.assumed.push(key.clone());
+                self.assumed.insert(key.clone());
             }
         }
         Some(values)
@@ -537,20 +523,15 @@ impl<'a> Txn<'a> {
 
     fn is_buffered_value(&self, key: &[u8]) -> bool {
         matches!(self.writes.get(key), Some(Write::Put(_) | Write::Delete))
-            || self
-                .reads
-                .iter()
-                .any(|r| matches!(r, ReadCheck::Point { key: k, .. } if k == key))
+            || self.points.contains_key(key)
     }
 
     /// Read `key` from the engine (once per transaction) and remember it for validation.
     async fn read_engine(&mut self, key: &[u8]) -> Result<Option<Value>, KvError> {
-        for read in &self.reads {
-            if let ReadCheck::Point { key: k, value } = read
-                && k == key
-            {
-                return Ok(value.clone());
-            }
+        if let Some(ReadCheck::Point { value, .. }) =
+            self.points.get(key).and_then(|&at| self.reads.get(at))
+        {
+            return Ok(value.clone());
         }
         if let Some(value) = self.assume(key) {
             return Ok(value);
@@ -565,6 +546,9 @@ impl<'a> Txn<'a> {
     }
 
     fn record_point(&mut self, key: &[u8], value: Option<Value>) {
+        self.points
+            .entry(key.to_vec())
+            .or_insert_with(|| self.reads.len());
         self.reads.push(ReadCheck::Point {
             key: key.to_vec(),
             value,
