@@ -524,8 +524,15 @@ impl KvEngine for RedisEngine {
     }
 
     async fn commit(&self, req: CommitRequest) -> Result<(), KvError> {
+        self.commit_fields(req).await.map(|_| ())
+    }
+
+    async fn commit_fields(
+        &self,
+        req: CommitRequest,
+    ) -> Result<Option<Vec<Option<Value>>>, KvError> {
         if req.writes.is_empty() && req.reads.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let mut conn = self.conn().await?;
         let mut call = self.commit.key(&self.index);
@@ -603,17 +610,30 @@ impl KvEngine for RedisEngine {
                 }
             };
         }
-        let applied: i64 = match self.conn.check(timed(call.invoke_async(&mut conn)).await) {
-            Ok(applied) => applied,
+        let reply: RedisValue = match self.conn.check(timed(call.invoke_async(&mut conn)).await) {
+            Ok(reply) => reply,
             Err(KvError::Unavailable(why)) if !commit_id.is_empty() => {
-                return self.settle_lost_commit(&commit_id, why).await;
+                // Applied or not, what its field updates left is unknown.
+                return self
+                    .settle_lost_commit(&commit_id, why)
+                    .await
+                    .map(|()| None);
             }
             Err(e) => return Err(e),
         };
-        if applied == 1 {
-            Ok(())
-        } else {
-            Err(KvError::Conflict)
+        match reply {
+            RedisValue::Array(items) => {
+                let fields = items
+                    .into_iter()
+                    .skip(1)
+                    .map(bytes_of)
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Some(fields))
+            }
+            RedisValue::Int(0) => Err(KvError::Conflict),
+            other => Err(KvError::Engine(format!(
+                "unexpected Redis commit reply {other:?}"
+            ))),
         }
     }
 

@@ -71,7 +71,9 @@ return out
 ///   an 8-byte little-endian `i64`, and the arithmetic is exact (two 32-bit halves, since
 ///   Lua numbers are doubles). Field updates of a missing key do nothing.
 ///
-/// Returns 1 when applied, 0 when a read no longer holds (nothing written).
+/// Returns 0 when a read no longer holds (nothing written); when applied, an array of 1
+/// and then, per field-updated key in order, the value the updates left (nil for a key
+/// that was missing), so the client keeps the records it changed.
 pub const COMMIT: &str = r#"
 local idx, base, commit_id, notice = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local i = 4
@@ -147,6 +149,7 @@ local function apply_field(cur, slot, op, operand)
   end
   return string.sub(cur, 1, off) .. store64(h, l) .. string.sub(cur, off + 9)
 end
+local applied = {1}
 for _ = 1, tonumber(nxt()) do
   local kind, k = nxt(), nxt()
   if kind == 'F' then
@@ -157,6 +160,7 @@ for _ = 1, tonumber(nxt()) do
       if cur then cur = apply_field(cur, slot, op, operand) end
     end
     if cur then redis.call('SET', base .. 'k' .. k, cur) end
+    applied[#applied + 1] = cur or false
   elseif kind == 'P' then
     redis.call('SET', base .. 'k' .. k, nxt())
     redis.call('ZADD', idx, 0, k)
@@ -171,5 +175,5 @@ end
 if notice ~= '' then
   redis.call('PUBLISH', base .. 'n', notice)
 end
-return 1
+return applied
 "#;

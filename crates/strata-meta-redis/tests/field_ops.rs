@@ -1,6 +1,7 @@
 //! Field updates run in a Lua script with 64-bit arithmetic done on two 32-bit halves.
 //! They must give exactly what the reference implementation (`apply_field_ops`) gives,
-//! including carries, negative numbers, wrap-around and nanosecond timestamps.
+//! including carries, negative numbers, wrap-around and nanosecond timestamps — and the
+//! commit reports the values it left.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code
 
 use strata_meta::kv::{CommitRequest, FieldOp, FieldUpdate, KvEngine, Write, apply_field_ops};
@@ -56,8 +57,8 @@ async fn lua_field_arithmetic_matches_the_reference() {
                     })
                     .await
                     .unwrap();
-                engine
-                    .commit(CommitRequest {
+                let reported = engine
+                    .commit_fields(CommitRequest {
                         seq: 0,
                         reads: Vec::new(),
                         writes: vec![(key.clone(), Write::Fields(ops.clone()))],
@@ -67,24 +68,30 @@ async fn lua_field_arithmetic_matches_the_reference() {
                 let got = engine.snapshot().await.unwrap().get(&key).await.unwrap();
                 let want = apply_field_ops(&key, Some(&initial), &ops).unwrap();
                 assert_eq!(got, want, "start {start}, {update:?}");
+                // The commit reports what it left, so the client need not read it.
+                assert_eq!(reported, Some(vec![want]), "reported, {update:?}");
             }
         }
     }
-    // Updates of a missing key do nothing.
-    engine
-        .commit(CommitRequest {
+    // Updates of a missing key do nothing (and report it missing), among other writes.
+    let reported = engine
+        .commit_fields(CommitRequest {
             seq: 0,
             reads: Vec::new(),
-            writes: vec![(
-                b"missing".to_vec(),
-                Write::Fields(vec![FieldOp {
-                    slot: 0,
-                    update: FieldUpdate::Add(1),
-                }]),
-            )],
+            writes: vec![
+                (b"before".to_vec(), Write::Put(record(&[1]))),
+                (
+                    b"missing".to_vec(),
+                    Write::Fields(vec![FieldOp {
+                        slot: 0,
+                        update: FieldUpdate::Add(1),
+                    }]),
+                ),
+            ],
         })
         .await
         .unwrap();
+    assert_eq!(reported, Some(vec![None]));
     let got = engine
         .snapshot()
         .await

@@ -211,7 +211,8 @@ macro_rules! meta_conformance_tests {
             special::remove_tree_checks_what_rm_r_checks,
             round_trips::listing_and_changes_are_one_call_each,
             round_trips::stale_assumptions_are_caught,
-            round_trips::unchanged_lookups_cost_nothing
+            round_trips::unchanged_lookups_cost_nothing,
+            round_trips::records_a_commit_changed_are_known
         );
     };
     (@cases $store:ty; $($module:ident :: $case:ident),* $(,)?) => {

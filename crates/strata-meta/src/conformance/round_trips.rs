@@ -20,6 +20,8 @@ pub struct Counting {
     calls: Arc<AtomicU64>,
     /// Whether the engine answered a linked scan in one call.
     scans_linked: Arc<AtomicBool>,
+    /// Whether the engine reported what a commit's field updates left.
+    reports_fields: AtomicBool,
 }
 
 impl Counting {
@@ -28,6 +30,7 @@ impl Counting {
             inner,
             calls: Arc::default(),
             scans_linked: Arc::default(),
+            reports_fields: AtomicBool::new(false),
         }
     }
 
@@ -115,6 +118,17 @@ impl KvEngine for Counting {
     async fn commit(&self, req: CommitRequest) -> Result<(), KvError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.inner.commit(req).await
+    }
+    async fn commit_fields(
+        &self,
+        req: CommitRequest,
+    ) -> Result<Option<Vec<Option<Value>>>, KvError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let fields = self.inner.commit_fields(req).await?;
+        if fields.is_some() {
+            self.reports_fields.store(true, Ordering::SeqCst);
+        }
+        Ok(fields)
     }
     fn set_deferred_sync(&self, deferred: bool) {
         self.inner.set_deferred_sync(deferred);
@@ -338,4 +352,40 @@ pub async fn unchanged_lookups_cost_nothing<S: TestStore>() {
     assert_eq!(errno_of(a.lookup(&root, dir, b"h").await), Errno::ENOENT);
     let h = touch(&b, dir, "h").await.ino;
     assert_eq!(a.lookup(&root, dir, b"h").await.unwrap().ino, h);
+}
+
+/// A create or mkdir changes its directory's times and link count by field updates that
+/// the engine applies; where the commit reports what they left (Redis), the client keeps
+/// the directory's record and the kernel's getattr of it right after costs no call.
+/// Everywhere the record read back is the one the change left.
+pub async fn records_a_commit_changed_are_known<S: TestStore>() {
+    let store = S::create();
+    let (a, counting) = counted_volume(&store).await;
+    let a = super::following(a).await;
+    let dir = mkdir(&a, Ino::ROOT, "d").await.ino;
+    let before = a.getattr(dir).await.unwrap();
+    for i in 0..3u32 {
+        touch(&a, dir, &format!("f{i}")).await;
+        mkdir(&a, dir, &format!("s{i}")).await;
+        a.sync_changes().await.unwrap();
+        counting.take();
+        let now = a.getattr(dir).await.unwrap();
+        let calls = counting.take();
+        assert_eq!(now.nlink, before.nlink + i + 1, "a subdirectory's link");
+        assert!(now.mtime >= before.mtime);
+        if a.can_follow_changes() && counting.reports_fields.load(Ordering::SeqCst) {
+            assert_eq!(
+                calls, 0,
+                "the directory's record after a create and a mkdir"
+            );
+        } else {
+            assert!(calls <= 1, "{calls} calls for one getattr");
+        }
+    }
+    // Another client's create changes the record: the cached one is not used.
+    let b = super::client(&store).await;
+    let seen = a.getattr(dir).await.unwrap();
+    mkdir(&b, dir, "other").await;
+    a.sync_changes().await.unwrap();
+    assert_eq!(a.getattr(dir).await.unwrap().nlink, seen.nlink + 1);
 }

@@ -439,6 +439,17 @@ pub trait KvEngine: Send + Sync + fmt::Debug {
     /// survives a crash of the machine when it returns, unless syncs are deferred (see
     /// [`set_deferred_sync`](Self::set_deferred_sync)).
     async fn commit(&self, req: CommitRequest) -> Result<(), KvError>;
+    /// [`commit`](Self::commit), also returning what the commit's field updates left:
+    /// one value per `Write::Fields` of `req`, in order (`None` for a key that was
+    /// missing), when the engine learns them while committing (`Ok(None)` otherwise). A
+    /// client that knows them keeps the records it just changed (a directory's times and
+    /// link count after a create) instead of reading them again.
+    async fn commit_fields(
+        &self,
+        req: CommitRequest,
+    ) -> Result<Option<Vec<Option<Value>>>, KvError> {
+        self.commit(req).await.map(|()| None)
+    }
     /// With `deferred`, commits stop waiting for the disk and [`sync`](Self::sync) makes
     /// them durable (an engine that writes its own disk: SQLite); engines whose server
     /// decides durability ignore it.

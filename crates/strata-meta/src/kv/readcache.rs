@@ -19,7 +19,11 @@
 //! the moment it is stored (generations, and a bounded history of which key was
 //! invalidated when). This client's own commits are announced too, with their numbers:
 //! the values a commit stored are kept when its own announcement arrives, and anything
-//! else under its keys (an older value of a concurrent commit of this client) is dropped.
+//! else under its keys (an older value of a concurrent commit of this client) is dropped —
+//! unless the transaction that stored it started after that commit had returned (it saw
+//! that commit's effects: sequential creates in one directory keep the directory's
+//! record). A commit whose outcome is uncertain (an error other than a conflict) may
+//! still apply later, so its announcement always counts.
 //! Losing the feed, or its beats falling silent, drops all trust at once.
 
 use std::collections::{HashMap, VecDeque};
@@ -37,6 +41,8 @@ use super::{Key, Value, Write};
 const MAX_ENTRIES: usize = 200_000;
 /// Invalidations remembered per key at most (older ones raise the floor instead).
 const MAX_HISTORY: usize = 100_000;
+/// Commits with an uncertain outcome remembered at most.
+const MAX_UNCERTAIN: usize = 1024;
 /// How long a value stays worth assuming: a stale one costs a retry, nothing more.
 const FRESH_FOR: Duration = Duration::from_secs(10);
 /// How long a value read through a live feed is trusted without reading it again (a
@@ -51,6 +57,17 @@ struct Entry {
     trusted: bool,
     /// The number of this client's commit that stored it.
     commit: Option<u64>,
+    /// Every commit of this client up to this number had returned when the transaction
+    /// that stored it started: their announcements cannot make it stale.
+    after: u64,
+}
+
+/// When a transaction started, as the cache counts: its generation, and the number up to
+/// which every commit of this client had returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    generation: u64,
+    own_done: u64,
 }
 
 /// Keys hash with foldhash: a readdirplus page stores a thousand of them, and SipHash
@@ -70,20 +87,40 @@ struct State {
     /// Reads started before this generation are never trusted (history forgotten, feed
     /// lost or just up).
     floor: u64,
+    /// Every commit of this client up to this number has returned.
+    own_done: u64,
+    /// Commits above `own_done` that returned out of order.
+    own_returned: std::collections::BTreeSet<u64>,
+    /// Commits that returned an error other than a conflict: applied or not, maybe
+    /// later. Their announcements always count.
+    own_uncertain: std::collections::BTreeSet<u64>,
 }
 
 impl State {
     /// Whether a value of `key` read (or, with `commit`, written by that commit) by a
     /// transaction that started at generation `since` may be trusted.
-    fn may_trust(&self, key: &[u8], since: Option<u64>, commit: Option<u64>) -> bool {
+    ///
+    /// An invalidation by one of this client's own commits that had returned before the
+    /// transaction started does not count: the transaction saw that commit's effects.
+    fn may_trust(&self, key: &[u8], since: Option<Stamp>, commit: Option<u64>) -> bool {
         let Some(since) = since else { return false };
-        if self.trusted_until.is_none() || since < self.floor {
+        if self.trusted_until.is_none() || since.generation < self.floor {
             return false;
         }
         match self.invalidated.get(key) {
             None => true,
-            Some((at, by)) => *at <= since || commit.is_some_and(|c| c == *by),
+            Some((at, by)) => {
+                *at <= since.generation
+                    || commit.is_some_and(|c| c == *by)
+                    || self.seen_by(*by, since.own_done)
+            }
         }
+    }
+
+    /// Whether this client's commit `by` (0: another client's) had surely taken effect
+    /// for a transaction that started when every commit up to `own_done` had returned.
+    fn seen_by(&self, by: u64, own_done: u64) -> bool {
+        by != 0 && by <= own_done && !self.own_uncertain.contains(&by)
     }
 
     fn note_invalidated(&mut self, key: &[u8], commit: u64) {
@@ -184,10 +221,37 @@ impl ReadCache {
             .is_some_and(|t| t > Instant::now())
     }
 
-    /// The generation to pass to [`remember_all`](Self::remember_all) and
+    /// The stamp to pass to [`remember_all`](Self::remember_all) and
     /// [`committed`](Self::committed), taken before reading.
-    pub fn generation(&self) -> u64 {
-        self.state.lock().generation
+    pub fn generation(&self) -> Stamp {
+        let state = self.state.lock();
+        Stamp {
+            generation: state.generation,
+            own_done: state.own_done,
+        }
+    }
+
+    /// This client's commit `seq` (from [`next_commit`](Self::next_commit)) returned:
+    /// `certain` when it was applied or surely not (a conflict), not after other errors
+    /// (it may still be applied later).
+    pub fn returned(&self, seq: u64, certain: bool) {
+        let mut state = self.state.lock();
+        if !certain {
+            if state.own_uncertain.len() >= MAX_UNCERTAIN {
+                // Rare; past the bound, trust nothing read so far instead.
+                state.own_uncertain.clear();
+                state.distrust_all();
+            }
+            state.own_uncertain.insert(seq);
+        }
+        state.own_returned.insert(seq);
+        loop {
+            let next = state.own_done + 1;
+            if !state.own_returned.remove(&next) {
+                break;
+            }
+            state.own_done = next;
+        }
     }
 
     /// Remember what a read returned (ignored for keys not cacheable).
@@ -201,7 +265,7 @@ impl ReadCache {
     pub fn remember_all<'k>(
         &self,
         reads: impl IntoIterator<Item = (&'k [u8], Option<&'k [u8]>)>,
-        since: Option<u64>,
+        since: Option<Stamp>,
     ) {
         self.store(reads, since, None);
     }
@@ -209,9 +273,10 @@ impl ReadCache {
     fn store<'k>(
         &self,
         values: impl IntoIterator<Item = (&'k [u8], Option<&'k [u8]>)>,
-        since: Option<u64>,
+        since: Option<Stamp>,
         commit: Option<u64>,
     ) {
+        let after = since.map_or(0, |s| s.own_done);
         let now = Instant::now();
         let mut state = self.state.lock();
         for (key, value) in values {
@@ -234,7 +299,8 @@ impl ReadCache {
                 if entry.value.as_deref() != value {
                     entry.value = value.map(<[u8]>::to_vec);
                 }
-                (entry.at, entry.trusted, entry.commit) = (now, trusted, commit);
+                (entry.at, entry.trusted, entry.commit, entry.after) =
+                    (now, trusted, commit, after);
                 continue;
             }
             let entry = Entry {
@@ -242,15 +308,17 @@ impl ReadCache {
                 at: now,
                 trusted,
                 commit,
+                after,
             };
             state.entries.insert(key.to_vec(), entry);
         }
     }
 
-    /// Commit number `commit` of `writes`, by a transaction that started at generation
-    /// `since`, succeeded: what it put or deleted is now known; records changed by field
-    /// updates (applied by the engine to whatever was current) are not.
-    pub fn committed(&self, writes: &[(Key, Write)], since: Option<u64>, commit: u64) {
+    /// Commit number `commit` of `writes`, by a transaction that started at `since`,
+    /// succeeded: what it put or deleted is now known; records changed by field updates
+    /// (applied by the engine to whatever was current) are not, unless the engine
+    /// reported them (the caller turned those into puts).
+    pub fn committed(&self, writes: &[(Key, Write)], since: Option<Stamp>, commit: u64) {
         let known = writes.iter().filter_map(|(key, write)| match write {
             Write::Put(v) => Some((&key[..], Some(&v[..]))),
             Write::Delete => Some((&key[..], None)),
@@ -281,11 +349,14 @@ impl ReadCache {
             return;
         };
         for key in keys {
-            let keep = own.is_some()
-                && state
+            // Kept: what that commit stored, or what a transaction that started after it
+            // returned read or wrote.
+            let keep = own.is_some_and(|own| {
+                state
                     .entries
                     .get(key)
-                    .is_some_and(|e| e.commit.is_some() && e.commit == own);
+                    .is_some_and(|e| e.commit == Some(own) || state.seen_by(own, e.after))
+            });
             if !keep {
                 state.entries.remove(key);
             }
@@ -473,5 +544,63 @@ mod tests {
         cache.invalidate(Some(&[k("A1")]), None);
         cache.remember_all([(&b"A1"[..], Some(&b"old"[..]))], Some(g));
         assert_eq!(cache.get_trusted(&[k("A1")]), None);
+    }
+
+    #[test]
+    fn announcements_of_commits_a_transaction_followed_do_not_stale_it() {
+        let cache = ReadCache::new(only_a);
+        cache.beat_returned(Duration::from_secs(5));
+        let put = |v: &[u8]| [(k("A1"), Write::Put(v.to_vec()))];
+        // Commit 1 returns; commit 2 starts after it (a create, then the next create in
+        // the same directory), and 1's announcement arrives after 2 stored its value.
+        let g = cache.generation();
+        cache.committed(&put(b"v1"), Some(g), 1);
+        cache.returned(1, true);
+        let g = cache.generation();
+        cache.committed(&put(b"v2"), Some(g), 2);
+        cache.returned(2, true);
+        cache.invalidate(Some(&[k("A1")]), Some(1));
+        assert_eq!(
+            cache.get_trusted(&[k("A1")]),
+            Some(vec![Some(b"v2".to_vec())]),
+            "2 started after 1 returned: its value is newer"
+        );
+        // 1's announcement arriving before 2 stores does not spoil 2 either.
+        let g = cache.generation();
+        cache.invalidate(Some(&[k("A1")]), Some(2));
+        cache.committed(&put(b"v3"), Some(g), 3);
+        cache.returned(3, true);
+        assert_eq!(
+            cache.get_trusted(&[k("A1")]),
+            Some(vec![Some(b"v3".to_vec())])
+        );
+        // Commits 4 and 5 run at once (neither had returned when the other started):
+        // 4's announcement drops 5's value, which may be older.
+        let g = cache.generation();
+        cache.committed(&put(b"v5"), Some(g), 5);
+        cache.invalidate(Some(&[k("A1")]), Some(4));
+        assert_eq!(cache.get_trusted(&[k("A1")]), None);
+        assert_eq!(cache.get(b"A1"), None, "dropped");
+        cache.returned(5, true);
+        cache.returned(4, true);
+        // A commit that failed uncertainly may apply later: its announcement counts.
+        let g = cache.generation();
+        cache.committed(&put(b"v6"), Some(g), 6);
+        cache.returned(6, true);
+        cache.returned(7, false);
+        let g = cache.generation();
+        cache.remember_all([(&b"A1"[..], Some(&b"v6"[..]))], Some(g));
+        cache.invalidate(Some(&[k("A1")]), Some(7));
+        assert_eq!(
+            cache.get_trusted(&[k("A1")]),
+            None,
+            "7 applied after the read"
+        );
+        let g = cache.generation();
+        cache.remember_all([(&b"A1"[..], Some(&b"v7"[..]))], Some(g));
+        assert_eq!(
+            cache.get_trusted(&[k("A1")]),
+            Some(vec![Some(b"v7".to_vec())])
+        );
     }
 }

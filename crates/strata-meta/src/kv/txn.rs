@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 
-use super::readcache::ReadCache;
+use super::readcache::{ReadCache, Stamp};
 use super::{
     CommitRequest, FieldOp, Key, KvEngine, KvError, KvSnapshot, Link, LinkedScan, ReadCheck, Value,
     Write, apply_field_ops,
@@ -40,8 +40,8 @@ pub struct Txn<'a> {
     trust: bool,
     /// Whether some read came from the trusted cache (one more view of the volume).
     trusted_reads: bool,
-    /// The cache's generation when this transaction started.
-    generation: Option<u64>,
+    /// The cache's stamp when this transaction started.
+    generation: Option<Stamp>,
 }
 
 /// How a transaction uses the client's [`ReadCache`].
@@ -442,15 +442,29 @@ impl<'a> Txn<'a> {
                 })
                 .await;
         };
-        let written = writes.clone();
+        let mut written = writes.clone();
         let seq = cache.next_commit();
-        let outcome = engine.commit(CommitRequest { reads, writes, seq }).await;
-        match &outcome {
-            Ok(()) => cache.committed(&written, generation, seq),
+        let outcome = engine
+            .commit_fields(CommitRequest { reads, writes, seq })
+            .await;
+        // Stored before it counts as returned: a transaction that starts after it must
+        // find what it stored.
+        let result = match outcome {
+            Ok(fields) => {
+                if let Some(fields) = fields {
+                    known_fields(&mut written, fields);
+                }
+                cache.committed(&written, generation, seq);
+                Ok(())
+            }
             // Whatever was assumed may be what conflicted (or may not have been applied).
-            Err(_) => assumed.iter().for_each(|k| cache.forget(k)),
-        }
-        outcome
+            Err(e) => {
+                assumed.iter().for_each(|k| cache.forget(k));
+                Err(e)
+            }
+        };
+        cache.returned(seq, matches!(result, Ok(()) | Err(KvError::Conflict)));
+        result
     }
 
     /// Tell the cache what this transaction read from the engine (not what it assumed).
@@ -572,6 +586,20 @@ impl<'a> Txn<'a> {
         };
         self.writes.insert(key.to_vec(), write);
         Ok(value)
+    }
+}
+
+/// Turn the field updates of `written` into the values the engine reported they left
+/// (one per field update, in order), so the cache keeps them as this commit's values.
+fn known_fields(written: &mut [(Key, Write)], fields: Vec<Option<Value>>) {
+    let is_update = |w: &Write| matches!(w, Write::Fields(_));
+    if written.iter().filter(|(_, w)| is_update(w)).count() != fields.len() {
+        // Not what was asked for: keep treating the records as unknown.
+        return;
+    }
+    let updates = written.iter_mut().filter(|(_, w)| is_update(w));
+    for ((_, write), value) in updates.zip(fields) {
+        *write = value.map_or(Write::Delete, Write::Put);
     }
 }
 
