@@ -7,9 +7,8 @@
 //! inside one script.
 //!
 //! Reads are single commands (`GET`, `MGET`) or a read-only script (scan: the index range
-//! and the values in one atomic step); a readdirplus page is three pipelined steps of
-//! native commands (index range, values, the inodes they name), which Redis answers at a
-//! third of the CPU of a script building the same reply. A commit is one script that re-runs every read the
+//! and the values in one atomic step); a readdirplus page is a script for its first
+//! entries and native commands for the rest (`listing.rs`). A commit is one script that re-runs every read the
 //! transaction made, returns 0 if any result differs, and otherwise applies all writes;
 //! Redis runs scripts atomically, so validation and writes cannot interleave with another
 //! client. Field updates (directory times, link counts, usage) are applied by the same
@@ -20,6 +19,7 @@
 //! for fsync-on-commit) for a file system that survives a server crash.
 
 mod feed;
+mod listing;
 mod scripts;
 mod source;
 
@@ -86,6 +86,7 @@ pub struct RedisEngine {
     index: Vec<u8>,
     scan: Script,
     linked: Script,
+    scan_linked: Script,
     commit: Script,
     /// This client's id in the change feed.
     origin: u64,
@@ -118,6 +119,7 @@ impl RedisEngine {
             index,
             scan: Script::new(scripts::SCAN),
             linked: Script::new(scripts::LINKED),
+            scan_linked: Script::new(scripts::SCAN_LINKED),
             commit: Script::new(scripts::COMMIT),
             origin: new_origin(),
         })
@@ -294,6 +296,7 @@ struct RedisSnapshot {
     index: Vec<u8>,
     scan: Script,
     linked: Script,
+    scan_linked: Script,
     conn: ConnectionManager,
     slot: ConnSlot,
 }
@@ -302,75 +305,6 @@ impl RedisSnapshot {
     fn value_key(&self, key: &[u8]) -> Vec<u8> {
         value_key(&self.base, key)
     }
-
-    fn mget_command<'k>(&self, keys: impl Iterator<Item = &'k [u8]>) -> redis::Cmd {
-        let mut cmd = redis::cmd("MGET");
-        for key in keys {
-            cmd.arg(self.value_key(key));
-        }
-        cmd
-    }
-
-    /// Values of `keys` (any number): one pipeline of `MGET`s of at most [`MGET_BATCH`]
-    /// keys each, so no single command holds the server for long.
-    async fn mget_batched<'k>(
-        &mut self,
-        keys: impl Iterator<Item = &'k [u8]>,
-    ) -> Result<Vec<Option<Value>>, KvError> {
-        let keys: Vec<&[u8]> = keys.collect();
-        if keys.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut pipe = redis::pipe();
-        for batch in keys.chunks(MGET_BATCH) {
-            pipe.add_command(self.mget_command(batch.iter().copied()));
-        }
-        let replies: Vec<RedisValue> = self
-            .slot
-            .check(timed(pipe.query_async(&mut self.conn)).await)?;
-        let mut out = Vec::with_capacity(keys.len());
-        for (reply, batch) in replies.into_iter().zip(keys.chunks(MGET_BATCH)) {
-            out.extend(values_of(reply, batch.len())?);
-        }
-        if out.len() != keys.len() {
-            return Err(KvError::Engine(format!(
-                "Redis returned {} values for {} keys",
-                out.len(),
-                keys.len()
-            )));
-        }
-        Ok(out)
-    }
-}
-
-/// Keys per `MGET` command of a batched read.
-const MGET_BATCH: usize = 1000;
-
-/// The replies of one `MGET` of `n` keys.
-fn values_of(reply: RedisValue, n: usize) -> Result<Vec<Option<Value>>, KvError> {
-    let RedisValue::Array(items) = reply else {
-        return Err(KvError::Engine(format!("unexpected Redis reply {reply:?}")));
-    };
-    if items.len() != n {
-        return Err(KvError::Engine(format!(
-            "Redis returned {} values for {n} keys",
-            items.len()
-        )));
-    }
-    items.into_iter().map(bytes_of).collect()
-}
-
-/// The members a `ZRANGEBYLEX` returned.
-fn members_of(reply: Option<RedisValue>) -> Result<Vec<Key>, KvError> {
-    let Some(RedisValue::Array(items)) = reply else {
-        return Err(KvError::Engine(format!("unexpected Redis reply {reply:?}")));
-    };
-    items
-        .into_iter()
-        .map(|item| {
-            bytes_of(item)?.ok_or_else(|| KvError::Engine("empty Redis index member".into()))
-        })
-        .collect()
 }
 
 #[async_trait]
@@ -427,49 +361,9 @@ impl KvSnapshot for RedisSnapshot {
         if start >= end || limit == 0 {
             return Ok(None);
         }
-        // Three pipelined steps, no script: the keys' values and the page's members, the
-        // members' values, then the values they link to. Redis answers these commands
-        // natively at about a third of the CPU a script building the same reply takes
-        // (the server's time was most of a listing). The linked values are read after the
-        // entries, as the trait allows.
-        let (lo, hi) = lex_bounds(start, end);
-        let mut first = redis::pipe();
-        if !keys.is_empty() {
-            first.add_command(self.mget_command(keys.iter().map(Vec::as_slice)));
-        }
-        first
-            .cmd("ZRANGEBYLEX")
-            .arg(&self.index)
-            .arg(lo)
-            .arg(hi)
-            .arg("LIMIT")
-            .arg(0)
-            .arg(lex_limit(limit));
-        let mut replies: Vec<RedisValue> = self
-            .slot
-            .check(timed(first.query_async(&mut self.conn)).await)?;
-        let members = members_of(replies.pop())?;
-        let values = match replies.pop() {
-            Some(reply) if !keys.is_empty() => values_of(reply, keys.len())?,
-            _ => Vec::new(),
-        };
-        let entry_values = self.mget_batched(members.iter().map(Vec::as_slice)).await?;
-        let mut rows = Vec::with_capacity(members.len());
-        for (key, value) in members.into_iter().zip(entry_values) {
-            // A member without a value: removed between the steps (both change in one
-            // commit script), so not an entry any more.
-            if let Some(value) = value {
-                rows.push((key, value));
-            }
-        }
-        let targets = link.targets_of_rows(&rows);
-        let wanted = targets.iter().flatten().flatten().map(Vec::as_slice);
-        let linked = link.spread(&targets, self.mget_batched(wanted).await?);
-        Ok(Some(LinkedScan {
-            values,
-            rows,
-            linked,
-        }))
+        self.linked_page(keys, start, end, limit, link)
+            .await
+            .map(Some)
     }
 
     async fn scan(
@@ -518,6 +412,7 @@ impl KvEngine for RedisEngine {
             index: self.index.clone(),
             scan: self.scan.clone(),
             linked: self.linked.clone(),
+            scan_linked: self.scan_linked.clone(),
             conn,
             slot: self.conn.clone(),
         }))

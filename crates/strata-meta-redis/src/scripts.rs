@@ -59,6 +59,61 @@ end
 return out
 "#;
 
+/// Linked scan (the first entries of a readdirplus page in one round trip; `listing.rs`): `KEYS[1]` index; `ARGV` = base,
+/// n, then n keys, low bound, high bound, limit (-1 = all), the byte offset of the number
+/// in each entry's value, m, then m pairs `prefix, suffix`. Returns the n values, then per
+/// entry its key, its value and the m values it links to (nil each when it names none).
+pub const SCAN_LINKED: &str = r#"
+local idx, base, n = KEYS[1], ARGV[1], tonumber(ARGV[2])
+-- Values of many keys: MGET in batches (one command per thousand keys, where a GET per
+-- key made the script most of the cost of a listing).
+local function mget(keys)
+  local values = {}
+  for s = 1, #keys, 1000 do
+    local got = redis.call('MGET', unpack(keys, s, math.min(s + 999, #keys)))
+    for j = 1, #got do values[s + j - 1] = got[j] end
+  end
+  return values
+end
+local out = {}
+for i = 1, n do
+  out[i] = redis.call('GET', base .. 'k' .. ARGV[2 + i])
+end
+local lo, hi, limit = ARGV[3 + n], ARGV[4 + n], tonumber(ARGV[5 + n])
+local offset, m = tonumber(ARGV[6 + n]), tonumber(ARGV[7 + n])
+local members = redis.call('ZRANGEBYLEX', idx, lo, hi, 'LIMIT', 0, limit)
+local vkeys = {}
+for i, member in ipairs(members) do
+  vkeys[i] = base .. 'k' .. member
+end
+local values = mget(vkeys)
+local lkeys, named = {}, {}
+for i = 1, #members do
+  local v = values[i]
+  if v and #v >= offset + 8 then
+    local number = string.reverse(string.sub(v, offset + 1, offset + 8))
+    named[i] = #lkeys
+    for j = 1, m do
+      lkeys[#lkeys + 1] = base .. 'k' .. ARGV[6 + n + 2 * j] .. number .. ARGV[7 + n + 2 * j]
+    end
+  end
+end
+local linked = mget(lkeys)
+for i, member in ipairs(members) do
+  out[#out + 1] = member
+  out[#out + 1] = values[i]
+  local first = named[i]
+  for j = 1, m do
+    if first then
+      out[#out + 1] = linked[first + j]
+    else
+      out[#out + 1] = false
+    end
+  end
+end
+return out
+"#;
+
 /// Validated commit. `ARGV` after the base: a commit id (empty for a read-only check; when
 /// set, the key `{base}c{id}` is written with the commit so a client whose answer got lost
 /// can ask whether it was applied), the change announcement published on `{base}n` when
