@@ -78,6 +78,7 @@ impl RedisSnapshot {
         let mut members = members_of(members)?;
         let past = members.partition_point(|m| m <= last);
         members.drain(..past);
+        members.truncate(limit.saturating_sub(got.rows.len()));
         let rest = self.linked_rows(members, link).await?;
         got.rows.extend(rest.rows);
         got.linked.extend(rest.linked);

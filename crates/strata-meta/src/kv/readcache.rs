@@ -41,6 +41,8 @@ use super::{Key, Value, Write};
 const MAX_ENTRIES: usize = 200_000;
 /// Invalidations remembered per key at most (older ones raise the floor instead).
 const MAX_HISTORY: usize = 100_000;
+/// Commits that returned after one still outstanding, remembered at most.
+const MAX_OUT_OF_ORDER: usize = 4096;
 /// Commits with an uncertain outcome remembered at most.
 const MAX_UNCERTAIN: usize = 1024;
 /// How long a value stays worth assuming: a stale one costs a retry, nothing more.
@@ -138,6 +140,16 @@ impl State {
         }
     }
 
+    /// This client's commit `seq` may be applied at any time (its announcement counts).
+    fn note_uncertain(&mut self, seq: u64) {
+        if self.own_uncertain.len() >= MAX_UNCERTAIN {
+            // Rare; past the bound, trust nothing read so far instead.
+            self.own_uncertain.clear();
+            self.distrust_all();
+        }
+        self.own_uncertain.insert(seq);
+    }
+
     fn distrust_all(&mut self) {
         self.generation += 1;
         self.floor = self.generation;
@@ -223,7 +235,7 @@ impl ReadCache {
 
     /// The stamp to pass to [`remember_all`](Self::remember_all) and
     /// [`committed`](Self::committed), taken before reading.
-    pub fn generation(&self) -> Stamp {
+    pub fn stamp(&self) -> Stamp {
         let state = self.state.lock();
         Stamp {
             generation: state.generation,
@@ -237,18 +249,18 @@ impl ReadCache {
     pub fn returned(&self, seq: u64, certain: bool) {
         let mut state = self.state.lock();
         if !certain {
-            if state.own_uncertain.len() >= MAX_UNCERTAIN {
-                // Rare; past the bound, trust nothing read so far instead.
-                state.own_uncertain.clear();
-                state.distrust_all();
-            }
-            state.own_uncertain.insert(seq);
+            state.note_uncertain(seq);
         }
         state.own_returned.insert(seq);
         loop {
             let next = state.own_done + 1;
             if !state.own_returned.remove(&next) {
-                break;
+                // A commit that never reported back (its caller gave up waiting) must not
+                // hold the count back forever: past the bound it counts as uncertain.
+                if state.own_returned.len() <= MAX_OUT_OF_ORDER {
+                    break;
+                }
+                state.note_uncertain(next);
             }
             state.own_done = next;
         }
@@ -428,7 +440,7 @@ mod tests {
     fn trusts_only_reads_covered_by_a_live_feed() {
         let cache = ReadCache::new(only_a);
         let grace = Duration::from_secs(5);
-        let g = cache.generation();
+        let g = cache.stamp();
         cache.remember_all([(&b"A1"[..], Some(&b"v1"[..]))], Some(g));
         assert_eq!(cache.get_trusted(&[k("A1")]), None, "no feed yet");
         cache.beat_returned(grace);
@@ -437,7 +449,7 @@ mod tests {
             None,
             "read before the feed was up"
         );
-        let g = cache.generation();
+        let g = cache.stamp();
         cache.remember_all(
             [
                 (&b"A1"[..], Some(&b"v1"[..])),
@@ -461,7 +473,7 @@ mod tests {
             "all or nothing"
         );
         // An invalidation between the start of a read and its storing: not trusted.
-        let g = cache.generation();
+        let g = cache.stamp();
         cache.invalidate(Some(&[k("A3")]), None);
         cache.remember_all([(&b"A3"[..], Some(&b"v3"[..]))], Some(g));
         assert_eq!(cache.get_trusted(&[k("A3")]), None);
@@ -480,7 +492,7 @@ mod tests {
         assert_eq!(cache.get_trusted(&[k("A2")]), None, "feed lost");
         cache.beat_returned(grace);
         assert_eq!(cache.get_trusted(&[k("A2")]), None, "trust is not restored");
-        let g = cache.generation();
+        let g = cache.stamp();
         cache.committed(&[(k("A4"), Write::Put(b"v4".to_vec()))], Some(g), 1);
         assert_eq!(
             cache.get_trusted(&[k("A4")]),
@@ -515,7 +527,7 @@ mod tests {
         let put = |v: &[u8]| [(k("A1"), Write::Put(v.to_vec()))];
         // Commit 1 then commit 2 of this client, both started at g; the server applied
         // 1 before 2, and their announcements arrive in that order.
-        let g = cache.generation();
+        let g = cache.stamp();
         // 2's answer comes first, then the announcements, then 1's answer.
         cache.committed(&put(b"v2"), Some(g), 2);
         cache.invalidate(Some(&[k("A1")]), Some(1));
@@ -532,7 +544,7 @@ mod tests {
             "v1 is older than 2's announcement"
         );
         // A commit whose own announcement came before its answer is trusted.
-        let g = cache.generation();
+        let g = cache.stamp();
         cache.invalidate(Some(&[k("A1")]), Some(3));
         cache.committed(&put(b"v3"), Some(g), 3);
         assert_eq!(
@@ -540,7 +552,7 @@ mod tests {
             Some(vec![Some(b"v3".to_vec())])
         );
         // Another client's change after the start of a read: that read is not trusted.
-        let g = cache.generation();
+        let g = cache.stamp();
         cache.invalidate(Some(&[k("A1")]), None);
         cache.remember_all([(&b"A1"[..], Some(&b"old"[..]))], Some(g));
         assert_eq!(cache.get_trusted(&[k("A1")]), None);
@@ -553,10 +565,10 @@ mod tests {
         let put = |v: &[u8]| [(k("A1"), Write::Put(v.to_vec()))];
         // Commit 1 returns; commit 2 starts after it (a create, then the next create in
         // the same directory), and 1's announcement arrives after 2 stored its value.
-        let g = cache.generation();
+        let g = cache.stamp();
         cache.committed(&put(b"v1"), Some(g), 1);
         cache.returned(1, true);
-        let g = cache.generation();
+        let g = cache.stamp();
         cache.committed(&put(b"v2"), Some(g), 2);
         cache.returned(2, true);
         cache.invalidate(Some(&[k("A1")]), Some(1));
@@ -566,7 +578,7 @@ mod tests {
             "2 started after 1 returned: its value is newer"
         );
         // 1's announcement arriving before 2 stores does not spoil 2 either.
-        let g = cache.generation();
+        let g = cache.stamp();
         cache.invalidate(Some(&[k("A1")]), Some(2));
         cache.committed(&put(b"v3"), Some(g), 3);
         cache.returned(3, true);
@@ -576,7 +588,7 @@ mod tests {
         );
         // Commits 4 and 5 run at once (neither had returned when the other started):
         // 4's announcement drops 5's value, which may be older.
-        let g = cache.generation();
+        let g = cache.stamp();
         cache.committed(&put(b"v5"), Some(g), 5);
         cache.invalidate(Some(&[k("A1")]), Some(4));
         assert_eq!(cache.get_trusted(&[k("A1")]), None);
@@ -584,11 +596,11 @@ mod tests {
         cache.returned(5, true);
         cache.returned(4, true);
         // A commit that failed uncertainly may apply later: its announcement counts.
-        let g = cache.generation();
+        let g = cache.stamp();
         cache.committed(&put(b"v6"), Some(g), 6);
         cache.returned(6, true);
         cache.returned(7, false);
-        let g = cache.generation();
+        let g = cache.stamp();
         cache.remember_all([(&b"A1"[..], Some(&b"v6"[..]))], Some(g));
         cache.invalidate(Some(&[k("A1")]), Some(7));
         assert_eq!(
@@ -596,11 +608,36 @@ mod tests {
             None,
             "7 applied after the read"
         );
-        let g = cache.generation();
+        let g = cache.stamp();
         cache.remember_all([(&b"A1"[..], Some(&b"v7"[..]))], Some(g));
         assert_eq!(
             cache.get_trusted(&[k("A1")]),
             Some(vec![Some(b"v7".to_vec())])
+        );
+    }
+
+    #[test]
+    fn a_commit_that_never_returns_stops_holding_the_count_back() {
+        let cache = ReadCache::new(only_a);
+        cache.beat_returned(Duration::from_secs(5));
+        // Commit 1 is never reported back; later ones are.
+        let last = u64::try_from(MAX_OUT_OF_ORDER).unwrap() + 2;
+        for seq in 2..=last {
+            cache.returned(seq, true);
+        }
+        let g = cache.stamp();
+        cache.remember_all([(&b"A1"[..], Some(&b"v"[..]))], Some(g));
+        cache.invalidate(Some(&[k("A1")]), Some(last));
+        assert_eq!(
+            cache.get_trusted(&[k("A1")]),
+            Some(vec![Some(b"v".to_vec())]),
+            "the count moved past the silent commit"
+        );
+        cache.invalidate(Some(&[k("A1")]), Some(1));
+        assert_eq!(
+            cache.get_trusted(&[k("A1")]),
+            None,
+            "1 may apply late: it counts"
         );
     }
 }

@@ -83,7 +83,7 @@ impl<'a> Txn<'a> {
         cache: Option<&'a ReadCache>,
         how: CacheUse,
     ) -> Result<Txn<'a>, KvError> {
-        let generation = cache.map(ReadCache::generation);
+        let generation = cache.map(ReadCache::stamp);
         let snapshot = engine.snapshot().await?;
         Ok(Txn {
             engine,
