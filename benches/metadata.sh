@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Metadata workloads on network engines, JuiceFS and Strata side by side in one run:
-# `ls -l` of 20,000 entries (cold, warm), readdir, `du -s`/`find` of an 8,020-entry tree,
+# `ls -l` of 20,000 entries (cold, warm, and through a second mount of the volume that has
+# never seen the directory), readdir, `du -s`/`find` of an 8,020-entry tree,
 # create/stat/rename/unlink in one directory, `rm -rf` of the tree and of 1,020 nested
 # directories. Engines: Redis and PostgreSQL (both file systems), etcd (Strata), each
 # with no added delay and with 0.5 ms added to every round trip.
@@ -30,7 +31,9 @@ PG_BIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
 PIDS=()
 
 cleanup() {
-  for m in "$WORK"/run-*/m; do mountpoint -q "$m" 2>/dev/null && umount -l "$m" || true; done
+  for m in "$WORK"/run-*/m "$WORK"/run-*/m2; do
+    mountpoint -q "$m" 2>/dev/null && umount -l "$m" || true
+  done
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
 }
@@ -92,15 +95,17 @@ meta_url() { # fs engine port run -> a fresh, empty metadata URL (run numbers di
   esac
 }
 
-mount_fs() { # fs url dir
+mount_fs() { # fs url dir: the volume at dir/m, and a second client of it at dir/m2
   local fs=$1 url=$2 dir=$3
-  mkdir -p "$dir/m"
+  mkdir -p "$dir/m" "$dir/m2"
   if [ "$fs" = strata ]; then
     "$STRATA" format "$url" bench --bucket "$dir/bucket" >/dev/null
     "$STRATA" mount "$url" "$dir/m" -d --log "$dir/log" --cache-dir "$dir/cache" >/dev/null
+    "$STRATA" mount "$url" "$dir/m2" -d --log "$dir/log2" --cache-dir "$dir/cache2" >/dev/null
   else
     "$JUICEFS" format "$url" bench --storage file --bucket "$dir/bucket/" >/dev/null 2>&1
     "$JUICEFS" mount "$url" "$dir/m" -d --log "$dir/log" --cache-dir "$dir/cache" >/dev/null 2>&1
+    "$JUICEFS" mount "$url" "$dir/m2" -d --log "$dir/log2" --cache-dir "$dir/cache2" >/dev/null 2>&1
   fi
 }
 
@@ -109,7 +114,7 @@ cat > "$WORK/workload.py" <<'PY'
 import json, os, socket, subprocess, sys, time
 from concurrent.futures import ThreadPoolExecutor
 
-mnt, stats_port = sys.argv[1], int(sys.argv[2])
+mnt, stats_port, other = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 FILES, OPS = int(os.environ["FILES"]), int(os.environ["OPS"])
 out = {}
 
@@ -141,6 +146,9 @@ with ThreadPoolExecutor(4) as pool:
 drop_caches()
 timed("ls_cold", lambda: run("ls", "-l", big), FILES)
 timed("ls_warm", lambda: run("ls", "-l", big), FILES)
+# The same directory through another client of the volume, which never listed it.
+drop_caches()
+timed("ls_other", lambda: run("ls", "-l", f"{other}/big"), FILES)
 drop_caches()
 timed("readdir", lambda: os.listdir(big), FILES)
 
@@ -190,13 +198,14 @@ for engine in $ENGINES; do
       RUN=$((RUN + 1))
       mount_fs "$fs" "$(meta_url "$fs" "$engine" "$port" "$RUN")" "$dir"
       # A failed run is reported and leaves its rows empty; the others still run.
-      if python3 "$WORK/workload.py" "$dir/m" $((port + 500)) >"$dir/result.json"; then
+      if python3 "$WORK/workload.py" "$dir/m" $((port + 500)) "$dir/m2" >"$dir/result.json"; then
         python3 -c "import json,sys; r=json.load(open('$dir/result.json')); r.update(fs='$fs', engine='$engine', delay=$delay); print(json.dumps(r))" >>"$RESULTS"
       else
         echo "!! $fs on $engine (+$delay µs) failed; see $dir/log" >&2
       fi
       umount "$dir/m"
-      rm -rf "$dir/bucket" "$dir/cache"
+      umount "$dir/m2"
+      rm -rf "$dir/bucket" "$dir/cache" "$dir/cache2"
     done
   done
 done
@@ -209,6 +218,7 @@ by = {(r["fs"], r["engine"], r["delay"]): r for r in rows}
 # (label, key, unit): "s" = seconds (lower is better), else operations per second.
 metrics = [
     (f"ls -l {FILES:,} cold", "ls_cold", "s"), (f"ls -l {FILES:,} warm", "ls_warm", "s"),
+    (f"ls -l {FILES:,}, second client", "ls_other", "s"),
     ("readdir entries/s", "readdir", FILES), ("du -s 8,020 entries", "du", "s"),
     ("find 8,020 entries", "find", "s"), ("create files/s", "create", OPS),
     ("stat files/s", "stat", OPS), ("rename files/s", "rename", OPS),

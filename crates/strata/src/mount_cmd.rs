@@ -140,10 +140,17 @@ pub struct MountArgs {
     /// On Redis, PostgreSQL and etcd: answer lookups and attribute reads of unchanged
     /// files from a cache that the engine's change feed keeps current (other clients'
     /// changes are seen within the feed's delay, typically under a millisecond; opens
-    /// always read the engine). `--meta-cache=false` reads the engine every time
+    /// always read the engine unless --open-cache says otherwise). `--meta-cache=false`
+    /// reads the engine every time
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
           action = clap::ArgAction::Set)]
     meta_cache: bool,
+    /// Read-only opens take the file's attributes from the metadata cache (kept current
+    /// by the change feed) if read less than this long ago, instead of a round trip:
+    /// 10s, 1m, ... (a plain number is seconds; 0 = every open reads the engine, strict
+    /// close-to-open). Needs --meta-cache on Redis, PostgreSQL or etcd
+    #[arg(long, default_value = "0s", value_parser = units::parse_duration)]
+    open_cache: Duration,
     /// FUSE and mount options, comma-separated, as for mount(8): allow_other (automatic
     /// for root), allow_root, writeback_cache (the kernel buffers writes; close-to-open
     /// still holds), ro, fsname=NAME, nonempty (accepted; mounting over a non-empty
@@ -291,6 +298,7 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         session_timeout: session_timeout(a.heartbeat),
         deferred_sync: true,
         cache_metadata: a.meta_cache,
+        open_cache: a.open_cache,
         ..strata_meta::MetaOptions::default()
     };
     let (meta, format) = wiring::load_meta_with(&a.meta_url, meta_opts).await?;
@@ -462,6 +470,7 @@ fn config_text(a: &MountArgs, format: &strata_meta::Format, mountpoint: &Path, s
             "enable_xattr": a.enable_xattr,
             "enable_selinux": a.enable_selinux,
             "meta_cache": a.meta_cache,
+            "open_cache": a.open_cache.as_secs_f64(),
             "options": a.options,
         },
         "version": env!("CARGO_PKG_VERSION"),

@@ -22,6 +22,8 @@ pub struct Counting {
     scans_linked: Arc<AtomicBool>,
     /// Whether the engine reported what a commit's field updates left.
     reports_fields: AtomicBool,
+    /// Barrier beats sent (also counted in `calls`: each is a round trip).
+    barriers: AtomicU64,
 }
 
 impl Counting {
@@ -31,7 +33,13 @@ impl Counting {
             calls: Arc::default(),
             scans_linked: Arc::default(),
             reports_fields: AtomicBool::new(false),
+            barriers: AtomicU64::new(0),
         }
+    }
+
+    /// Barriers since the last call.
+    pub fn take_barriers(&self) -> u64 {
+        self.barriers.swap(0, Ordering::SeqCst)
     }
 
     /// Calls since the last [`take`](Self::take).
@@ -152,17 +160,37 @@ impl KvEngine for Counting {
         self.inner.subscribe().await
     }
     async fn send_beat(&self, seq: u64, barrier: bool) -> Result<(), KvError> {
+        // A barrier is a round trip an operation waits for; the follower's periodic
+        // beats are not.
+        if barrier {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.barriers.fetch_add(1, Ordering::SeqCst);
+        }
         self.inner.send_beat(seq, barrier).await
     }
+}
+
+/// `chmod` of `ino` to `mode` by `meta`, as root.
+async fn chmod(meta: &Meta, ino: Ino, mode: u16) {
+    let change = crate::meta::SetAttr {
+        mode: Some(mode),
+        ..Default::default()
+    };
+    meta.setattr(&Ctx::root(), ino, &change).await.unwrap();
 }
 
 /// A client on a counting engine, with inode batches large enough that no allocation
 /// falls inside a counted step.
 async fn counted_volume<S: TestStore>(store: &S) -> (Meta, Arc<Counting>) {
+    counted_volume_with(store, test_options()).await
+}
+
+/// [`counted_volume`] with `opts` (inode batches still large).
+async fn counted_volume_with<S: TestStore>(store: &S, opts: MetaOptions) -> (Meta, Arc<Counting>) {
     let counting = Arc::new(Counting::new(store.client()));
     let opts = MetaOptions {
         inode_batch: 4096,
-        ..test_options()
+        ..opts
     };
     let meta = Meta::new(counting.clone(), opts);
     meta.format(&test_format(0), false).await.expect("format");
@@ -325,11 +353,7 @@ pub async fn unchanged_lookups_cost_nothing<S: TestStore>() {
     }
     assert_eq!(cached_calls, 0, "unchanged lookups and stats");
 
-    let chmod = crate::meta::SetAttr {
-        mode: Some(0o600),
-        ..Default::default()
-    };
-    b.setattr(&root, f, &chmod).await.unwrap();
+    chmod(&b, f, 0o600).await;
     a.sync_changes().await.unwrap();
     assert_eq!(a.getattr(f).await.unwrap().mode & 0o777, 0o600);
     counting.take();
@@ -392,4 +416,180 @@ pub async fn records_a_commit_changed_are_known<S: TestStore>() {
     mkdir(&b, dir, "other").await;
     a.sync_changes().await.unwrap();
     assert_eq!(a.getattr(dir).await.unwrap().nlink, seen.nlink + 1);
+}
+
+/// Every entry of `dir` (names, inode numbers, modes) through pages of 512 with
+/// attributes, as the VFS reads them.
+async fn list_all(meta: &Meta, dir: Ino) -> Vec<(Vec<u8>, Ino, u16)> {
+    let mut out = Vec::new();
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let page = meta
+            .readdir(dir, after.as_deref(), 512, true)
+            .await
+            .unwrap();
+        let done = page.len() < 512;
+        after = page.last().map(|e| e.name.clone());
+        for e in page {
+            let mode = e.attr.expect("readdirplus attributes").mode;
+            out.push((e.name, e.ino, mode));
+        }
+        if done {
+            return out;
+        }
+    }
+}
+
+/// Listing an unchanged directory again reads no entries where a change feed keeps the
+/// cache current: one barrier per page (so whatever another client changed before the
+/// listing began is in it), nothing else. Another client's create, unlink and chmod, and
+/// this client's own unlink, show in the very next listing without waiting.
+pub async fn unchanged_listings_read_no_entries<S: TestStore>() {
+    let store = S::create();
+    let (a, counting) = counted_volume(&store).await;
+    let a = super::following(a).await;
+    let b = super::client(&store).await;
+    let root = Ctx::root();
+    let dir = mkdir(&a, Ino::ROOT, "d").await.ino;
+    for i in 0..1000 {
+        touch(&b, dir, &format!("f{i:04}")).await;
+    }
+    a.sync_changes().await.unwrap();
+    let first = list_all(&a, dir).await;
+    assert_eq!(first.len(), 1000);
+    counting.take();
+    counting.take_barriers();
+    assert_eq!(list_all(&a, dir).await, first);
+    let (calls, barriers) = (counting.take(), counting.take_barriers());
+    if !a.can_follow_changes() {
+        assert!(calls >= 2 && barriers == 0, "{calls} calls without a feed");
+        return;
+    }
+    assert_eq!(barriers, 2, "a barrier for each of the two pages");
+    assert_eq!(calls, 2, "the barriers, nothing read");
+
+    let new = touch(&b, dir, "f0000x").await.ino;
+    b.unlink(&root, dir, b"f0999").await.unwrap();
+    let f0600 = b.lookup(&root, dir, b"f0600").await.unwrap().ino;
+    chmod(&b, f0600, 0o600).await;
+    let seen = list_all(&a, dir).await;
+    let names: Vec<&[u8]> = seen.iter().map(|(n, _, _)| &n[..]).collect();
+    assert_eq!(seen.len(), 1000);
+    assert!(seen.iter().any(|(n, i, _)| n == b"f0000x" && *i == new));
+    assert!(!names.contains(&&b"f0999"[..]));
+    let mode = seen
+        .iter()
+        .find(|(n, _, _)| n == b"f0600")
+        .map(|e| e.2 & 0o7777);
+    assert_eq!(mode, Some(0o600), "another client's chmod");
+
+    a.unlink(&root, dir, b"f0001").await.unwrap();
+    let names: Vec<Vec<u8>> = list_all(&a, dir).await.into_iter().map(|e| e.0).collect();
+    assert_eq!(names.len(), 999);
+    assert!(
+        !names.contains(&b"f0001".to_vec()),
+        "this client's own unlink"
+    );
+}
+
+/// `--open-cache`: a read-only open of a file whose attributes the feed-kept cache read
+/// recently costs no call; a write open, and every open without the option, reads the
+/// engine. Another client's chmod is seen by the next read-only open once the feed has
+/// delivered it.
+pub async fn read_opens_use_the_open_cache<S: TestStore>() {
+    let store = S::create();
+    let opts = MetaOptions {
+        open_cache: std::time::Duration::from_secs(30),
+        ..test_options()
+    };
+    let (a, counting) = counted_volume_with(&store, opts).await;
+    let a = super::following(a).await;
+    let b = super::client(&store).await;
+    let root = Ctx::root();
+    let f = touch(&b, Ino::ROOT, "f").await.ino;
+    a.lookup(&root, Ino::ROOT, b"f").await.unwrap();
+    a.getattr(f).await.unwrap();
+    counting.take();
+    let attr = a.open(&root, f, 0).await.unwrap();
+    let read_open = counting.take();
+    assert_eq!(attr.mode & 0o777, 0o644);
+    a.open(&root, f, 1).await.unwrap();
+    assert!(counting.take() >= 1, "a write open reads the engine");
+    if !a.can_follow_changes() {
+        assert!(read_open >= 1, "no feed: {read_open} calls");
+        return;
+    }
+    assert_eq!(read_open, 0, "a read-only open of a cached file");
+    chmod(&b, f, 0o640).await;
+    a.sync_changes().await.unwrap();
+    assert_eq!(a.open(&root, f, 0).await.unwrap().mode & 0o777, 0o640);
+
+    // Without the option, every open reads the engine.
+    let counting = Arc::new(Counting::new(store.client()));
+    let c = Meta::new(counting.clone(), test_options());
+    c.load().await.expect("load");
+    let c = super::following(c).await;
+    c.getattr(f).await.unwrap();
+    counting.take();
+    c.open(&root, f, 0).await.unwrap();
+    assert_eq!(counting.take(), 1, "strict close-to-open");
+}
+
+/// A directory this client created and alone changed is listed without reading it: its
+/// entries are known from this client's own commits (creates, unlinks, renames in and
+/// out), so a listing is one barrier per page. Another client's create in it is in the
+/// very next listing.
+pub async fn own_new_directories_are_listed_from_the_cache<S: TestStore>() {
+    let store = S::create();
+    let (a, counting) = counted_volume(&store).await;
+    let a = super::following(a).await;
+    let b = super::client(&store).await;
+    let root = Ctx::root();
+    let dir = mkdir(&a, Ino::ROOT, "d").await.ino;
+    let mut expected: Vec<Vec<u8>> = Vec::new();
+    for i in 0..600 {
+        let name = format!("f{i:04}");
+        touch(&a, dir, &name).await;
+        expected.push(name.into_bytes());
+    }
+    a.unlink(&root, dir, b"f0003").await.unwrap();
+    a.rename(&root, dir, b"f0004", dir, b"g0004", Default::default())
+        .await
+        .unwrap();
+    a.rename(
+        &root,
+        dir,
+        b"f0005",
+        Ino::ROOT,
+        b"moved",
+        Default::default(),
+    )
+    .await
+    .unwrap();
+    let sub = mkdir(&a, dir, "sub").await.ino;
+    touch(&a, sub, "inner").await;
+    expected.retain(|n| !matches!(&n[..], b"f0003" | b"f0004" | b"f0005"));
+    expected.extend([b"g0004".to_vec(), b"sub".to_vec()]);
+    expected.sort();
+    counting.take();
+    counting.take_barriers();
+    let names: Vec<Vec<u8>> = list_all(&a, dir).await.into_iter().map(|e| e.0).collect();
+    let inner: Vec<Vec<u8>> = list_all(&a, sub).await.into_iter().map(|e| e.0).collect();
+    let (calls, barriers) = (counting.take(), counting.take_barriers());
+    assert_eq!(names, expected);
+    assert_eq!(inner, [b"inner".to_vec()]);
+    if !a.can_follow_changes() {
+        assert_eq!(barriers, 0);
+        return;
+    }
+    assert_eq!(
+        (calls, barriers),
+        (3, 3),
+        "a barrier per page, nothing read"
+    );
+
+    let other = touch(&b, dir, "f0000x").await.ino;
+    let seen = list_all(&a, dir).await;
+    assert!(seen.iter().any(|(n, i, _)| n == b"f0000x" && *i == other));
+    assert_eq!(seen.len(), expected.len() + 1);
 }

@@ -25,6 +25,9 @@
 //! record). A commit whose outcome is uncertain (an error other than a conflict) may
 //! still apply later, so its announcement always counts.
 //! Losing the feed, or its beats falling silent, drops all trust at once.
+//!
+//! Pages of directory listings (range reads) are kept too while the feed is live
+//! ([`ranges`]); a listing may use them after a barrier (`Meta::sync_changes`).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -35,6 +38,10 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 
 use super::{Key, Value, Write};
+
+mod ranges;
+mod whole;
+pub use ranges::Rows;
 
 /// Entries kept at most (about 200 bytes each); past this expired ones are dropped, and
 /// all of them when that did not free a quarter.
@@ -96,6 +103,12 @@ struct State {
     /// Commits that returned an error other than a conflict: applied or not, maybe
     /// later. Their announcements always count.
     own_uncertain: std::collections::BTreeSet<u64>,
+    /// Pages of range reads (directory listings).
+    ranges: ranges::Ranges,
+    /// Directories this client created and alone changed since, entry by entry.
+    wholes: whole::Wholes,
+    /// Commits whose written values were stored, about to count as returned.
+    stored: std::collections::BTreeSet<u64>,
 }
 
 impl State {
@@ -156,6 +169,8 @@ impl State {
         self.invalidated.clear();
         self.history.clear();
         self.entries.values_mut().for_each(|e| e.trusted = false);
+        self.ranges.clear(self.generation);
+        self.wholes.clear();
     }
 }
 
@@ -225,6 +240,21 @@ impl ReadCache {
             .collect()
     }
 
+    /// How long ago the oldest of `keys` was read, if every one is trusted right now
+    /// (see [`get_trusted`](Self::get_trusted)).
+    pub fn trusted_age(&self, keys: &[Key]) -> Option<Duration> {
+        let state = self.state.lock();
+        let now = Instant::now();
+        if state.trusted_until.is_none_or(|t| t <= now) {
+            return None;
+        }
+        keys.iter().try_fold(Duration::ZERO, |oldest, k| {
+            let e = state.entries.get(k)?;
+            let age = now.duration_since(e.at);
+            (e.trusted && e.value.is_some() && age < TRUSTED_FOR).then_some(oldest.max(age))
+        })
+    }
+
     /// True while trust holds (beats keep coming back through a live feed).
     pub fn is_trusting(&self) -> bool {
         self.state
@@ -251,6 +281,7 @@ impl ReadCache {
         if !certain {
             state.note_uncertain(seq);
         }
+        state.stored.remove(&seq);
         state.own_returned.insert(seq);
         loop {
             let next = state.own_done + 1;
@@ -338,10 +369,31 @@ impl ReadCache {
         });
         self.store(known, since, Some(commit));
         let mut state = self.state.lock();
+        // Kept pages that hold a written key are stale now, and one being read may not be
+        // kept; whole directories take the change in place.
+        state.generation += 1;
+        let generation = state.generation;
         for (key, write) in writes {
-            if matches!(write, Write::Fields(_)) {
-                state.entries.remove(key);
-            }
+            let value = match write {
+                Write::Put(v) => Some(Some(&v[..])),
+                Write::Delete => Some(None),
+                Write::Fields(_) => {
+                    state.entries.remove(key);
+                    None
+                }
+            };
+            state.ranges.changed(key, generation);
+            state.wholes.own_write(key, value, commit);
+        }
+        state.stored.insert(commit);
+    }
+
+    /// A commit of `writes` failed in a way that leaves open whether it was (or will be)
+    /// applied: whole directories it wrote into are no longer known entry by entry.
+    pub fn outcome_unknown(&self, writes: &[(Key, Write)]) {
+        let mut state = self.state.lock();
+        for (key, _) in writes {
+            state.wholes.changed(key);
         }
     }
 
@@ -358,9 +410,29 @@ impl ReadCache {
         let Some(keys) = keys else {
             state.entries.clear();
             state.floor = state.generation;
+            let generation = state.generation;
+            state.ranges.clear(generation);
+            state.wholes.clear();
             return;
         };
+        let generation = state.generation;
         for key in keys {
+            state.ranges.changed(key, generation);
+            match own {
+                // Kept when it already holds that commit's effect: applied in place (the
+                // commit returned, surely applied), or known after the commit returned.
+                // Number 0: a commit made without this cache, as another client's.
+                Some(seq) if seq != 0 => {
+                    let how = whole::Announced {
+                        certain: !state.own_uncertain.contains(&seq),
+                        returned: seq <= state.own_done
+                            || state.own_returned.contains(&seq)
+                            || state.stored.contains(&seq),
+                    };
+                    state.wholes.own_announced(key, seq, how);
+                }
+                _ => state.wholes.changed(key),
+            }
             // Kept: what that commit stored, or what a transaction that started after it
             // returned read or wrote.
             let keep = own.is_some_and(|own| {
@@ -374,6 +446,66 @@ impl ReadCache {
             }
             state.note_invalidated(key, own.unwrap_or(0));
         }
+    }
+
+    /// The rows of the range page `start..end` (at most `limit`) if one is kept and
+    /// trust holds. Using them keeps close-to-open only after a barrier: every change
+    /// committed before the listing began must have arrived (`Meta::sync_changes`).
+    pub fn get_trusted_range(&self, start: &[u8], end: &[u8], limit: usize) -> Option<Rows> {
+        let state = self.state.lock();
+        let now = Instant::now();
+        if state.trusted_until.is_none_or(|t| t <= now) {
+            return None;
+        }
+        state
+            .wholes
+            .get(start, end, limit, now)
+            .or_else(|| state.ranges.get(start, end, limit, now))
+    }
+
+    /// Whether [`get_trusted_range`](Self::get_trusted_range) would answer now.
+    pub fn holds_trusted_range(&self, start: &[u8], end: &[u8], limit: usize) -> bool {
+        let state = self.state.lock();
+        let now = Instant::now();
+        state.trusted_until.is_some_and(|t| t > now)
+            && (state.wholes.holds(start, end, now)
+                || state.ranges.get(start, end, limit, now).is_some())
+    }
+
+    /// `start..end` is the range of a directory this client is creating: known empty, and
+    /// kept whole while only this client changes it, if nothing in it changed since
+    /// `since` (taken before the creating transaction began) and the feed is live.
+    pub fn remember_new_range(&self, start: &[u8], end: &[u8], since: Stamp) {
+        let mut state = self.state.lock();
+        if state.trusted_until.is_none()
+            || since.generation < state.floor
+            || !state.ranges.unchanged_since(start, end, since.generation)
+        {
+            return;
+        }
+        state
+            .wholes
+            .insert_empty(start, end, since.own_done, Instant::now());
+    }
+
+    /// Keep what a range read by a transaction that started at `since` returned, while
+    /// the feed is live and if nothing in the range changed since (see [`ranges`]).
+    pub fn remember_range(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        rows: &[(Key, Value)],
+        since: Option<Stamp>,
+    ) {
+        let Some(since) = since else { return };
+        let mut state = self.state.lock();
+        if state.trusted_until.is_none() || since.generation < state.floor {
+            return;
+        }
+        state
+            .ranges
+            .store(start, end, limit, rows, since.generation, Instant::now());
     }
 
     /// One of this client's beats came back through the feed: trust holds for `grace`.

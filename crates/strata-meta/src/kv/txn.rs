@@ -229,17 +229,30 @@ impl<'a> Txn<'a> {
         link: &Link,
     ) -> Result<LinkedScan, KvError> {
         let fresh = self.writes.is_empty() && keys.iter().all(|k| !self.is_buffered_value(k));
+        if fresh && let Some(got) = self.trusted_scan(keys, start, end, limit, link) {
+            self.record_linked_scan(keys, start, end, limit, link, &got)?;
+            self.trusted_reads = true;
+            let targets = link.targets_of_rows(&got.rows);
+            let used = keys.iter().chain(targets.iter().flatten().flatten());
+            self.assumed.extend(used.cloned());
+            return Ok(got);
+        }
         if fresh
             && let Some(got) = self
                 .snapshot
                 .scan_linked(keys, start, end, limit, link)
                 .await?
         {
+            self.engine_calls += 1;
             self.record_linked_scan(keys, start, end, limit, link, &got)?;
+            self.remember_range(start, end, limit, &got.rows);
             return Ok(got);
         }
         let values = self.get_many(keys).await?;
         let rows = self.scan(start, end, limit, false).await?;
+        if fresh {
+            self.remember_range(start, end, limit, &rows);
+        }
         let targets = link.targets_of_rows(&rows);
         let wanted: Vec<Key> = targets.iter().flatten().flatten().cloned().collect();
         let linked = link.spread(&targets, self.get_many(&wanted).await?);
@@ -248,6 +261,39 @@ impl<'a> Txn<'a> {
             rows,
             linked,
         })
+    }
+
+    /// [`Txn::scan_linked`] answered by the trusted cache: a kept page of the range and
+    /// every value it needs, all trusted.
+    fn trusted_scan(
+        &self,
+        keys: &[Key],
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        link: &Link,
+    ) -> Option<LinkedScan> {
+        if !self.trust {
+            return None;
+        }
+        let cache = self.cache?;
+        let rows = cache.get_trusted_range(start, end, limit)?;
+        let values = cache.get_trusted(keys)?;
+        let targets = link.targets_of_rows(&rows);
+        let wanted: Vec<Key> = targets.iter().flatten().flatten().cloned().collect();
+        let linked = link.spread(&targets, cache.get_trusted(&wanted)?);
+        Some(LinkedScan {
+            values,
+            rows: rows.to_vec(),
+            linked,
+        })
+    }
+
+    /// Offer the rows of a range this transaction read from the engine to the cache.
+    fn remember_range(&self, start: &[u8], end: &[u8], limit: usize, rows: &[(Key, Value)]) {
+        if let Some(cache) = self.cache {
+            cache.remember_range(start, end, limit, rows, self.generation);
+        }
     }
 
     /// Record what one [`KvSnapshot::scan_linked`] call returned as this transaction's
@@ -270,7 +316,6 @@ impl<'a> Txn<'a> {
                 got.rows.len()
             )));
         }
-        self.engine_calls += 1;
         for (key, value) in keys.iter().zip(&got.values) {
             self.record_point(key, value.clone());
         }
@@ -464,6 +509,10 @@ impl<'a> Txn<'a> {
             // Whatever was assumed may be what conflicted (or may not have been applied).
             Err(e) => {
                 assumed.iter().for_each(|k| cache.forget(k));
+                if !matches!(e, KvError::Conflict) {
+                    // It may still apply: what it wrote is unknown from now on.
+                    cache.outcome_unknown(&written);
+                }
                 Err(e)
             }
         };

@@ -116,6 +116,10 @@ pub struct MetaOptions {
     /// On engines with a change feed: lookups and attribute reads are answered from a
     /// cache that the feed keeps current (see `Meta::follow_changes`).
     pub cache_metadata: bool,
+    /// Read-only opens take a file's attributes from the cache the change feed keeps
+    /// current when it holds them read less than this long ago (no round trip); zero:
+    /// every open reads the engine (strict close-to-open). `mount --open-cache`.
+    pub open_cache: std::time::Duration,
 }
 
 impl Default for MetaOptions {
@@ -129,6 +133,7 @@ impl Default for MetaOptions {
             deferred_sync: false,
             assume_recent_reads: true,
             cache_metadata: true,
+            open_cache: std::time::Duration::ZERO,
         }
     }
 }

@@ -229,6 +229,9 @@ impl Meta {
         let space = space_of(node.kind, length);
         self.check_limits(space, 1)?;
         let node = &node;
+        // Taken before the transaction: a new directory is known empty unless something
+        // in it changed since.
+        let stamp = self.read_cache.as_ref().map(|c| c.stamp());
         let entry = self
             .write_txn(|tx| {
                 Box::pin(async move {
@@ -269,6 +272,12 @@ impl Meta {
                 })
             })
             .await?;
+        if node.kind == FileType::Directory
+            && let (Some(cache), Some(stamp)) = (self.read_cache.as_ref(), stamp)
+        {
+            let prefix = keys::dentry_prefix(ino);
+            cache.remember_new_range(&prefix, &prefix_end(&prefix), stamp);
+        }
         self.add_usage(space, 1);
         self.add_owner_usage((entry.attr.uid, entry.attr.gid), space, 1);
         Ok(entry)
@@ -416,6 +425,11 @@ impl Meta {
 
     /// Up to `limit` entries of directory `ino` whose names sort after `after`, in name
     /// order, with attributes when `plus`. Call again with the last name for the next page.
+    ///
+    /// A page the change feed kept current since it was last read is answered from the
+    /// client's cache after one barrier (`sync_changes`): every change committed before
+    /// this call is then in the cache, so a listing misses nothing another client
+    /// created before it began.
     pub async fn readdir(
         &self,
         ino: Ino,
@@ -423,54 +437,76 @@ impl Meta {
         limit: usize,
         plus: bool,
     ) -> Result<Vec<DirEntry>> {
-        self.txn(|tx| {
-            Box::pin(async move {
-                let prefix = keys::dentry_prefix(ino);
-                let start = match after {
-                    Some(name) => [&prefix[..], name, &[0u8][..]].concat(),
-                    None => prefix.clone(),
-                };
-                let end = prefix_end(&prefix);
-                // The directory, a page of entries and (for readdirplus) their inodes: one
-                // engine call either way (no link targets for a plain readdir).
-                let dir_key = keys::inode_core(ino);
-                let link = if plus {
-                    keys::entry_to_inode(0)
-                } else {
-                    Link {
-                        from: 0,
-                        offset: 1,
-                        targets: Vec::new(),
-                    }
-                };
-                let page = tx
-                    .scan_linked(std::slice::from_ref(&dir_key), &start, &end, limit, &link)
-                    .await?;
-                decode_dir(ino, page.values.first().and_then(Option::as_deref))?;
-                if plus {
-                    return page
-                        .rows
-                        .iter()
-                        .zip(&page.linked)
-                        .map(|((key, value), inode)| plus_entry(&prefix, key, value, inode))
-                        .collect();
-                }
-                page.rows
-                    .iter()
-                    .map(|(key, value)| {
-                        let (kind, child) = codec::decode_dentry(key, value)?;
-                        Ok(DirEntry {
-                            name: key[prefix.len()..].to_vec(),
-                            ino: child,
-                            kind,
-                            attr: None,
-                        })
-                    })
-                    .collect()
+        let prefix = keys::dentry_prefix(ino);
+        let start = match after {
+            Some(name) => [&prefix[..], name, &[0u8][..]].concat(),
+            None => prefix.clone(),
+        };
+        let end = prefix_end(&prefix);
+        let kept = self
+            .read_cache
+            .as_ref()
+            .is_some_and(|c| c.holds_trusted_range(&start, &end, limit));
+        // A feed too slow to answer the barrier: read the engine instead.
+        if kept && self.sync_changes().await.is_ok() {
+            let (prefix, start, end) = (&prefix, &start, &end);
+            return self
+                .cached_txn(|tx| Box::pin(read_page(tx, ino, prefix, start, end, limit, plus)))
+                .await;
+        }
+        let (prefix, start, end) = (&prefix, &start, &end);
+        self.txn(|tx| Box::pin(read_page(tx, ino, prefix, start, end, limit, plus)))
+            .await
+    }
+}
+
+/// One page of [`Meta::readdir`]: the directory's record, the entries of `start..end`
+/// (at most `limit`) and, with `plus`, their inodes, in one engine call.
+async fn read_page(
+    tx: &mut Txn<'_>,
+    ino: Ino,
+    prefix: &[u8],
+    start: &[u8],
+    end: &[u8],
+    limit: usize,
+    plus: bool,
+) -> Result<Vec<DirEntry>> {
+    // The directory, a page of entries and (for readdirplus) their inodes: one
+    // engine call either way (no link targets for a plain readdir).
+    let dir_key = keys::inode_core(ino);
+    let link = if plus {
+        keys::entry_to_inode(0)
+    } else {
+        Link {
+            from: 0,
+            offset: 1,
+            targets: Vec::new(),
+        }
+    };
+    let page = tx
+        .scan_linked(std::slice::from_ref(&dir_key), start, end, limit, &link)
+        .await?;
+    decode_dir(ino, page.values.first().and_then(Option::as_deref))?;
+    if plus {
+        return page
+            .rows
+            .iter()
+            .zip(&page.linked)
+            .map(|((key, value), inode)| plus_entry(prefix, key, value, inode))
+            .collect();
+    }
+    page.rows
+        .iter()
+        .map(|(key, value)| {
+            let (kind, child) = codec::decode_dentry(key, value)?;
+            Ok(DirEntry {
+                name: key[prefix.len()..].to_vec(),
+                ino: child,
+                kind,
+                attr: None,
             })
         })
-        .await
-    }
+        .collect()
 }
 
 /// Entries read per page by [`EntryPages`].

@@ -215,38 +215,28 @@ impl Meta {
             O_RDWR => MAY_READ | MAY_WRITE,
             _ => MAY_READ,
         } | if flags & O_TRUNC != 0 { MAY_WRITE } else { 0 };
-        let opened = self
-            .txn(|tx| {
-                Box::pin(async move {
-                    let caps_key = keys::xattr(ino, super::attr::CAPABILITY_XATTR);
-                    let mut ks = vec![keys::inode_core(ino), keys::inode_fields(ino)];
-                    if mask & MAY_WRITE != 0 {
-                        ks.push(caps_key);
-                    }
-                    let vals = tx.get_many(&ks).await?;
-                    let inode = match (&vals[0], &vals[1]) {
-                        (Some(c), Some(f)) => codec::Inode {
-                            ino,
-                            core: codec::InodeCore::decode(&ks[0], c)?,
-                            fields: codec::InodeFields::decode(&ks[1], f)?,
-                        },
-                        _ => return posix(Errno::ENOENT),
-                    };
-                    if inode.core.kind == FileType::Directory && mask & MAY_WRITE != 0 {
-                        return posix(Errno::EISDIR);
-                    }
-                    check_access(ctx, &inode.core, mask)?;
-                    let has_caps = vals.get(2).is_some_and(Option::is_some);
-                    let attr = inode.attr();
-                    Ok(Opened {
-                        privileged: has_caps || super::attr::has_privilege_bits(attr.mode),
-                        attr,
-                    })
-                })
-            })
-            .await?;
+        let opened = if mask == MAY_READ && self.open_cache_holds(ino) {
+            self.cached_txn(|tx| Box::pin(read_opened(tx, ctx, ino, mask)))
+                .await?
+        } else {
+            self.txn(|tx| Box::pin(read_opened(tx, ctx, ino, mask)))
+                .await?
+        };
         self.mark_open_attr(ino, &opened.attr);
         Ok(opened)
+    }
+
+    /// Whether a read-only open of `ino` may take its attributes from the cache
+    /// (`MetaOptions::open_cache`): its records are trusted and younger than that.
+    fn open_cache_holds(&self, ino: Ino) -> bool {
+        let limit = self.opts.open_cache;
+        let keys = [keys::inode_core(ino), keys::inode_fields(ino)];
+        !limit.is_zero()
+            && self
+                .read_cache
+                .as_ref()
+                .and_then(|c| c.trusted_age(&keys))
+                .is_some_and(|age| age < limit)
     }
 
     /// Count an open of `ino` by this client (create+open, or an open checked elsewhere).
@@ -317,4 +307,33 @@ pub(crate) fn index_session_lock(tx: &mut Txn<'_>, sid: u64, ino: Ino, holds: bo
     } else {
         tx.delete(keys::session_lock(sid, ino));
     }
+}
+
+/// What [`Meta::open_file`] reads and checks: the inode (and, for a write open, whether
+/// it has file capabilities), access for `mask`.
+async fn read_opened(tx: &mut Txn<'_>, ctx: &Ctx, ino: Ino, mask: u32) -> Result<Opened> {
+    let caps_key = keys::xattr(ino, super::attr::CAPABILITY_XATTR);
+    let mut ks = vec![keys::inode_core(ino), keys::inode_fields(ino)];
+    if mask & MAY_WRITE != 0 {
+        ks.push(caps_key);
+    }
+    let vals = tx.get_many(&ks).await?;
+    let inode = match (&vals[0], &vals[1]) {
+        (Some(c), Some(f)) => codec::Inode {
+            ino,
+            core: codec::InodeCore::decode(&ks[0], c)?,
+            fields: codec::InodeFields::decode(&ks[1], f)?,
+        },
+        _ => return posix(Errno::ENOENT),
+    };
+    if inode.core.kind == FileType::Directory && mask & MAY_WRITE != 0 {
+        return posix(Errno::EISDIR);
+    }
+    check_access(ctx, &inode.core, mask)?;
+    let has_caps = vals.get(2).is_some_and(Option::is_some);
+    let attr = inode.attr();
+    Ok(Opened {
+        privileged: has_caps || super::attr::has_privilege_bits(attr.mode),
+        attr,
+    })
 }

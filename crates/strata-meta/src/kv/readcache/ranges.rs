@@ -1,0 +1,278 @@
+//! The pages of directory listings (key ranges) the read cache keeps while a change feed
+//! is live, so listing an unchanged directory again reads no entries from the engine.
+//!
+//! A page is the answer to one range read: `start..end`, at most `limit` entries. It is
+//! kept only if nothing in its range changed between the start of the transaction that
+//! read it and its storing (a bounded history of changed keys, like the point cache's),
+//! and dropped as soon as a key in its range changes: another client's commit announced
+//! through the feed, or this client's own commit when it returns. Whether a kept page may
+//! be used at all (the feed is live, and a barrier made every earlier change arrive) is
+//! the caller's question; this module only keeps pages exact with respect to the changes
+//! it is told about.
+//!
+//! Pages are grouped by their `end`. Ranges with different ends must not overlap (a
+//! directory's pages all end at the end of its prefix, and directories' prefixes are
+//! disjoint); a page that would break this is not kept. So the pages a key can be in are
+//! all in one group: the one with the smallest end above the key.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
+use std::sync::Arc;
+use std::time::Instant;
+
+use foldhash::fast::RandomState;
+
+use super::TRUSTED_FOR;
+use crate::kv::{Key, Value};
+
+/// Rows kept at most over all pages (each about 50 bytes: a name and an inode number).
+const MAX_ROWS: usize = 200_000;
+/// Changed keys remembered at most (older ones raise the floor instead).
+const MAX_MARKS: usize = 100_000;
+
+/// The rows of one range read, shared with every transaction that uses them.
+pub type Rows = Arc<[(Key, Value)]>;
+
+#[derive(Debug)]
+struct Page {
+    rows: Rows,
+    at: Instant,
+}
+
+/// The kept pages whose ranges end at one key: `(start, limit)` → page.
+type Group = HashMap<(Key, usize), Page, RandomState>;
+
+/// Kept range pages and the recent changes that decide whether a new one may be kept.
+#[derive(Debug, Default)]
+pub(super) struct Ranges {
+    groups: BTreeMap<Key, Group>,
+    rows: usize,
+    /// Keys changed, with the generation of the change, oldest first.
+    marks: VecDeque<(u64, Key)>,
+    /// Pages read by a transaction that started before this generation are not kept.
+    floor: u64,
+}
+
+impl Ranges {
+    /// The rows of the page `start..end` (at most `limit`), if kept and read less than
+    /// [`TRUSTED_FOR`] ago.
+    pub(super) fn get(&self, start: &[u8], end: &[u8], limit: usize, now: Instant) -> Option<Rows> {
+        let page = self.groups.get(end)?.get(&(start.to_vec(), limit))?;
+        (now.duration_since(page.at) < TRUSTED_FOR).then(|| page.rows.clone())
+    }
+
+    /// Keep what a range read returned, if nothing in the range changed since `since`
+    /// (the generation its transaction started at) and it keeps ranges disjoint.
+    pub(super) fn store(
+        &mut self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        rows: &[(Key, Value)],
+        since: u64,
+        now: Instant,
+    ) {
+        if since < self.floor || start >= end || self.changed_since(start, end, since) {
+            return;
+        }
+        if !self.fits(start, end) {
+            return;
+        }
+        if self.rows + rows.len() > MAX_ROWS {
+            self.make_room(now);
+        }
+        let page = Page {
+            rows: rows.to_vec().into(),
+            at: now,
+        };
+        let group = self.groups.entry(end.to_vec()).or_default();
+        if let Some(old) = group.insert((start.to_vec(), limit), page) {
+            self.rows -= old.rows.len();
+        }
+        self.rows += rows.len();
+    }
+
+    /// `key` changed at `generation`: drop every page whose range holds it.
+    pub(super) fn changed(&mut self, key: &[u8], generation: u64) {
+        self.marks.push_back((generation, key.to_vec()));
+        while self.marks.len() > MAX_MARKS {
+            if let Some((at, _)) = self.marks.pop_front() {
+                self.floor = self.floor.max(at + 1);
+            }
+        }
+        let Some((end, group)) = self
+            .groups
+            .range_mut::<[u8], _>((Bound::Excluded(key), Bound::Unbounded))
+            .next()
+        else {
+            return;
+        };
+        let before = group.len();
+        let mut dropped = 0;
+        group.retain(|(start, _), page| {
+            let keep = &start[..] > key;
+            if !keep {
+                dropped += page.rows.len();
+            }
+            keep
+        });
+        if group.len() != before {
+            self.rows -= dropped;
+            if group.is_empty() {
+                let end = end.clone();
+                self.groups.remove(&end);
+            }
+        }
+    }
+
+    /// Anything may have changed (the feed was lost or came up): drop every page, and
+    /// keep none read before `generation`.
+    pub(super) fn clear(&mut self, generation: u64) {
+        self.groups.clear();
+        self.rows = 0;
+        self.marks.clear();
+        self.floor = self.floor.max(generation);
+    }
+
+    /// True when nothing in `start..end` changed after generation `since` and that is
+    /// still known (`since` not below the floor).
+    pub(super) fn unchanged_since(&self, start: &[u8], end: &[u8], since: u64) -> bool {
+        since >= self.floor && !self.changed_since(start, end, since)
+    }
+
+    /// True when a key in `start..end` changed after generation `since`.
+    fn changed_since(&self, start: &[u8], end: &[u8], since: u64) -> bool {
+        self.marks
+            .iter()
+            .rev()
+            .take_while(|(at, _)| *at > since)
+            .any(|(_, key)| &key[..] >= start && &key[..] < end)
+    }
+
+    /// Whether a page `start..end` keeps the groups' spans disjoint.
+    fn fits(&self, start: &[u8], end: &[u8]) -> bool {
+        let span_start = |group: &Group| group.keys().map(|(s, _)| s.clone()).min();
+        let lowest = self
+            .groups
+            .get(end)
+            .and_then(span_start)
+            .map_or(start.to_vec(), |s| s.min(start.to_vec()));
+        let below = self
+            .groups
+            .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(end)))
+            .next_back();
+        if below.is_some_and(|(below_end, _)| below_end[..] > lowest[..]) {
+            return false;
+        }
+        let above = self
+            .groups
+            .range::<[u8], _>((Bound::Excluded(end), Bound::Unbounded))
+            .next();
+        above.is_none_or(|(_, group)| span_start(group).is_none_or(|s| &s[..] >= end))
+    }
+
+    /// Drop old pages, and every page if that does not free a quarter.
+    fn make_room(&mut self, now: Instant) {
+        for group in self.groups.values_mut() {
+            group.retain(|_, page| now.duration_since(page.at) < TRUSTED_FOR);
+        }
+        self.groups.retain(|_, group| !group.is_empty());
+        self.rows = self
+            .groups
+            .values()
+            .flat_map(|g| g.values())
+            .map(|p| p.rows.len())
+            .sum();
+        if self.rows > MAX_ROWS / 4 * 3 {
+            self.groups.clear();
+            self.rows = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(k: &str) -> (Key, Value) {
+        (k.as_bytes().to_vec(), b"v".to_vec())
+    }
+
+    #[test]
+    fn keeps_a_page_until_a_key_in_its_range_changes() {
+        let mut r = Ranges::default();
+        let now = Instant::now();
+        r.store(b"d1/", b"d10", 10, &[row("d1/a"), row("d1/b")], 0, now);
+        r.store(b"d2/", b"d20", 10, &[row("d2/a")], 0, now);
+        assert_eq!(r.get(b"d1/", b"d10", 10, now).unwrap().len(), 2);
+        assert!(r.get(b"d1/", b"d10", 5, now).is_none(), "another limit");
+        // A key outside both ranges, then one in the second.
+        r.changed(b"d1", 1);
+        r.changed(b"d3/x", 2);
+        assert!(r.get(b"d1/", b"d10", 10, now).is_some());
+        r.changed(b"d2/zz", 3);
+        assert!(r.get(b"d2/", b"d20", 10, now).is_none());
+        assert!(r.get(b"d1/", b"d10", 10, now).is_some());
+        // A new name before every kept entry of the first.
+        r.changed(b"d1/", 4);
+        assert!(r.get(b"d1/", b"d10", 10, now).is_none());
+        assert_eq!(r.rows, 0);
+    }
+
+    #[test]
+    fn a_later_page_survives_a_change_before_its_start() {
+        let mut r = Ranges::default();
+        let now = Instant::now();
+        r.store(b"d/", b"e", 2, &[row("d/a"), row("d/b")], 0, now);
+        r.store(b"d/b\0", b"e", 2, &[row("d/c")], 0, now);
+        r.changed(b"d/aa", 1);
+        assert!(r.get(b"d/", b"e", 2, now).is_none());
+        assert!(r.get(b"d/b\0", b"e", 2, now).is_some());
+        r.changed(b"d/c", 2);
+        assert!(r.get(b"d/b\0", b"e", 2, now).is_none());
+    }
+
+    #[test]
+    fn a_page_read_across_a_change_in_its_range_is_not_kept() {
+        let mut r = Ranges::default();
+        let now = Instant::now();
+        r.changed(b"d/x", 5);
+        r.store(b"d/", b"e", 10, &[row("d/a")], 4, now);
+        assert!(r.get(b"d/", b"e", 10, now).is_none(), "read before it");
+        r.store(b"d/", b"e", 10, &[row("d/a"), row("d/x")], 5, now);
+        assert!(r.get(b"d/", b"e", 10, now).is_some(), "read after it");
+        r.clear(9);
+        assert!(r.get(b"d/", b"e", 10, now).is_none());
+        r.store(b"d/", b"e", 10, &[row("d/a")], 8, now);
+        assert!(r.get(b"d/", b"e", 10, now).is_none(), "below the floor");
+    }
+
+    #[test]
+    fn overlapping_ranges_with_other_ends_are_not_kept() {
+        let mut r = Ranges::default();
+        let now = Instant::now();
+        r.store(b"b", b"d", 10, &[row("c")], 0, now);
+        r.store(b"a", b"c", 10, &[], 0, now);
+        r.store(b"c", b"e", 10, &[], 0, now);
+        r.store(b"a", b"z", 10, &[], 0, now);
+        assert!(r.get(b"a", b"c", 10, now).is_none());
+        assert!(r.get(b"c", b"e", 10, now).is_none());
+        assert!(r.get(b"a", b"z", 10, now).is_none());
+        r.store(b"d", b"f", 10, &[], 0, now);
+        r.store(b"a", b"b", 10, &[], 0, now);
+        assert!(r.get(b"d", b"f", 10, now).is_some(), "adjacent");
+        assert!(r.get(b"a", b"b", 10, now).is_some(), "adjacent");
+        r.changed(b"c", 1);
+        assert!(r.get(b"b", b"d", 10, now).is_none());
+        assert!(r.get(b"d", b"f", 10, now).is_some());
+    }
+
+    #[test]
+    fn old_pages_are_not_answered() {
+        let mut r = Ranges::default();
+        let then = Instant::now();
+        r.store(b"d/", b"e", 10, &[row("d/a")], 0, then);
+        let later = then + TRUSTED_FOR + std::time::Duration::from_secs(1);
+        assert!(r.get(b"d/", b"e", 10, later).is_none());
+    }
+}
