@@ -132,6 +132,15 @@ impl State {
         }
     }
 
+    /// Whether `entry` is worth assuming: read recently, or trusted while trust holds.
+    fn is_recent(&self, entry: &Entry) -> bool {
+        let age = entry.at.elapsed();
+        age < FRESH_FOR
+            || (entry.trusted
+                && age < TRUSTED_FOR
+                && self.trusted_until.is_some_and(|t| t > Instant::now()))
+    }
+
     /// Whether this client's commit `by` (0: another client's) had surely taken effect
     /// for a transaction that started when every commit up to `own_done` had returned.
     fn seen_by(&self, by: u64, own_done: u64) -> bool {
@@ -206,19 +215,20 @@ impl ReadCache {
     }
 
     /// The value last seen under `key`, if recent (`Some(None)`: seen absent).
+    ///
+    /// Recent: read less than [`FRESH_FOR`] ago, or trusted (the feed keeps it current)
+    /// and read less than [`TRUSTED_FOR`] ago — listings answered from the cache do not
+    /// read their records again, and an unlink after one should still assume them.
     pub fn get(&self, key: &[u8]) -> Option<Option<Value>> {
         let state = self.state.lock();
         let entry = state.entries.get(key)?;
-        (entry.at.elapsed() < FRESH_FOR).then(|| entry.value.clone())
+        state.is_recent(entry).then(|| entry.value.clone())
     }
 
-    /// True when a recent value of `key` is here.
+    /// True when a recent value of `key` is here (as [`get`](Self::get) counts it).
     pub fn holds(&self, key: &[u8]) -> bool {
-        self.state
-            .lock()
-            .entries
-            .get(key)
-            .is_some_and(|e| e.at.elapsed() < FRESH_FOR)
+        let state = self.state.lock();
+        state.entries.get(key).is_some_and(|e| state.is_recent(e))
     }
 
     /// Values of all `keys` if every one is trusted right now (see the module's doc).

@@ -5,10 +5,11 @@
 //! A whole range is kept current by this client's own commits, applied in place as each
 //! returns (their written values are known); it is dropped when another client changes a
 //! key in it (the feed), when one of this client's commits touches it in a way that is not
-//! known (a field update the engine did not report) or out of order, and when trust is
-//! lost. Own commits that conflict on a key are ordered by their numbers (a commit that
-//! read another's result started after that one was numbered), so a commit applied after
-//! a higher-numbered one means the order is unknown: the range is dropped.
+//! known (a field update the engine did not report), and when trust is lost. Own commits
+//! may return in any order; two that wrote the same key conflict unless one read the
+//! other's result, so the one applied last at the engine has the higher number (it was
+//! numbered after the other applied). Each row, and each name removed, remembers the
+//! number of the commit that wrote it; a write numbered below that is stale: ignored.
 //!
 //! Like pages, whole ranges must not overlap (directories' prefixes are disjoint): the one
 //! a key can be in is the one with the smallest end above it.
@@ -27,9 +28,10 @@ const MAX_ROWS: usize = 200_000;
 #[derive(Debug)]
 struct Whole {
     start: Key,
-    rows: BTreeMap<Key, Value>,
-    /// The highest-numbered own commit applied here (0: none).
-    applied: u64,
+    /// Each name's entry and the number of the own commit that wrote it (0: none).
+    rows: BTreeMap<Key, (Value, u64)>,
+    /// Names removed by own commits, with the number of the commit that removed each.
+    removed: std::collections::HashMap<Key, u64>,
     /// Every own commit up to this number had returned when the range became known.
     after: u64,
     /// Own commits announced before they returned: the rows do not hold them yet, so
@@ -72,7 +74,7 @@ impl Wholes {
         }
         let from = (Bound::Included(start), Bound::Unbounded);
         let rows = whole.rows.range::<[u8], _>(from).take(limit);
-        Some(rows.map(|(k, v)| (k.clone(), v.clone())).collect())
+        Some(rows.map(|(k, (v, _))| (k.clone(), v.clone())).collect())
     }
 
     /// Whether [`get`](Self::get) would answer, without cutting the rows.
@@ -92,7 +94,7 @@ impl Wholes {
         let whole = Whole {
             start: start.to_vec(),
             rows: BTreeMap::new(),
-            applied: 0,
+            removed: Default::default(),
             after,
             pending: Default::default(),
             at: now,
@@ -116,23 +118,30 @@ impl Wholes {
         let Some(whole) = self.by_end.get_mut(&end) else {
             return;
         };
-        let Some(value) = value.filter(|_| seq >= whole.applied) else {
+        let Some(value) = value else {
             self.drop_range(&end);
             return;
         };
-        whole.applied = seq;
         whole.pending.remove(&seq);
+        let last = whole.rows.get(key).map(|(_, by)| *by);
+        if last.or_else(|| whole.removed.get(key).copied()) > Some(seq) {
+            // A later commit of this key applied after it at the engine.
+            return;
+        }
         let before = whole.rows.len();
         match value {
             Some(v) => {
-                whole.rows.insert(key.to_vec(), v.to_vec());
+                whole.removed.remove(key);
+                whole.rows.insert(key.to_vec(), (v.to_vec(), seq));
             }
             None => {
                 whole.rows.remove(key);
+                whole.removed.insert(key.to_vec(), seq);
             }
         }
+        let size = whole.rows.len() + whole.removed.len();
         self.rows = self.rows + whole.rows.len() - before;
-        if self.rows > MAX_ROWS {
+        if self.rows > MAX_ROWS || size > MAX_ROWS {
             self.drop_range(&end);
         }
     }
@@ -217,16 +226,27 @@ mod tests {
     }
 
     #[test]
-    fn unknown_or_reordered_own_writes_and_other_clients_drop_it() {
+    fn own_writes_returning_out_of_order_keep_the_newest_per_name() {
         let mut w = Wholes::default();
         let now = Instant::now();
         w.insert_empty(b"d/", b"d0", 0, now);
         w.own_write(b"d/a", Some(Some(b"1")), 5);
         w.own_write(b"d/b", Some(Some(b"1")), 4);
-        assert!(
-            w.get(b"d/", b"d0", 10, now).is_none(),
-            "applied out of order"
+        w.own_write(b"d/a", Some(None), 7);
+        w.own_write(b"d/a", Some(Some(b"old")), 6);
+        w.own_write(b"d/b", Some(None), 3);
+        let all = w.get(b"d/", b"d0", 10, now).unwrap();
+        assert_eq!(
+            names(&all),
+            [&b"d/b"[..]],
+            "other names' order does not matter"
         );
+    }
+
+    #[test]
+    fn unknown_own_writes_and_other_clients_drop_it() {
+        let mut w = Wholes::default();
+        let now = Instant::now();
         w.insert_empty(b"d/", b"d0", 0, now);
         w.own_write(b"d/a", None, 6);
         assert!(w.get(b"d/", b"d0", 10, now).is_none(), "value not known");
