@@ -185,6 +185,13 @@ async fn counted_volume<S: TestStore>(store: &S) -> (Meta, Arc<Counting>) {
     counted_volume_with(store, test_options()).await
 }
 
+/// A counted client `a` following the change feed, and a second client `b`.
+async fn watched_pair<S: TestStore>(store: &S) -> (Meta, Arc<Counting>, Meta) {
+    let (a, counting) = counted_volume(store).await;
+    let a = super::following(a).await;
+    (a, counting, super::client(store).await)
+}
+
 /// [`counted_volume`] with `opts` (inode batches still large).
 async fn counted_volume_with<S: TestStore>(store: &S, opts: MetaOptions) -> (Meta, Arc<Counting>) {
     let counting = Arc::new(Counting::new(store.client()));
@@ -333,9 +340,7 @@ pub async fn stale_assumptions_are_caught<S: TestStore>() {
 /// Engines without a feed read the engine every time.
 pub async fn unchanged_lookups_cost_nothing<S: TestStore>() {
     let store = S::create();
-    let (a, counting) = counted_volume(&store).await;
-    let a = super::following(a).await;
-    let b = super::client(&store).await;
+    let (a, counting, b) = watched_pair(&store).await;
     let root = Ctx::root();
     let dir = mkdir(&a, Ino::ROOT, "d").await.ino;
     let f = touch(&a, dir, "f").await.ino;
@@ -446,9 +451,7 @@ async fn list_all(meta: &Meta, dir: Ino) -> Vec<(Vec<u8>, Ino, u16)> {
 /// this client's own unlink, show in the very next listing without waiting.
 pub async fn unchanged_listings_read_no_entries<S: TestStore>() {
     let store = S::create();
-    let (a, counting) = counted_volume(&store).await;
-    let a = super::following(a).await;
-    let b = super::client(&store).await;
+    let (a, counting, b) = watched_pair(&store).await;
     let root = Ctx::root();
     let dir = mkdir(&a, Ino::ROOT, "d").await.ino;
     for i in 0..1000 {
@@ -541,9 +544,7 @@ pub async fn read_opens_use_the_open_cache<S: TestStore>() {
 /// very next listing.
 pub async fn own_new_directories_are_listed_from_the_cache<S: TestStore>() {
     let store = S::create();
-    let (a, counting) = counted_volume(&store).await;
-    let a = super::following(a).await;
-    let b = super::client(&store).await;
+    let (a, counting, b) = watched_pair(&store).await;
     let root = Ctx::root();
     let dir = mkdir(&a, Ino::ROOT, "d").await.ino;
     let mut expected: Vec<Vec<u8>> = Vec::new();

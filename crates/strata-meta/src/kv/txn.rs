@@ -229,12 +229,10 @@ impl<'a> Txn<'a> {
         link: &Link,
     ) -> Result<LinkedScan, KvError> {
         let fresh = self.writes.is_empty() && keys.iter().all(|k| !self.is_buffered_value(k));
-        if fresh && let Some(got) = self.trusted_scan(keys, start, end, limit, link) {
+        if fresh && let Some((got, wanted)) = self.trusted_scan(keys, start, end, limit, link) {
             self.record_linked_scan(keys, start, end, limit, link, &got)?;
             self.trusted_reads = true;
-            let targets = link.targets_of_rows(&got.rows);
-            let used = keys.iter().chain(targets.iter().flatten().flatten());
-            self.assumed.extend(used.cloned());
+            self.assumed.extend(keys.iter().cloned().chain(wanted));
             return Ok(got);
         }
         if fresh
@@ -264,7 +262,7 @@ impl<'a> Txn<'a> {
     }
 
     /// [`Txn::scan_linked`] answered by the trusted cache: a kept page of the range and
-    /// every value it needs, all trusted.
+    /// every value it needs, all trusted; with the linked keys it used.
     fn trusted_scan(
         &self,
         keys: &[Key],
@@ -272,7 +270,7 @@ impl<'a> Txn<'a> {
         end: &[u8],
         limit: usize,
         link: &Link,
-    ) -> Option<LinkedScan> {
+    ) -> Option<(LinkedScan, Vec<Key>)> {
         if !self.trust {
             return None;
         }
@@ -282,11 +280,12 @@ impl<'a> Txn<'a> {
         let targets = link.targets_of_rows(&rows);
         let wanted: Vec<Key> = targets.iter().flatten().flatten().cloned().collect();
         let linked = link.spread(&targets, cache.get_trusted(&wanted)?);
-        Some(LinkedScan {
+        let scan = LinkedScan {
             values,
             rows: rows.to_vec(),
             linked,
-        })
+        };
+        Some((scan, wanted))
     }
 
     /// Offer the rows of a range this transaction read from the engine to the cache.
