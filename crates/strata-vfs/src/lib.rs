@@ -20,6 +20,8 @@ mod kernelcache;
 mod locks;
 pub mod maintenance;
 mod opencache;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod write;
 mod xattrhint;
 
@@ -40,7 +42,7 @@ pub use control_ops::{ChunkInfo, FileInfo, SliceInfo, SummaryRow};
 pub use dir::DirEntryPlus;
 pub use internal::{ACCESSLOG_INO, CONFIG_INO, CONTROL_INO, STATS_INO, is_internal, log_time};
 /// Types of the metadata layer that front ends use through the VFS.
-pub use strata_meta::{Ctx, Entry, LockKind, PosixLock, SetAttr, StatFs, TimeSet};
+pub use strata_meta::{Ctx, DirEntry, Entry, LockKind, PosixLock, SetAttr, StatFs, TimeSet};
 /// How a front end interrupts a waiting request (a blocking lock).
 pub use tokio_util::sync::CancellationToken;
 

@@ -3,10 +3,12 @@
 //! metadata engine, format record → object store.
 
 mod bench_cmd;
+mod client;
 mod compact_cmd;
 mod control;
 mod dump_cmd;
 mod format_cmd;
+mod gateway_cmd;
 mod hide_args;
 mod info_cmd;
 mod maint_cmd;
@@ -43,6 +45,8 @@ enum Command {
     Mount(mount_cmd::MountArgs),
     /// Unmount a mounted volume.
     Umount(mount_cmd::UmountArgs),
+    /// Serve a volume as an S3 endpoint (foreground; SIGTERM or Ctrl-C stops it).
+    Gateway(gateway_cmd::GatewayArgs),
     /// Show a volume's settings and live sessions.
     Status(format_cmd::StatusArgs),
     /// Show what a file or directory on a mounted volume is made of (inode, slices, objects).
@@ -106,6 +110,7 @@ fn main() -> ExitCode {
         Command::Format(a) => format_cmd::run_format(a),
         Command::Mount(a) => mount_cmd::run_mount(a),
         Command::Umount(a) => mount_cmd::run_umount(a),
+        Command::Gateway(a) => gateway_cmd::run_gateway(a),
         Command::Status(a) => format_cmd::run_status(a),
         Command::Info(a) => info_cmd::run_info(a),
         Command::Config(a) => format_cmd::run_config(a),

@@ -2,25 +2,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use strata_chunk::ChunkStore;
-use strata_chunk::cache::disk::DiskCache;
-use strata_chunk::cache::memory::MemoryCache;
-use strata_chunk::cache::{BlockCache, NoCache};
-use strata_chunk::reader::ChunkOptions;
 use strata_fuse::FuseOptions;
-use strata_meta::SessionInfo;
-use strata_object::compress::Codec;
-use strata_object::limit::Limits;
-use strata_object::retry::RetryPolicy;
-use strata_object::stack::{StackOptions, build};
 use strata_types::MetaUrl;
-use strata_vfs::{AtimeMode, BackgroundJobs, Vfs, VfsOptions};
+use strata_vfs::{AtimeMode, VfsOptions};
 
+use crate::client::{Client, ClientArgs};
 use crate::{units, wiring};
 
 #[derive(Debug, Args)]
@@ -30,35 +20,15 @@ pub struct MountArgs {
     meta_url: MetaUrl,
     /// Directory to mount at
     mountpoint: PathBuf,
+    /// Client options shared with `strata gateway`.
+    #[command(flatten)]
+    pub client: ClientArgs,
     /// Run in the background
     #[arg(short = 'd', long)]
     background: bool,
     /// Log file when running in the background (default ~/.strata/strata.log; created 0600)
     #[arg(long)]
     log: Option<PathBuf>,
-    /// Cache directories, separated by ':' ("memory" keeps blocks in RAM)
-    #[arg(long)]
-    cache_dir: Option<String>,
-    /// Cache size: 100G, 500M, ... (a plain number is MiB; 0 disables the cache)
-    #[arg(long, default_value = "100G", value_parser = units::mib)]
-    cache_size: u64,
-    /// Keep this fraction of the cache disk free
-    #[arg(long, default_value_t = 0.1)]
-    free_space_ratio: f64,
-    /// Write buffer size: 300M, 1G, ... (a plain number is MiB); a quarter of it more
-    /// holds the hot pieces of blocks that random reads fetched
-    #[arg(long, default_value = "300M", value_parser = units::mib)]
-    buffer_size: u64,
-    /// Write to the cache only what random reads fetched (the pieces of blocks they
-    /// touch), not the whole blocks of sequential scans, which would push hot data out
-    #[arg(long)]
-    cache_partial_only: bool,
-    /// Largest readahead window: 256M, ... (a plain number is MiB)
-    #[arg(long, default_value = "256M", value_parser = units::mib)]
-    max_readahead: u64,
-    /// Concurrent block prefetches
-    #[arg(long, default_value_t = 8)]
-    prefetch: usize,
     /// Attribute cache timeout: 1.0s, 500ms, ... (a plain number is seconds)
     #[arg(long, default_value = "1.0s", value_parser = units::parse_duration)]
     attr_cache: Duration,
@@ -71,27 +41,6 @@ pub struct MountArgs {
     /// Cache timeout of failed lookups (a plain number is seconds)
     #[arg(long, default_value = "0s", value_parser = units::parse_duration)]
     negative_entry_cache: Duration,
-    /// Concurrent uploads
-    #[arg(long, default_value_t = 20)]
-    max_uploads: usize,
-    /// Concurrent downloads
-    #[arg(long, default_value_t = 200)]
-    max_downloads: usize,
-    /// Upload bandwidth limit in Mbps (0 = unlimited)
-    #[arg(long, default_value_t = 0)]
-    upload_limit: u64,
-    /// Download bandwidth limit in Mbps (0 = unlimited)
-    #[arg(long, default_value_t = 0)]
-    download_limit: u64,
-    /// Retries of a failed object request
-    #[arg(long, default_value_t = 10)]
-    io_retries: u32,
-    /// Timeout of one GET: 60s, 2m, ... (a plain number is seconds)
-    #[arg(long, default_value = "60s", value_parser = units::parse_duration)]
-    get_timeout: Duration,
-    /// Timeout of one PUT (a plain number is seconds)
-    #[arg(long, default_value = "60s", value_parser = units::parse_duration)]
-    put_timeout: Duration,
     /// Largest FUSE request: 1M, 128K, ... (a plain number is KiB; up to 1M)
     #[arg(long, default_value = "1M", value_parser = units::kib)]
     max_fuse_io: u64,
@@ -103,27 +52,11 @@ pub struct MountArgs {
     /// tools such as `strata rmr` talk to the mount through it)
     #[arg(long)]
     hide_internal: bool,
-    /// Mount this directory of the volume (e.g. /projects/a) as the root
-    #[arg(long)]
-    subdir: Option<String>,
     /// When reads update access times: noatime (never, the default, as JuiceFS),
     /// relatime (when atime is older than mtime/ctime or a day old, as Linux by default) or
     /// strictatime (on every read that reaches the mount)
     #[arg(long, default_value = "noatime", value_parser = parse_atime_mode)]
     atime_mode: AtimeMode,
-    /// Skip background jobs (data deletion, compaction, trash purge, metadata backup)
-    #[arg(long)]
-    no_bgjob: bool,
-    /// Back metadata up into the bucket (meta/dump-*.json.gz) this often, across all
-    /// clients: 1h, 30m, 90s, or seconds; 0 turns it off. Volumes over a million inodes
-    /// are skipped (use `strata dump`)
-    #[arg(long, default_value = "1h", value_parser = units::parse_duration)]
-    backup_meta: Duration,
-    /// Session heartbeat interval: 12s, 1m, ... (a plain number is seconds); a client
-    /// silent for 5 intervals (at least 5 s) is considered dead and cleaned up by the
-    /// others (its locks released, its unlinked-but-open files freed)
-    #[arg(long, default_value = "12s", value_parser = units::parse_duration)]
-    heartbeat: Duration,
     /// Serve extended attributes (default on; `--enable-xattr=false` turns them off, and
     /// xattr calls then fail with EOPNOTSUPP). Unlike JuiceFS, where they are off by default
     /// because the kernel then reads `security.capability` before every write, Strata
@@ -137,20 +70,6 @@ pub struct MountArgs {
     /// request per entry)
     #[arg(long)]
     enable_selinux: bool,
-    /// On Redis, PostgreSQL and etcd: answer lookups and attribute reads of unchanged
-    /// files from a cache that the engine's change feed keeps current (other clients'
-    /// changes are seen within the feed's delay, typically under a millisecond; opens
-    /// always read the engine unless --open-cache says otherwise). `--meta-cache=false`
-    /// reads the engine every time
-    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
-          action = clap::ArgAction::Set)]
-    meta_cache: bool,
-    /// Read-only opens take the file's attributes from the metadata cache (kept current
-    /// by the change feed) if read less than this long ago, instead of a round trip:
-    /// 10s, 1m, ... (a plain number is seconds; 0 = every open reads the engine, strict
-    /// close-to-open). Needs --meta-cache on Redis, PostgreSQL or etcd
-    #[arg(long, default_value = "0s", value_parser = units::parse_duration)]
-    open_cache: Duration,
     /// FUSE and mount options, comma-separated, as for mount(8): allow_other (automatic
     /// for root), allow_root, writeback_cache (the kernel buffers writes; close-to-open
     /// still holds), ro, fsname=NAME, nonempty (accepted; mounting over a non-empty
@@ -263,117 +182,28 @@ fn daemonize(a: &MountArgs) -> Result<()> {
     bail!("mount did not come up within 30 s; see {}", log.display())
 }
 
-/// The block cache of a mount. A disk cache on the same device as a local-directory bucket
-/// would only hold a second copy of blocks read from that very disk, so there is none.
-fn cache_for(a: &MountArgs, format: &strata_meta::Format) -> Result<Arc<dyn BlockCache>> {
-    let (uuid, storage, bucket) = (&format.uuid, &format.storage, &format.bucket);
-    let size = a.cache_size;
-    if size == 0 {
-        return Ok(Arc::new(NoCache::default()));
-    }
-    let dirs = a
-        .cache_dir
-        .clone()
-        .unwrap_or_else(|| wiring::home_path("cache").to_string_lossy().into_owned());
-    if dirs == "memory" {
-        return Ok(Arc::new(MemoryCache::new(size)));
-    }
-    let dirs: Vec<PathBuf> = dirs
-        .split(':')
-        .filter(|d| !d.is_empty())
-        .map(|d| Path::new(d).join(uuid))
-        .collect();
-    if storage == "file" && dirs.iter().all(|d| same_device(d, Path::new(bucket))) {
-        tracing::info!("the cache would sit on the bucket's own disk: blocks are not cached twice");
-        return Ok(Arc::new(NoCache::default()));
-    }
-    let cache = DiskCache::open(&dirs, size, a.free_space_ratio).context("cache directory")?;
-    Ok(Arc::new(cache))
-}
-
 async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
     let fuse_flags = parse_fuse_options(&a.options)?;
     let read_only = a.read_only || fuse_flags.read_only;
-    let meta_opts = strata_meta::MetaOptions {
-        session_timeout: session_timeout(a.heartbeat),
-        deferred_sync: true,
-        cache_metadata: a.meta_cache,
-        open_cache: a.open_cache,
-        ..strata_meta::MetaOptions::default()
-    };
-    let (meta, format) = wiring::load_meta_with(&a.meta_url, meta_opts).await?;
-    let backend = wiring::open_backend(&format)?;
-    let stack = StackOptions {
-        prefix: format.name.clone(),
-        compression: Codec::parse(&format.compression).map_err(|e| anyhow::anyhow!("{e}"))?,
-        limits: Limits {
-            max_uploads: a.max_uploads,
-            max_downloads: a.max_downloads,
-            upload_mbps: a.upload_limit,
-            download_mbps: a.download_limit,
-        },
-        retry: RetryPolicy {
-            retries: a.io_retries,
-            get_timeout: a.get_timeout,
-            put_timeout: a.put_timeout,
-            ..RetryPolicy::default()
-        },
-    };
-    backend
-        .check()
-        .await
-        .map_err(|e| anyhow::anyhow!("bucket {}: {e}", format.bucket))?;
-    let raw: Arc<dyn strata_object::ObjectStore> = Arc::new(strata_object::prefix::Prefixed::new(
-        backend.clone(),
-        &format.name,
-    ));
-    let (store, object_stats) = build(backend, &stack);
-    let chunk_opts = ChunkOptions {
-        block_size: format.block_size_kib << 10,
-        buffer_size: a.buffer_size,
-        max_prefetch: a.prefetch,
-        segment_buffer: a.buffer_size / 4,
-        cache_partial_only: a.cache_partial_only,
-        ..ChunkOptions::default()
-    };
-    let chunks = ChunkStore::new(store, cache_for(&a, &format)?, chunk_opts);
     let mountpoint = std::fs::canonicalize(&a.mountpoint)?;
-    let info = SessionInfo {
-        host: nix::unistd::gethostname()
-            .map(|h| h.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        pid: std::process::id(),
-        mount_point: mountpoint.to_string_lossy().into_owned(),
-        version: env!("CARGO_PKG_VERSION").into(),
-        started_at: strata_meta::now_ns(),
-        ..SessionInfo::default()
-    };
-    meta.new_session(info)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot register session: {e}"))?;
     let vfs_opts = VfsOptions {
         attr_ttl: a.attr_cache,
         entry_ttl: a.entry_cache,
         dir_entry_ttl: a.dir_entry_cache,
         negative_ttl: a.negative_entry_cache,
-        max_readahead: a.max_readahead,
         read_only,
         hide_internal: a.hide_internal,
-        root: resolve_subdir(&meta, a.subdir.as_deref()).await?,
         atime_mode: a.atime_mode,
+        ..VfsOptions::default()
     };
-    let vfs = Arc::new(Vfs::new(meta.clone(), chunks, vfs_opts));
-    vfs.set_object_stats(object_stats);
-    vfs.set_config_text(config_text(&a, &format, &mountpoint, meta.session_id()));
-    let jobs = BackgroundJobs::start(
-        vfs.clone(),
-        a.heartbeat.max(Duration::from_secs(1)),
-        !a.no_bgjob,
-        (!a.no_bgjob && !a.backup_meta.is_zero()).then(|| strata_vfs::MetaBackup {
-            every: a.backup_meta,
-            store: raw,
-        }),
+    let label = mountpoint.to_string_lossy().into_owned();
+    let client = Client::open(&a.meta_url, &a.client, vfs_opts, &label).await?;
+    let (vfs, meta, format) = (
+        client.vfs.clone(),
+        client.meta.clone(),
+        client.format.clone(),
     );
+    vfs.set_config_text(config_text(&a, &format, &mountpoint, meta.session_id()));
     let fuse_opts = FuseOptions {
         fs_name: fuse_flags
             .fs_name
@@ -391,25 +221,20 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         extra: fuse_flags.extra.clone(),
         ..FuseOptions::default()
     };
-    let session = strata_fuse::mount(vfs.clone(), rt, &mountpoint, &fuse_opts)
-        .with_context(|| format!("cannot mount at {}", mountpoint.display()))?;
+    let session = match strata_fuse::mount(vfs.clone(), rt, &mountpoint, &fuse_opts) {
+        Ok(session) => session,
+        Err(e) => {
+            client.close().await;
+            return Err(e).with_context(|| format!("cannot mount at {}", mountpoint.display()));
+        }
+    };
     tracing::info!("mounted volume {} at {}", format.name, mountpoint.display());
     wait_for_stop(&session).await;
     tracing::info!(
         "unmounting {}: flushing buffered writes",
         mountpoint.display()
     );
-    if let Err(e) = vfs.flush_all().await {
-        tracing::error!("flushing at unmount: errno {e} (every failure is logged above)");
-    }
-    // Background work stops between two operations, never inside one.
-    jobs.stop().await;
-    if let Err(e) = meta.close_session().await {
-        tracing::warn!("closing the session: {e}");
-    }
-    if let Err(e) = vfs.sync().await {
-        tracing::warn!("syncing at unmount: errno {e}");
-    }
+    client.close().await;
     if session.guard.is_finished() {
         // Unmounted from outside: dropping the session would unmount the path again, and
         // by now a new mount may sit there.
@@ -451,26 +276,26 @@ fn config_text(a: &MountArgs, format: &strata_meta::Format, mountpoint: &Path, s
         "sid": sid,
         "format": wiring::shown_format(format),
         "mount": {
-            "subdir": a.subdir,
+            "subdir": a.client.subdir,
             "read_only": a.read_only,
-            "cache_dir": a.cache_dir,
-            "cache_size": a.cache_size,
-            "cache_partial_only": a.cache_partial_only,
-            "buffer_size": a.buffer_size,
-            "max_readahead": a.max_readahead,
-            "prefetch": a.prefetch,
+            "cache_dir": a.client.cache_dir,
+            "cache_size": a.client.cache_size,
+            "cache_partial_only": a.client.cache_partial_only,
+            "buffer_size": a.client.buffer_size,
+            "max_readahead": a.client.max_readahead,
+            "prefetch": a.client.prefetch,
             "attr_cache": a.attr_cache.as_secs_f64(),
             "entry_cache": a.entry_cache.as_secs_f64(),
             "dir_entry_cache": a.dir_entry_cache.as_secs_f64(),
             "negative_entry_cache": a.negative_entry_cache.as_secs_f64(),
             "atime_mode": a.atime_mode.name(),
-            "heartbeat": a.heartbeat.as_secs_f64(),
-            "no_bgjob": a.no_bgjob,
-            "backup_meta": a.backup_meta.as_secs_f64(),
+            "heartbeat": a.client.heartbeat.as_secs_f64(),
+            "no_bgjob": a.client.no_bgjob,
+            "backup_meta": a.client.backup_meta.as_secs_f64(),
             "enable_xattr": a.enable_xattr,
             "enable_selinux": a.enable_selinux,
-            "meta_cache": a.meta_cache,
-            "open_cache": a.open_cache.as_secs_f64(),
+            "meta_cache": a.client.meta_cache,
+            "open_cache": a.client.open_cache.as_secs_f64(),
             "options": a.options,
         },
         "version": env!("CARGO_PKG_VERSION"),
@@ -526,24 +351,6 @@ pub fn run_umount(a: UmountArgs) -> Result<()> {
 }
 
 /// Whether `path` (or its closest existing ancestor) is on the same device as `other`.
-fn same_device(path: &Path, other: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let device = |p: &Path| {
-        p.ancestors()
-            .find_map(|a| std::fs::metadata(a).ok())
-            .map(|m| m.dev())
-    };
-    matches!((device(path), device(other)), (Some(a), Some(b)) if a == b)
-}
-
-/// How long a session may stay silent before other clients clean it: five heartbeats.
-fn session_timeout(heartbeat: Duration) -> Duration {
-    heartbeat
-        .max(Duration::from_secs(1))
-        .saturating_mul(5)
-        .max(Duration::from_secs(5))
-}
-
 /// What the `-o` options ask for.
 #[derive(Debug, Default, PartialEq)]
 struct FuseFlags {
@@ -584,6 +391,7 @@ fn parse_fuse_options(options: &[String]) -> Result<FuseFlags> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::session_timeout;
 
     #[test]
     fn fuse_options_are_taken_or_passed_through() {

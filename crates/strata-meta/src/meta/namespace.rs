@@ -437,9 +437,23 @@ impl Meta {
         limit: usize,
         plus: bool,
     ) -> Result<Vec<DirEntry>> {
+        // Names hold no NUL: the first name after `name` is at least `name` + NUL.
+        let from = after.map(|name| [name, &[0u8][..]].concat());
+        self.readdir_from(ino, from.as_deref(), limit, plus).await
+    }
+
+    /// Like [`Meta::readdir`], but starting at the first name `>= from` (inclusive), for
+    /// callers that seek by a name that may itself be listed (the S3 gateway's keys).
+    pub async fn readdir_from(
+        &self,
+        ino: Ino,
+        from: Option<&[u8]>,
+        limit: usize,
+        plus: bool,
+    ) -> Result<Vec<DirEntry>> {
         let prefix = keys::dentry_prefix(ino);
-        let start = match after {
-            Some(name) => [&prefix[..], name, &[0u8][..]].concat(),
+        let start = match from {
+            Some(name) => [&prefix[..], name].concat(),
             None => prefix.clone(),
         };
         let end = prefix_end(&prefix);

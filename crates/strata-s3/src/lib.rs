@@ -1,0 +1,57 @@
+//! Strata's S3 gateway: the S3 protocol (parsed, signed and serialized by `s3s`) over
+//! the VFS. A key `a/b/c` is the file `c` in directory `a/b` of the bucket's directory;
+//! what S3 keeps beside the bytes lives in an xattr (see [`objinfo`]). One bucket is the
+//! served directory itself, or with `multi_buckets` each top-level directory is one.
+//! Everything a request changes is decided by the metadata engine, so any number of
+//! gateway processes (and mounts) can serve one volume.
+
+mod body;
+mod bucket;
+pub mod error;
+pub mod keys;
+mod list;
+#[cfg(test)]
+mod list_model;
+mod multipart;
+mod objects;
+pub mod objinfo;
+mod paths;
+mod read;
+mod serve;
+mod service;
+
+use std::sync::Arc;
+
+use strata_vfs::{Ctx, Vfs};
+
+pub use error::GatewayError;
+pub use serve::{ServeOptions, serve};
+pub use service::{Credentials, build_service};
+
+/// How a gateway serves its volume.
+#[derive(Clone, Debug)]
+pub struct GatewayOptions {
+    /// Each top-level directory is a bucket (`--multi-buckets`); otherwise the served
+    /// directory is the one bucket named [`GatewayOptions::bucket`].
+    pub multi_buckets: bool,
+    /// The one bucket's name (the volume's name).
+    pub bucket: String,
+    /// Shown as the owner of buckets and objects.
+    pub owner_id: String,
+}
+
+/// The S3 service over one volume.
+#[derive(Debug, Clone)]
+pub struct Gateway {
+    vfs: Arc<Vfs>,
+    opts: GatewayOptions,
+    /// Who the gateway acts as in the file system.
+    ctx: Ctx,
+}
+
+impl Gateway {
+    /// A gateway acting as the user `ctx` in the volume `vfs` serves.
+    pub fn new(vfs: Arc<Vfs>, opts: GatewayOptions, ctx: Ctx) -> Gateway {
+        Gateway { vfs, opts, ctx }
+    }
+}

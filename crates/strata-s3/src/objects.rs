@@ -1,0 +1,574 @@
+//! Writing and removing objects: PUT (a hidden temporary file renamed into place, so
+//! readers never see half an object), CopyObject (slices shared, no data copied),
+//! DeleteObject and DeleteObjects (directory keys included; directories emptied by a
+//! delete go with it).
+
+use futures::StreamExt;
+use s3s::dto::{
+    CopyObjectInput, CopyObjectOutput, CopyObjectResult, CopySource, DeleteObjectInput,
+    DeleteObjectOutput, DeleteObjectsInput, DeleteObjectsOutput, DeletedObject, ETag,
+    ETagCondition, MetadataDirective, PutObjectInput, PutObjectOutput, Timestamp, TimestampFormat,
+};
+use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+use strata_types::{Errno, Ino};
+
+use crate::Gateway;
+use crate::body::{Expected, write_body};
+use crate::error::fs_error;
+use crate::keys::{ObjectPath, parse_key};
+use crate::objinfo::{Checksums, Headers, INFO_VERSION, INFO_XATTR, ObjectInfo, hex};
+use crate::paths::FILE_MODE;
+use crate::read::{Conditions, EMPTY_ETAG, precondition_failed};
+
+/// Largest single PUT (S3's limit).
+pub const MAX_PUT: u64 = 5 << 30;
+/// Deletions of one DeleteObjects request run this many at a time.
+const DELETE_PARALLEL: usize = 16;
+/// RENAME_NOREPLACE.
+const NOREPLACE: u32 = 1;
+
+/// A temporary file being written in the gateway's hidden directory.
+#[derive(Debug)]
+pub(crate) struct TempFile {
+    pub dir: Ino,
+    pub name: String,
+    pub ino: Ino,
+}
+
+impl Gateway {
+    /// Create a temporary file, open for writing.
+    pub(crate) async fn temp_file(&self) -> S3Result<(TempFile, u64)> {
+        let dir = self.hidden_dir("tmp").await?;
+        let name = uuid::Uuid::new_v4().simple().to_string();
+        let (entry, fh) = self
+            .vfs
+            .create(&self.ctx, dir, name.as_bytes(), FILE_MODE)
+            .await
+            .map_err(|e| fs_error(e, "temporary file"))?;
+        Ok((
+            TempFile {
+                dir,
+                name,
+                ino: entry.ino,
+            },
+            fh,
+        ))
+    }
+
+    /// Remove a temporary file that will not become an object.
+    pub(crate) async fn discard(&self, temp: &TempFile) {
+        if let Err(e) = self
+            .vfs
+            .unlink(&self.ctx, temp.dir, temp.name.as_bytes())
+            .await
+        {
+            tracing::warn!("removing temporary file {}: errno {e}", temp.name);
+        }
+    }
+
+    /// Close a written temporary file (committing its data); discard it on failure.
+    pub(crate) async fn close_temp(&self, temp: &TempFile, fh: u64) -> S3Result<()> {
+        if let Err(e) = self.vfs.release(fh).await {
+            self.discard(temp).await;
+            return Err(fs_error(e, "upload"));
+        }
+        Ok(())
+    }
+
+    /// Close and remove a temporary file whose writing failed.
+    pub(crate) async fn abandon(&self, temp: &TempFile, fh: u64) {
+        if let Err(e) = self.vfs.release(fh).await {
+            tracing::debug!("closing an abandoned upload: errno {e}");
+        }
+        self.discard(temp).await;
+    }
+
+    /// Close a temporary file after writing it: kept if `written` is Ok.
+    pub(crate) async fn finish_temp<T>(
+        &self,
+        temp: &TempFile,
+        fh: u64,
+        written: S3Result<T>,
+    ) -> S3Result<T> {
+        match written {
+            Ok(value) => {
+                self.close_temp(temp, fh).await?;
+                Ok(value)
+            }
+            Err(e) => {
+                self.abandon(temp, fh).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Write `body` to a new temporary file and close it: the file and what was written.
+    pub(crate) async fn upload_body(
+        &self,
+        body: Option<s3s::dto::StreamingBlob>,
+        expected: &Expected,
+        trailers: Option<&s3s::TrailingHeaders>,
+        limit: u64,
+    ) -> S3Result<(TempFile, crate::body::Written)> {
+        let (temp, fh) = self.temp_file().await?;
+        let written = write_body(&self.vfs, fh, body, expected, trailers, limit).await;
+        let written = self.finish_temp(&temp, fh, written).await?;
+        Ok((temp, written))
+    }
+
+    /// Make a closed temporary file the object at `path`: store its record (naming the
+    /// file's final length and mtime), create the key's directories, rename it in place.
+    /// With `no_replace` an existing object fails the request (`If-None-Match: *`), decided
+    /// by the rename itself. The temporary file is gone afterwards either way.
+    pub(crate) async fn install(
+        &self,
+        temp: &TempFile,
+        bucket_dir: Ino,
+        path: &ObjectPath<'_>,
+        key: &str,
+        info: &mut ObjectInfo,
+        no_replace: bool,
+    ) -> S3Result<()> {
+        let installed = self
+            .try_install(temp, bucket_dir, path, key, info, no_replace)
+            .await;
+        if installed.is_err() {
+            self.discard(temp).await;
+        }
+        installed
+    }
+
+    async fn try_install(
+        &self,
+        temp: &TempFile,
+        bucket_dir: Ino,
+        path: &ObjectPath<'_>,
+        key: &str,
+        info: &mut ObjectInfo,
+        no_replace: bool,
+    ) -> S3Result<()> {
+        let name = path.name.ok_or_else(|| fs_error(Errno::EISDIR, key))?;
+        self.record(temp, key, info).await?;
+        let parent = self
+            .make_dirs(bucket_dir, &path.dirs)
+            .await
+            .map_err(|e| fs_error(e, key))?;
+        self.rename_into(temp, parent, name, key, no_replace).await
+    }
+
+    /// Store `info` on a closed temporary file, naming its final length and mtime.
+    pub(crate) async fn record(
+        &self,
+        temp: &TempFile,
+        key: &str,
+        info: &mut ObjectInfo,
+    ) -> S3Result<()> {
+        let attr = self
+            .vfs
+            .getattr(temp.ino)
+            .await
+            .map_err(|e| fs_error(e, key))?;
+        info.version = INFO_VERSION;
+        info.size = attr.length;
+        info.mtime = attr.mtime;
+        self.vfs
+            .setxattr(&self.ctx, temp.ino, INFO_XATTR, &info.encode(), 0)
+            .await
+            .map_err(|e| fs_error(e, key))
+    }
+
+    /// Rename a temporary file to `name` in `parent` (replacing what is there unless
+    /// `no_replace`, which fails with PreconditionFailed instead).
+    pub(crate) async fn rename_into(
+        &self,
+        temp: &TempFile,
+        parent: Ino,
+        name: &str,
+        key: &str,
+        no_replace: bool,
+    ) -> S3Result<()> {
+        let flags = if no_replace { NOREPLACE } else { 0 };
+        match self
+            .vfs
+            .rename(
+                &self.ctx,
+                temp.dir,
+                temp.name.as_bytes(),
+                parent,
+                name.as_bytes(),
+                flags,
+            )
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(Errno::EEXIST) if no_replace => Err(precondition_failed()),
+            Err(e) => Err(fs_error(e, key)),
+        }
+    }
+
+    pub(crate) async fn put_object(
+        &self,
+        req: S3Request<PutObjectInput>,
+    ) -> S3Result<S3Response<PutObjectOutput>> {
+        let trailers = req.trailing_headers.clone();
+        let i = &req.input;
+        let sums = [
+            i.checksum_crc32.clone(),
+            i.checksum_crc32c.clone(),
+            i.checksum_crc64nvme.clone(),
+            i.checksum_sha1.clone(),
+            i.checksum_sha256.clone(),
+        ];
+        let expected = Expected::new(i.content_md5.clone(), sums, &req.headers);
+        let mut input = req.input;
+        let path = parse_key(&input.key)?;
+        let bucket_dir = self.bucket_dir(&input.bucket).await?;
+        if path.is_dir() {
+            let body = input.body.take();
+            return self
+                .put_directory(bucket_dir, &path, &input.key, body)
+                .await;
+        }
+        let no_replace = match &input.if_none_match {
+            Some(ETagCondition::Any) => true,
+            Some(_) => {
+                return Err(S3Error::with_message(
+                    S3ErrorCode::NotImplemented,
+                    "If-None-Match on PUT takes only *",
+                ));
+            }
+            None => false,
+        };
+        if let Some(cond) = &input.if_match {
+            self.check_current(&input.bucket, &input.key, cond).await?;
+        }
+        let (temp, written) = self
+            .upload_body(input.body, &expected, trailers.as_ref(), MAX_PUT)
+            .await?;
+        let mut info = ObjectInfo {
+            etag: hex(&written.md5),
+            headers: headers_of(
+                input.content_type,
+                input.cache_control,
+                input.content_disposition,
+                input.content_encoding,
+                input.content_language,
+                input.expires,
+            ),
+            meta: input.metadata.unwrap_or_default().into_iter().collect(),
+            checksums: Checksums {
+                kind: Some("FULL_OBJECT".into()),
+                ..written.checksums.clone()
+            },
+            ..ObjectInfo::default()
+        };
+        self.install(&temp, bucket_dir, &path, &input.key, &mut info, no_replace)
+            .await?;
+        let c = written.checksums;
+        let output = PutObjectOutput {
+            e_tag: Some(ETag::Strong(info.etag)),
+            size: Some(i64::try_from(written.size).unwrap_or(i64::MAX)),
+            checksum_crc32: c.crc32,
+            checksum_crc32c: c.crc32c,
+            checksum_crc64nvme: c.crc64nvme,
+            checksum_sha1: c.sha1,
+            checksum_sha256: c.sha256,
+            ..PutObjectOutput::default()
+        };
+        Ok(S3Response::new(output))
+    }
+
+    /// `If-Match` on a write: the current object must have that ETag. Checked before the
+    /// rename, not with it (docs/S3.md).
+    pub(crate) async fn check_current(
+        &self,
+        bucket: &str,
+        key: &str,
+        cond: &ETagCondition,
+    ) -> S3Result<()> {
+        let found = match self.find(bucket, key).await {
+            Ok(found) => found,
+            Err(e) if *e.code() == S3ErrorCode::NoSuchKey => {
+                return Err(no_such_key_for_match(key));
+            }
+            Err(e) => return Err(e),
+        };
+        Conditions::new(Some(cond), None, None, None).check(&found)
+    }
+
+    /// PUT of `a/b/`: the directory, created with its parents; a body must be empty (it
+    /// is read to its end, so a client waiting to send it is not left hanging).
+    async fn put_directory(
+        &self,
+        bucket_dir: Ino,
+        path: &ObjectPath<'_>,
+        key: &str,
+        body: Option<s3s::dto::StreamingBlob>,
+    ) -> S3Result<S3Response<PutObjectOutput>> {
+        let mut received = 0usize;
+        if let Some(mut body) = body {
+            while let Some(piece) = body.next().await {
+                received += piece
+                    .map_err(|e| S3Error::with_message(S3ErrorCode::IncompleteBody, e.to_string()))?
+                    .len();
+            }
+        }
+        if received > 0 {
+            return Err(S3Error::with_message(
+                S3ErrorCode::InvalidArgument,
+                "a key ending in '/' is a directory here and cannot hold data",
+            ));
+        }
+        self.make_dirs(bucket_dir, &path.dirs)
+            .await
+            .map_err(|e| fs_error(e, key))?;
+        let output = PutObjectOutput {
+            e_tag: Some(ETag::Strong(EMPTY_ETAG.into())),
+            size: Some(0),
+            ..PutObjectOutput::default()
+        };
+        Ok(S3Response::new(output))
+    }
+
+    /// Delete one key; a missing key is not an error (S3 answers 204 either way).
+    pub(crate) async fn delete_key(&self, bucket_dir: Ino, key: &str) -> S3Result<()> {
+        let path = parse_key(key)?;
+        let parent = match self.walk(bucket_dir, &path.dirs).await {
+            Ok(parent) => parent,
+            Err(Errno::ENOENT | Errno::ENOTDIR) if path.name.is_some() => return Ok(()),
+            Err(Errno::ENOENT | Errno::ENOTDIR) => return Ok(()),
+            Err(e) => return Err(fs_error(e, key)),
+        };
+        let removed = match path.name {
+            Some(name) => self.vfs.unlink(&self.ctx, parent, name.as_bytes()).await,
+            None => {
+                // The directory key itself: its directory goes if empty; one still holding
+                // keys stays (they keep their prefix), as S3's placeholder objects do.
+                let Some((last, above)) = path.dirs.split_last() else {
+                    return Ok(());
+                };
+                let above = self
+                    .walk(bucket_dir, above)
+                    .await
+                    .map_err(|e| fs_error(e, key))?;
+                match self.vfs.rmdir(&self.ctx, above, last.as_bytes()).await {
+                    Err(Errno::ENOTEMPTY) => return Ok(()),
+                    other => other,
+                }
+            }
+        };
+        match removed {
+            Ok(()) => {}
+            Err(Errno::ENOENT | Errno::EISDIR | Errno::ENOTDIR) => return Ok(()),
+            Err(e) => return Err(fs_error(e, key)),
+        }
+        let dirs = match path.name {
+            Some(_) => &path.dirs[..],
+            None => &path.dirs[..path.dirs.len().saturating_sub(1)],
+        };
+        self.remove_empty_dirs(bucket_dir, dirs).await;
+        Ok(())
+    }
+
+    pub(crate) async fn delete_object(
+        &self,
+        req: S3Request<DeleteObjectInput>,
+    ) -> S3Result<S3Response<DeleteObjectOutput>> {
+        let bucket_dir = self.bucket_dir(&req.input.bucket).await?;
+        self.delete_key(bucket_dir, &req.input.key).await?;
+        Ok(S3Response::new(DeleteObjectOutput::default()))
+    }
+
+    pub(crate) async fn delete_objects(
+        &self,
+        req: S3Request<DeleteObjectsInput>,
+    ) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        let input = req.input;
+        let bucket_dir = self.bucket_dir(&input.bucket).await?;
+        let quiet = input.delete.quiet.unwrap_or(false);
+        let results: Vec<(String, S3Result<()>)> = futures::stream::iter(input.delete.objects)
+            .map(|obj| async move {
+                let done = self.delete_key(bucket_dir, &obj.key).await;
+                (obj.key, done)
+            })
+            .buffered(DELETE_PARALLEL)
+            .collect()
+            .await;
+        let mut deleted = Vec::new();
+        let mut errors = Vec::new();
+        for (key, done) in results {
+            match done {
+                Ok(()) if !quiet => deleted.push(DeletedObject {
+                    key: Some(key),
+                    ..DeletedObject::default()
+                }),
+                Ok(()) => {}
+                Err(e) => errors.push(s3s::dto::Error {
+                    code: Some(e.code().as_str().to_owned()),
+                    message: e.message().map(str::to_owned),
+                    key: Some(key),
+                    version_id: None,
+                }),
+            }
+        }
+        let output = DeleteObjectsOutput {
+            deleted: Some(deleted),
+            errors: (!errors.is_empty()).then_some(errors),
+            ..DeleteObjectsOutput::default()
+        };
+        Ok(S3Response::new(output))
+    }
+
+    pub(crate) async fn copy_object(
+        &self,
+        req: S3Request<CopyObjectInput>,
+    ) -> S3Result<S3Response<CopyObjectOutput>> {
+        let input = req.input;
+        let conditions = Conditions::new(
+            input.copy_source_if_match.as_ref(),
+            input.copy_source_if_none_match.as_ref(),
+            input.copy_source_if_modified_since.as_ref(),
+            input.copy_source_if_unmodified_since.as_ref(),
+        );
+        let source = self.copy_source(&input.copy_source, conditions).await?;
+        let to_itself = matches!(&input.copy_source,
+            CopySource::Bucket { bucket, key, .. } if **bucket == *input.bucket && **key == *input.key);
+        let replace = input
+            .metadata_directive
+            .as_ref()
+            .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+        if !replace && to_itself {
+            return Err(S3Error::with_message(
+                S3ErrorCode::InvalidRequest,
+                "This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes.",
+            ));
+        }
+        let path = parse_key(&input.key)?;
+        let bucket_dir = self.bucket_dir(&input.bucket).await?;
+        let mut info = source.info.clone().unwrap_or_default();
+        info.etag = source.etag();
+        if replace {
+            info.headers = headers_of(
+                input.content_type,
+                input.cache_control,
+                input.content_disposition,
+                input.content_encoding,
+                input.content_language,
+                input.expires,
+            );
+            info.meta = input.metadata.unwrap_or_default().into_iter().collect();
+        }
+        if path.is_dir() || source.is_dir {
+            self.make_dirs(bucket_dir, &path.dirs)
+                .await
+                .map_err(|e| fs_error(e, &input.key))?;
+        } else {
+            self.copy_file(
+                source.ino,
+                source.attr.length,
+                bucket_dir,
+                &path,
+                &input.key,
+                &mut info,
+            )
+            .await?;
+        }
+        let result = CopyObjectResult {
+            e_tag: Some(ETag::Strong(info.etag.clone())),
+            last_modified: Some(Timestamp::from(std::time::SystemTime::now())),
+            ..CopyObjectResult::default()
+        };
+        Ok(S3Response::new(CopyObjectOutput {
+            copy_object_result: Some(result),
+            ..CopyObjectOutput::default()
+        }))
+    }
+
+    /// A new object at `path` showing the bytes of file `src` (its slices shared).
+    async fn copy_file(
+        &self,
+        src: Ino,
+        len: u64,
+        bucket_dir: Ino,
+        path: &ObjectPath<'_>,
+        key: &str,
+        info: &mut ObjectInfo,
+    ) -> S3Result<()> {
+        let (temp, fh) = self.temp_file().await?;
+        let copied = self.share_range(src, 0, len, fh, 0).await;
+        self.finish_temp(&temp, fh, copied).await?;
+        self.install(&temp, bucket_dir, path, key, info, false)
+            .await
+    }
+
+    /// Make `[dst_off, dst_off+len)` of the open file `dst_fh` show `[off, off+len)` of
+    /// file `src`, sharing slices.
+    pub(crate) async fn share_range(
+        &self,
+        src: Ino,
+        off: u64,
+        len: u64,
+        dst_fh: u64,
+        dst_off: u64,
+    ) -> S3Result<()> {
+        let (src_fh, _) = self
+            .vfs
+            .open(&self.ctx, src, 0)
+            .await
+            .map_err(|e| fs_error(e, "copy source"))?;
+        let mut done = 0;
+        let mut result = Ok(());
+        while done < len {
+            match self
+                .vfs
+                .copy_file_range(src_fh, off + done, dst_fh, dst_off + done, len - done, 0)
+                .await
+            {
+                Ok(0) => {
+                    result = Err(fs_error(Errno::EIO, "copy source (shorter than expected)"));
+                    break;
+                }
+                Ok(n) => done += n,
+                Err(e) => {
+                    result = Err(fs_error(e, "copy"));
+                    break;
+                }
+            }
+        }
+        if let Err(e) = self.vfs.release(src_fh).await {
+            tracing::warn!("closing a copy source: errno {e}");
+        }
+        result
+    }
+}
+
+fn no_such_key_for_match(key: &str) -> S3Error {
+    S3Error::with_message(
+        S3ErrorCode::NoSuchKey,
+        format!("If-Match: no such key: {key}"),
+    )
+}
+
+/// The standard headers given with a PUT, copy or multipart upload.
+pub(crate) fn headers_of(
+    content_type: Option<String>,
+    cache_control: Option<String>,
+    content_disposition: Option<String>,
+    content_encoding: Option<String>,
+    content_language: Option<String>,
+    expires: Option<Timestamp>,
+) -> Headers {
+    let expires = expires.and_then(|t| {
+        let mut out = Vec::new();
+        t.format(TimestampFormat::HttpDate, &mut out).ok()?;
+        String::from_utf8(out).ok()
+    });
+    Headers {
+        content_type,
+        cache_control,
+        content_disposition,
+        content_encoding,
+        content_language,
+        expires,
+    }
+}

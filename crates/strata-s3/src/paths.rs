@@ -1,0 +1,126 @@
+//! Buckets and keys to inodes: which directory a bucket is, walking and creating the
+//! directories of a key, the gateway's hidden directory, and removing the directories
+//! that deleting an object left empty.
+
+use s3s::{S3Error, S3ErrorCode, S3Result};
+use strata_types::{Errno, Ino};
+use strata_vfs::Entry;
+
+use crate::Gateway;
+use crate::error::fs_error;
+use crate::keys::HIDDEN_DIR;
+
+/// Mode of directories the gateway creates (before the umask of nobody: as given).
+pub const DIR_MODE: u32 = 0o755;
+/// Mode of files the gateway creates.
+pub const FILE_MODE: u32 = 0o644;
+
+impl Gateway {
+    /// The directory the gateway serves (the volume root or `--subdir`).
+    pub(crate) fn root(&self) -> Ino {
+        self.vfs.options().root
+    }
+
+    /// The directory of `bucket`, or NoSuchBucket.
+    pub(crate) async fn bucket_dir(&self, bucket: &str) -> S3Result<Ino> {
+        if !self.opts.multi_buckets {
+            if bucket == self.opts.bucket {
+                return Ok(self.root());
+            }
+            return Err(no_such_bucket(bucket));
+        }
+        if bucket.starts_with('.') {
+            return Err(no_such_bucket(bucket));
+        }
+        match self
+            .vfs
+            .lookup(&self.ctx, self.root(), bucket.as_bytes())
+            .await
+        {
+            Ok(entry) if entry.attr.is_dir() => Ok(entry.ino),
+            Ok(_) | Err(Errno::ENOENT) | Err(Errno::ENOTDIR) => Err(no_such_bucket(bucket)),
+            Err(e) => Err(fs_error(e, bucket)),
+        }
+    }
+
+    /// Look `name` up in `dir`.
+    pub(crate) async fn lookup(&self, dir: Ino, name: &str) -> Result<Entry, Errno> {
+        self.vfs.lookup(&self.ctx, dir, name.as_bytes()).await
+    }
+
+    /// The directory at `dirs` below `from`: ENOENT if a part is missing, ENOTDIR if one
+    /// is not a directory.
+    pub(crate) async fn walk(&self, from: Ino, dirs: &[&str]) -> Result<Ino, Errno> {
+        let mut at = from;
+        for part in dirs {
+            let entry = self.lookup(at, part).await?;
+            if !entry.attr.is_dir() {
+                return Err(Errno::ENOTDIR);
+            }
+            at = entry.ino;
+        }
+        Ok(at)
+    }
+
+    /// Like [`Gateway::walk`], creating missing directories (`mkdir -p`). A directory
+    /// another request creates at the same moment is used as found.
+    pub(crate) async fn make_dirs(&self, from: Ino, dirs: &[&str]) -> Result<Ino, Errno> {
+        let mut at = from;
+        for part in dirs {
+            let entry = match self.lookup(at, part).await {
+                Ok(entry) => entry,
+                Err(Errno::ENOENT) => {
+                    match self
+                        .vfs
+                        .mkdir(&self.ctx, at, part.as_bytes(), DIR_MODE)
+                        .await
+                    {
+                        Ok(entry) => entry,
+                        Err(Errno::EEXIST) => self.lookup(at, part).await?,
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(e) => return Err(e),
+            };
+            if !entry.attr.is_dir() {
+                return Err(Errno::ENOTDIR);
+            }
+            at = entry.ino;
+        }
+        Ok(at)
+    }
+
+    /// The gateway's own directory `sub` (`tmp`, `uploads`) under the served root.
+    pub(crate) async fn hidden_dir(&self, sub: &str) -> S3Result<Ino> {
+        self.make_dirs(self.root(), &[HIDDEN_DIR, sub])
+            .await
+            .map_err(|e| fs_error(e, HIDDEN_DIR))
+    }
+
+    /// After deleting an object at `dirs` below `bucket`: remove the directories that
+    /// became empty, innermost first, as S3 has no empty prefixes. Stops at the first one
+    /// that still holds something.
+    pub(crate) async fn remove_empty_dirs(&self, bucket: Ino, dirs: &[&str]) {
+        for depth in (1..=dirs.len()).rev() {
+            let Ok(parent) = self.walk(bucket, &dirs[..depth - 1]).await else {
+                return;
+            };
+            let name = dirs[depth - 1];
+            if self
+                .vfs
+                .rmdir(&self.ctx, parent, name.as_bytes())
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+}
+
+pub(crate) fn no_such_bucket(bucket: &str) -> S3Error {
+    S3Error::with_message(
+        S3ErrorCode::NoSuchBucket,
+        format!("no such bucket: {bucket}"),
+    )
+}

@@ -1,0 +1,388 @@
+//! Finding an object and serving GET and HEAD: conditional requests (If-Match,
+//! If-None-Match, If-(Un)Modified-Since), byte ranges, `partNumber`, the stored headers,
+//! metadata and checksums.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use s3s::dto::{
+    ChecksumType, CopySource, ETag, ETagCondition, GetObjectInput, GetObjectOutput,
+    HeadObjectInput, HeadObjectOutput, Metadata, Range, Timestamp,
+};
+use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+use strata_types::{Attr, Errno, FileType, Ino};
+
+use crate::Gateway;
+use crate::body::read_body;
+use crate::error::fs_error;
+use crate::keys::parse_key;
+use crate::objinfo::{INFO_XATTR, ObjectInfo, derived_etag};
+
+/// MD5 of nothing: the ETag of a directory key.
+pub const EMPTY_ETAG: &str = "d41d8cd98f00b204e9800998ecf8427e";
+/// Content-Type of objects stored without one (AWS's default).
+pub const DEFAULT_TYPE: &str = "binary/octet-stream";
+
+/// An object found by key.
+#[derive(Debug)]
+pub struct Found {
+    pub ino: Ino,
+    pub attr: Attr,
+    /// Its record, if it still describes the file.
+    pub info: Option<ObjectInfo>,
+    /// A directory key (`a/b/`).
+    pub is_dir: bool,
+}
+
+impl Found {
+    pub fn etag(&self) -> String {
+        match (&self.info, self.is_dir) {
+            (Some(info), _) => info.etag.clone(),
+            (None, true) => EMPTY_ETAG.into(),
+            (None, false) => derived_etag(self.ino, &self.attr),
+        }
+    }
+
+    pub fn size(&self) -> u64 {
+        if self.is_dir { 0 } else { self.attr.length }
+    }
+
+    pub fn modified(&self) -> Timestamp {
+        Timestamp::from(system_time(self.attr.mtime))
+    }
+}
+
+/// Nanoseconds since the epoch as a time.
+pub fn system_time(ns: i64) -> SystemTime {
+    let ns = u64::try_from(ns).unwrap_or(0);
+    UNIX_EPOCH + Duration::from_nanos(ns)
+}
+
+impl Gateway {
+    /// The object at `key` in `bucket`, or NoSuchKey (a file key naming a directory, a
+    /// directory key naming a file, and keys under a file do not exist).
+    pub(crate) async fn find(&self, bucket: &str, key: &str) -> S3Result<Found> {
+        let path = parse_key(key)?;
+        let bucket_dir = self.bucket_dir(bucket).await?;
+        let missing = |e: Errno| match e {
+            Errno::ENOENT | Errno::ENOTDIR => no_such_key(key),
+            e => fs_error(e, key),
+        };
+        let dir = self.walk(bucket_dir, &path.dirs).await.map_err(missing)?;
+        let Some(name) = path.name else {
+            let attr = self.vfs.getattr(dir).await.map_err(missing)?;
+            return Ok(Found {
+                ino: dir,
+                attr,
+                info: None,
+                is_dir: true,
+            });
+        };
+        let entry = self.lookup(dir, name).await.map_err(missing)?;
+        if entry.attr.kind != FileType::Regular {
+            return Err(no_such_key(key));
+        }
+        let info = self.load_info(entry.ino, &entry.attr).await;
+        Ok(Found {
+            ino: entry.ino,
+            attr: entry.attr,
+            info,
+            is_dir: false,
+        })
+    }
+
+    /// The record of a file, if it has one that still holds.
+    pub(crate) async fn load_info(&self, ino: Ino, attr: &Attr) -> Option<ObjectInfo> {
+        if !attr.xattrs {
+            return None;
+        }
+        let value = self
+            .vfs
+            .getxattr(&self.ctx, ino, INFO_XATTR, 0)
+            .await
+            .ok()?;
+        ObjectInfo::decode(&value).filter(|info| info.holds_for(attr))
+    }
+
+    /// The object a GET or HEAD reads, its conditions checked, and the byte range and
+    /// part count asked for.
+    async fn read_target(
+        &self,
+        bucket: &str,
+        key: &str,
+        conditions: Conditions<'_>,
+        range: Option<&Range>,
+        part_number: Option<i32>,
+    ) -> S3Result<(Found, Option<std::ops::Range<u64>>, Option<i32>)> {
+        let found = self.find(bucket, key).await?;
+        conditions.check(&found)?;
+        let (range, parts) = byte_range(&found, range, part_number)?;
+        Ok((found, range, parts))
+    }
+
+    pub(crate) async fn get_object(
+        &self,
+        req: S3Request<GetObjectInput>,
+    ) -> S3Result<S3Response<GetObjectOutput>> {
+        let input = req.input;
+        let conditions = Conditions::new(
+            input.if_match.as_ref(),
+            input.if_none_match.as_ref(),
+            input.if_modified_since.as_ref(),
+            input.if_unmodified_since.as_ref(),
+        );
+        let (found, range, parts) = self
+            .read_target(
+                &input.bucket,
+                &input.key,
+                conditions,
+                input.range.as_ref(),
+                input.part_number,
+            )
+            .await?;
+        let size = found.size();
+        let head = head_output(&found, input.checksum_mode.is_some() && range.is_none());
+        let (start, end) = range.clone().map_or((0, size), |r| (r.start, r.end));
+        let body = if found.is_dir || start == end {
+            None
+        } else {
+            let (fh, _) = self
+                .vfs
+                .open(&self.ctx, found.ino, 0)
+                .await
+                .map_err(|e| fs_error(e, &input.key))?;
+            Some(read_body(self.vfs.clone(), fh, start, end))
+        };
+        let output = GetObjectOutput {
+            body,
+            content_length: Some(i64::try_from(end - start).unwrap_or(i64::MAX)),
+            content_range: range
+                .map(|r| format!("bytes {}-{}/{size}", r.start, r.end.saturating_sub(1))),
+            accept_ranges: Some("bytes".into()),
+            e_tag: head.e_tag,
+            last_modified: head.last_modified,
+            content_type: head.content_type,
+            cache_control: head.cache_control,
+            content_disposition: head.content_disposition,
+            content_encoding: head.content_encoding,
+            content_language: head.content_language,
+            expires: head.expires,
+            metadata: head.metadata,
+            checksum_crc32: head.checksum_crc32,
+            checksum_crc32c: head.checksum_crc32c,
+            checksum_crc64nvme: head.checksum_crc64nvme,
+            checksum_sha1: head.checksum_sha1,
+            checksum_sha256: head.checksum_sha256,
+            checksum_type: head.checksum_type,
+            parts_count: parts,
+            ..GetObjectOutput::default()
+        };
+        Ok(S3Response::new(output))
+    }
+
+    pub(crate) async fn head_object(
+        &self,
+        req: S3Request<HeadObjectInput>,
+    ) -> S3Result<S3Response<HeadObjectOutput>> {
+        let input = req.input;
+        let conditions = Conditions::new(
+            input.if_match.as_ref(),
+            input.if_none_match.as_ref(),
+            input.if_modified_since.as_ref(),
+            input.if_unmodified_since.as_ref(),
+        );
+        let (found, range, parts) = self
+            .read_target(
+                &input.bucket,
+                &input.key,
+                conditions,
+                input.range.as_ref(),
+                input.part_number,
+            )
+            .await?;
+
+        let mut head = head_output(&found, input.checksum_mode.is_some() && range.is_none());
+        if let Some(r) = range {
+            head.content_length = Some(i64::try_from(r.end - r.start).unwrap_or(i64::MAX));
+        }
+        head.parts_count = parts;
+        Ok(S3Response::new(head))
+    }
+}
+
+impl Gateway {
+    /// The source of a copy, if its `x-amz-copy-source-if-*` conditions hold (each
+    /// failure is PreconditionFailed).
+    pub(crate) async fn copy_source(
+        &self,
+        source: &CopySource,
+        conditions: Conditions<'_>,
+    ) -> S3Result<Found> {
+        let CopySource::Bucket { bucket, key, .. } = source else {
+            return Err(S3Error::with_message(
+                S3ErrorCode::InvalidArgument,
+                "copy sources are bucket/key",
+            ));
+        };
+        let found = self.find(bucket, key).await?;
+        conditions.check_with(&found, S3ErrorCode::PreconditionFailed)?;
+        Ok(found)
+    }
+}
+
+pub fn no_such_key(key: &str) -> S3Error {
+    S3Error::with_message(S3ErrorCode::NoSuchKey, format!("no such key: {key}"))
+}
+
+/// HEAD's answer for an object (GET adds its body). Checksums only when asked for.
+pub fn head_output(found: &Found, checksums: bool) -> HeadObjectOutput {
+    let info = found.info.clone().unwrap_or_default();
+    let h = info.headers;
+    let metadata: Option<Metadata> =
+        (!info.meta.is_empty()).then(|| info.meta.into_iter().collect());
+    let c = if checksums {
+        info.checksums
+    } else {
+        Default::default()
+    };
+    let expires = h
+        .expires
+        .as_deref()
+        .and_then(|t| Timestamp::parse(s3s::dto::TimestampFormat::HttpDate, t).ok());
+    HeadObjectOutput {
+        content_length: Some(i64::try_from(found.size()).unwrap_or(i64::MAX)),
+        accept_ranges: Some("bytes".into()),
+        e_tag: Some(ETag::Strong(found.etag())),
+        last_modified: Some(found.modified()),
+        content_type: Some(h.content_type.unwrap_or_else(|| DEFAULT_TYPE.into())),
+        cache_control: h.cache_control,
+        content_disposition: h.content_disposition,
+        content_encoding: h.content_encoding,
+        content_language: h.content_language,
+        expires,
+        metadata,
+        checksum_type: c.kind.clone().filter(|_| checksums).map(ChecksumType::from),
+        checksum_crc32: c.crc32,
+        checksum_crc32c: c.crc32c,
+        checksum_crc64nvme: c.crc64nvme,
+        checksum_sha1: c.sha1,
+        checksum_sha256: c.sha256,
+        ..HeadObjectOutput::default()
+    }
+}
+
+/// The byte range a GET or HEAD asks for (`Range` or `partNumber`), `None` for the whole
+/// object, and the object's part count when a part was asked for.
+fn byte_range(
+    found: &Found,
+    range: Option<&Range>,
+    part_number: Option<i32>,
+) -> S3Result<(Option<std::ops::Range<u64>>, Option<i32>)> {
+    let size = found.size();
+    if let Some(n) = part_number {
+        if range.is_some() {
+            return Err(S3Error::with_message(
+                S3ErrorCode::InvalidRequest,
+                "Range and partNumber cannot both be given",
+            ));
+        }
+        let sizes = found
+            .info
+            .as_ref()
+            .map(|i| i.part_sizes.clone())
+            .unwrap_or_default();
+        let sizes = if sizes.is_empty() { vec![size] } else { sizes };
+        let index = usize::try_from(n)
+            .ok()
+            .filter(|i| (1..=sizes.len()).contains(i))
+            .ok_or_else(|| {
+                let mut e = S3Error::with_message(
+                    S3ErrorCode::Custom("InvalidPartNumber".into()),
+                    format!("the object has {} part(s)", sizes.len()),
+                );
+                e.set_status_code(hyper::StatusCode::RANGE_NOT_SATISFIABLE);
+                e
+            })?;
+        let start: u64 = sizes[..index - 1].iter().sum();
+        let count = i32::try_from(sizes.len()).unwrap_or(i32::MAX);
+        return Ok((Some(start..start + sizes[index - 1]), Some(count)));
+    }
+    match range {
+        None => Ok((None, None)),
+        Some(r) => {
+            let r = r.check(size)?;
+            Ok((Some(r), None))
+        }
+    }
+}
+
+/// The conditions of a GET, HEAD or copy source, checked as RFC 9110 orders them.
+#[derive(Debug)]
+pub struct Conditions<'a> {
+    pub if_match: Option<&'a ETagCondition>,
+    pub if_none_match: Option<&'a ETagCondition>,
+    pub if_modified_since: Option<&'a Timestamp>,
+    pub if_unmodified_since: Option<&'a Timestamp>,
+}
+
+impl<'a> Conditions<'a> {
+    pub fn new(
+        if_match: Option<&'a ETagCondition>,
+        if_none_match: Option<&'a ETagCondition>,
+        if_modified_since: Option<&'a Timestamp>,
+        if_unmodified_since: Option<&'a Timestamp>,
+    ) -> Conditions<'a> {
+        Conditions {
+            if_match,
+            if_none_match,
+            if_modified_since,
+            if_unmodified_since,
+        }
+    }
+
+    /// PreconditionFailed or NotModified when a condition fails.
+    pub fn check(&self, found: &Found) -> S3Result<()> {
+        self.check_with(found, S3ErrorCode::NotModified)
+    }
+
+    /// As [`Conditions::check`], with the code for a failed If-None-Match or
+    /// If-Modified-Since (copies fail with PreconditionFailed where GET says NotModified).
+    pub fn check_with(&self, found: &Found, not_modified: S3ErrorCode) -> S3Result<()> {
+        let etag = found.etag();
+        let mtime = found.attr.mtime.div_euclid(1_000_000_000);
+        let matches = |c: &ETagCondition| match c {
+            ETagCondition::Any => true,
+            ETagCondition::ETag(t) => t.value() == etag,
+        };
+        if let Some(c) = self.if_match {
+            if !matches(c) {
+                return Err(precondition_failed());
+            }
+        } else if let Some(t) = self.if_unmodified_since
+            && mtime > seconds(t)
+        {
+            return Err(precondition_failed());
+        }
+        if let Some(c) = self.if_none_match {
+            if matches(c) {
+                return Err(S3Error::new(not_modified));
+            }
+        } else if let Some(t) = self.if_modified_since
+            && mtime <= seconds(t)
+        {
+            return Err(S3Error::new(not_modified));
+        }
+        Ok(())
+    }
+}
+
+fn seconds(t: &Timestamp) -> i64 {
+    let t: time::OffsetDateTime = t.clone().into();
+    t.unix_timestamp()
+}
+
+pub fn precondition_failed() -> S3Error {
+    S3Error::with_message(
+        S3ErrorCode::PreconditionFailed,
+        "at least one of the preconditions you specified did not hold",
+    )
+}

@@ -1,0 +1,206 @@
+//! The S3 service: the `s3s::S3` trait answered by [`Gateway`], and who may call it
+//! (SigV4 with the gateway's access keys).
+
+use std::collections::HashMap;
+
+use s3s::auth::{S3Auth, SecretKey};
+use s3s::dto::*;
+use s3s::service::{S3Service, S3ServiceBuilder};
+use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
+
+use crate::Gateway;
+
+/// An access key and its secret; the secret never shows in `Debug` or logs.
+#[derive(Clone)]
+pub struct Credentials {
+    pub access_key: String,
+    secret: String,
+}
+
+impl Credentials {
+    pub fn new(access_key: impl Into<String>, secret: impl Into<String>) -> Credentials {
+        Credentials {
+            access_key: access_key.into(),
+            secret: secret.into(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("access_key", &self.access_key)
+            .field("secret", &"<redacted>")
+            .finish()
+    }
+}
+
+/// The keys the gateway accepts.
+struct Keys(HashMap<String, String>);
+
+#[async_trait::async_trait]
+impl S3Auth for Keys {
+    async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
+        match self.0.get(access_key) {
+            Some(secret) => Ok(SecretKey::from(secret.as_str())),
+            None => Err(S3Error::with_message(
+                S3ErrorCode::InvalidAccessKeyId,
+                "the access key ID you provided does not exist in our records",
+            )),
+        }
+    }
+}
+
+/// The HTTP service of `gateway`, accepting requests signed with any of `users`.
+pub fn build_service(gateway: Gateway, users: &[Credentials]) -> S3Service {
+    let mut builder = S3ServiceBuilder::new(gateway);
+    let keys = users
+        .iter()
+        .map(|c| (c.access_key.clone(), c.secret.clone()))
+        .collect();
+    builder.set_auth(Keys(keys));
+    builder.build()
+}
+
+#[async_trait::async_trait]
+impl S3 for Gateway {
+    async fn list_buckets(
+        &self,
+        req: S3Request<ListBucketsInput>,
+    ) -> S3Result<S3Response<ListBucketsOutput>> {
+        Gateway::list_buckets(self, req).await
+    }
+
+    async fn create_bucket(
+        &self,
+        req: S3Request<CreateBucketInput>,
+    ) -> S3Result<S3Response<CreateBucketOutput>> {
+        Gateway::create_bucket(self, req).await
+    }
+
+    async fn delete_bucket(
+        &self,
+        req: S3Request<DeleteBucketInput>,
+    ) -> S3Result<S3Response<DeleteBucketOutput>> {
+        Gateway::delete_bucket(self, req).await
+    }
+
+    async fn head_bucket(
+        &self,
+        req: S3Request<HeadBucketInput>,
+    ) -> S3Result<S3Response<HeadBucketOutput>> {
+        Gateway::head_bucket(self, req).await
+    }
+
+    async fn get_bucket_location(
+        &self,
+        req: S3Request<GetBucketLocationInput>,
+    ) -> S3Result<S3Response<GetBucketLocationOutput>> {
+        Gateway::get_bucket_location(self, req).await
+    }
+
+    async fn list_objects(
+        &self,
+        req: S3Request<ListObjectsInput>,
+    ) -> S3Result<S3Response<ListObjectsOutput>> {
+        Gateway::list_objects(self, req).await
+    }
+
+    async fn list_objects_v2(
+        &self,
+        req: S3Request<ListObjectsV2Input>,
+    ) -> S3Result<S3Response<ListObjectsV2Output>> {
+        Gateway::list_objects_v2(self, req).await
+    }
+
+    async fn put_object(
+        &self,
+        req: S3Request<PutObjectInput>,
+    ) -> S3Result<S3Response<PutObjectOutput>> {
+        Gateway::put_object(self, req).await
+    }
+
+    async fn get_object(
+        &self,
+        req: S3Request<GetObjectInput>,
+    ) -> S3Result<S3Response<GetObjectOutput>> {
+        Gateway::get_object(self, req).await
+    }
+
+    async fn head_object(
+        &self,
+        req: S3Request<HeadObjectInput>,
+    ) -> S3Result<S3Response<HeadObjectOutput>> {
+        Gateway::head_object(self, req).await
+    }
+
+    async fn delete_object(
+        &self,
+        req: S3Request<DeleteObjectInput>,
+    ) -> S3Result<S3Response<DeleteObjectOutput>> {
+        Gateway::delete_object(self, req).await
+    }
+
+    async fn delete_objects(
+        &self,
+        req: S3Request<DeleteObjectsInput>,
+    ) -> S3Result<S3Response<DeleteObjectsOutput>> {
+        Gateway::delete_objects(self, req).await
+    }
+
+    async fn copy_object(
+        &self,
+        req: S3Request<CopyObjectInput>,
+    ) -> S3Result<S3Response<CopyObjectOutput>> {
+        Gateway::copy_object(self, req).await
+    }
+
+    async fn create_multipart_upload(
+        &self,
+        req: S3Request<CreateMultipartUploadInput>,
+    ) -> S3Result<S3Response<CreateMultipartUploadOutput>> {
+        Gateway::create_multipart_upload(self, req).await
+    }
+
+    async fn upload_part(
+        &self,
+        req: S3Request<UploadPartInput>,
+    ) -> S3Result<S3Response<UploadPartOutput>> {
+        Gateway::upload_part(self, req).await
+    }
+
+    async fn upload_part_copy(
+        &self,
+        req: S3Request<UploadPartCopyInput>,
+    ) -> S3Result<S3Response<UploadPartCopyOutput>> {
+        Gateway::upload_part_copy(self, req).await
+    }
+
+    async fn complete_multipart_upload(
+        &self,
+        req: S3Request<CompleteMultipartUploadInput>,
+    ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
+        Gateway::complete_multipart_upload(self, req).await
+    }
+
+    async fn abort_multipart_upload(
+        &self,
+        req: S3Request<AbortMultipartUploadInput>,
+    ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
+        Gateway::abort_multipart_upload(self, req).await
+    }
+
+    async fn list_parts(
+        &self,
+        req: S3Request<ListPartsInput>,
+    ) -> S3Result<S3Response<ListPartsOutput>> {
+        Gateway::list_parts(self, req).await
+    }
+
+    async fn list_multipart_uploads(
+        &self,
+        req: S3Request<ListMultipartUploadsInput>,
+    ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
+        Gateway::list_multipart_uploads(self, req).await
+    }
+}

@@ -1,0 +1,138 @@
+//! `strata gateway`: the volume as an S3 service (JuiceFS's command shape).
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use strata_s3::{Credentials, Gateway, GatewayOptions, ServeOptions};
+use strata_types::MetaUrl;
+use strata_vfs::{Ctx, VfsOptions};
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{Client, ClientArgs};
+use crate::wiring;
+
+#[derive(Debug, Args)]
+pub struct GatewayArgs {
+    /// Metadata engine URL, e.g. sqlite3://strata.db (a password may come from
+    /// META_PASSWORD instead)
+    meta_url: MetaUrl,
+    /// Address to listen on, e.g. localhost:9000 or 0.0.0.0:9000. The access key and
+    /// secret come from STRATA_ACCESS_KEY and STRATA_SECRET_KEY (or MINIO_ROOT_USER and
+    /// MINIO_ROOT_PASSWORD, as for JuiceFS)
+    address: String,
+    #[command(flatten)]
+    client: ClientArgs,
+    /// Serve each top-level directory as a bucket (CreateBucket makes one); without it
+    /// the whole volume (or --subdir) is one bucket named after the volume
+    #[arg(long)]
+    multi_buckets: bool,
+    /// Refuse every change with AccessDenied
+    #[arg(long)]
+    read_only: bool,
+    /// Connections served at once (more wait to be accepted)
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+}
+
+/// The gateway's key pair from the environment.
+fn credentials() -> Result<Credentials> {
+    let pair = |user: &str, secret: &str| match (std::env::var(user), std::env::var(secret)) {
+        (Ok(u), Ok(s)) if !u.is_empty() && !s.is_empty() => Some((u, s)),
+        _ => None,
+    };
+    let Some((user, secret)) = pair("STRATA_ACCESS_KEY", "STRATA_SECRET_KEY")
+        .or_else(|| pair("MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD"))
+    else {
+        bail!(
+            "set STRATA_ACCESS_KEY and STRATA_SECRET_KEY (or MINIO_ROOT_USER and MINIO_ROOT_PASSWORD) to the key pair clients will sign with"
+        );
+    };
+    if user.len() < 3 || secret.len() < 8 {
+        bail!("the access key needs at least 3 characters and the secret key at least 8");
+    }
+    Ok(Credentials::new(user, secret))
+}
+
+pub fn run_gateway(a: GatewayArgs) -> Result<()> {
+    // s3s logs every error answer (NoSuchKey included) at ERROR; the gateway logs the
+    // failures that are its own.
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,s3s::ops=off".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let users = vec![credentials()?];
+    let rt = wiring::runtime()?;
+    rt.block_on(serve(a, users))
+}
+
+async fn serve(a: GatewayArgs, users: Vec<Credentials>) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(&a.address)
+        .await
+        .with_context(|| format!("cannot listen on {}", a.address))?;
+    let local = listener.local_addr()?;
+    let vfs_opts = VfsOptions {
+        read_only: a.read_only,
+        hide_internal: true,
+        ..VfsOptions::default()
+    };
+    let client = Client::open(&a.meta_url, &a.client, vfs_opts, &format!("s3://{local}")).await?;
+    let ctx = Ctx::user(
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    );
+    let opts = GatewayOptions {
+        multi_buckets: a.multi_buckets,
+        bucket: client.format.name.clone(),
+        owner_id: client.format.uuid.clone(),
+    };
+    let gateway = Gateway::new(client.vfs.clone(), opts, ctx);
+    let service = strata_s3::build_service(gateway, &users);
+    let stop = CancellationToken::new();
+    let serve_opts = ServeOptions {
+        max_connections: a.max_connections,
+        ..ServeOptions::default()
+    };
+    let server = tokio::spawn(strata_s3::serve(
+        listener,
+        service,
+        serve_opts,
+        stop.clone(),
+    ));
+    tracing::info!(
+        "S3 gateway for volume {} listening on http://{local}{}",
+        client.format.name,
+        if a.multi_buckets {
+            " (a bucket per top-level directory)"
+        } else {
+            ""
+        }
+    );
+    wait_for_signal().await;
+    tracing::info!("stopping the gateway: finishing requests in flight");
+    stop.cancel();
+    if let Err(e) = server.await {
+        tracing::error!("the server task failed: {e}");
+    }
+    client.close().await;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    match term {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(e) => {
+            tracing::warn!("cannot watch SIGTERM ({e}): only Ctrl-C stops the gateway");
+            if let Err(e) = tokio::signal::ctrl_c().await {
+                tracing::error!("cannot watch Ctrl-C either ({e}): stopping");
+            }
+        }
+    }
+}

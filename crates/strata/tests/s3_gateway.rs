@@ -1,0 +1,500 @@
+//! End-to-end tests of `strata gateway` with real S3 clients: boto3 (current and < 1.36,
+//! through tests/s3/suite.py), the AWS CLI, rclone and s3cmd; files seen through a FUSE
+//! mount of the same volume; two gateway processes on one volume; and a Strata volume
+//! whose object store is another volume's gateway. The clients come from the README's
+//! test command (`scripts/test.sh`); a missing one fails the test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+
+use common::*;
+
+const KEY: &str = "gateway-key";
+const SECRET: &str = "gateway-secret-123";
+
+/// A running `strata gateway`; stopped on drop.
+struct Gateway {
+    child: Child,
+    endpoint: String,
+    log: PathBuf,
+}
+
+impl Gateway {
+    fn start(vol: &Volume, name: &str, extra: &[&str]) -> Gateway {
+        let log = vol.dir.path().join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(STRATA)
+            .args(["gateway", &vol.meta_url, "127.0.0.1:0", "--cache-size", "0"])
+            .args(extra)
+            .env("STRATA_ACCESS_KEY", KEY)
+            .env("STRATA_SECRET_KEY", SECRET)
+            .env("RUST_LOG", "info,s3s::ops=off")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .unwrap();
+        let mut gw = Gateway {
+            child,
+            endpoint: String::new(),
+            log,
+        };
+        let started = Instant::now();
+        loop {
+            let text = gw.log_text();
+            if let Some(at) = text.find("listening on http://") {
+                let rest = &text[at + "listening on ".len()..];
+                gw.endpoint = rest.split_whitespace().next().unwrap().to_string();
+                return gw;
+            }
+            if let Ok(Some(status)) = gw.child.try_wait() {
+                panic!("gateway exited ({status}): {text}");
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "gateway did not start: {text}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Stop with SIGTERM and wait; the gateway must exit cleanly.
+    fn stop(mut self) {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(
+            status.success(),
+            "gateway exit {status}: {}",
+            self.log_text()
+        );
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A tool from the environment the test command prepares.
+fn tool(var: &str) -> String {
+    std::env::var(var)
+        .unwrap_or_else(|_| panic!("{var} is not set: run the tests through scripts/test.sh"))
+}
+
+fn aws(gw: &Gateway, args: &[&str]) -> String {
+    let out = run(Command::new(tool("STRATA_TEST_AWS"))
+        .args(["--endpoint-url", &gw.endpoint, "--region", "us-east-1"])
+        .args(args)
+        .env("AWS_ACCESS_KEY_ID", KEY)
+        .env("AWS_SECRET_ACCESS_KEY", SECRET)
+        .env("AWS_CONFIG_FILE", "/dev/null")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null"));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn boto3_suite(python_var: &str) {
+    let vol = Volume::new();
+    let m = vol.mount("fuse");
+    let gw = Gateway::start(&vol, "gw", &["--multi-buckets"]);
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/s3/suite.py");
+    let out = Command::new(tool(python_var))
+        .arg(&suite)
+        .env("S3_ENDPOINT", &gw.endpoint)
+        .env("S3_ACCESS_KEY", KEY)
+        .env("S3_SECRET_KEY", SECRET)
+        .env("FUSE_ROOT", &m.path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "boto3 suite failed:\n{}\n{}\ngateway log:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        gw.log_text()
+    );
+    gw.stop();
+}
+
+#[test]
+fn boto3_current_passes_the_suite() {
+    boto3_suite("STRATA_TEST_BOTO3_PY");
+}
+
+#[test]
+fn boto3_before_1_36_passes_the_suite() {
+    boto3_suite("STRATA_TEST_BOTO3_OLD_PY");
+}
+
+/// The AWS CLI's `s3` and `s3api`, with files checked through the mount both ways, and
+/// UTF-8 metadata kept exactly (sent raw by curl, returned RFC 2047-encoded as S3 does).
+#[test]
+fn aws_cli_and_the_mount_see_the_same_files() {
+    let vol = Volume::new();
+    let m = vol.mount("fuse");
+    let gw = Gateway::start(&vol, "gw", &[]);
+    let local = vol.dir.path().join("local");
+    std::fs::create_dir_all(local.join("sub")).unwrap();
+    let big: Vec<u8> = (0..20_000_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(local.join("big.bin"), &big).unwrap();
+    std::fs::write(local.join("sub/small.txt"), b"small").unwrap();
+    let bucket = "s3://e2e-vol";
+    aws(
+        &gw,
+        &[
+            "s3",
+            "sync",
+            "--only-show-errors",
+            local.to_str().unwrap(),
+            &format!("{bucket}/data"),
+        ],
+    );
+    assert_eq!(std::fs::read(m.path.join("data/big.bin")).unwrap(), big);
+    assert_eq!(
+        std::fs::read(m.path.join("data/sub/small.txt")).unwrap(),
+        b"small"
+    );
+    std::fs::write(m.path.join("data/from-fuse.txt"), b"written by posix").unwrap();
+    let listing = aws(&gw, &["s3", "ls", "--recursive", bucket]);
+    for key in ["data/big.bin", "data/sub/small.txt", "data/from-fuse.txt"] {
+        assert!(listing.contains(key), "{listing}");
+    }
+    let back = vol.dir.path().join("back");
+    aws(
+        &gw,
+        &[
+            "s3",
+            "cp",
+            "--only-show-errors",
+            "--recursive",
+            &format!("{bucket}/data"),
+            back.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(std::fs::read(back.join("big.bin")).unwrap(), big);
+    assert_eq!(
+        std::fs::read(back.join("from-fuse.txt")).unwrap(),
+        b"written by posix"
+    );
+    let head = aws(
+        &gw,
+        &[
+            "s3api",
+            "head-object",
+            "--bucket",
+            "e2e-vol",
+            "--key",
+            "data/big.bin",
+        ],
+    );
+    assert!(head.contains("\"ETag\": \"\\\""), "{head}");
+    assert!(head.contains("-"), "a 20 MB upload is multipart: {head}");
+    // s3api: checksums (CRC32C here: boto3 needs an extra package for it) and delete-objects.
+    let f = vol.dir.path().join("ck");
+    std::fs::write(&f, b"checksummed").unwrap();
+    let put = aws(
+        &gw,
+        &[
+            "s3api",
+            "put-object",
+            "--bucket",
+            "e2e-vol",
+            "--key",
+            "ck",
+            "--body",
+            f.to_str().unwrap(),
+            "--checksum-algorithm",
+            "CRC32C",
+        ],
+    );
+    assert!(put.contains("ChecksumCRC32C"), "{put}");
+    let del = aws(
+        &gw,
+        &[
+            "s3api",
+            "delete-objects",
+            "--bucket",
+            "e2e-vol",
+            "--delete",
+            r#"{"Objects":[{"Key":"ck"},{"Key":"data/sub/"}]}"#,
+        ],
+    );
+    assert!(del.contains("\"ck\""), "{del}");
+    aws(
+        &gw,
+        &[
+            "s3",
+            "rm",
+            "--only-show-errors",
+            "--recursive",
+            &format!("{bucket}/data"),
+        ],
+    );
+    assert!(
+        !m.path.join("data").exists(),
+        "emptied directories go with their last object"
+    );
+    // UTF-8 metadata, raw on the wire.
+    let url = format!("{}/e2e-vol/utf8", gw.endpoint);
+    let sig = [
+        "--user",
+        &format!("{KEY}:{SECRET}"),
+        "--aws-sigv4",
+        "aws:amz:us-east-1:s3",
+        "-H",
+        "x-amz-content-sha256: UNSIGNED-PAYLOAD",
+    ];
+    let one = vol.dir.path().join("one");
+    std::fs::write(&one, b"1").unwrap();
+    run(Command::new("curl")
+        .arg("-sf")
+        .arg("-T")
+        .arg(&one)
+        .args(sig)
+        .args(["-H", "x-amz-meta-name: Grüße ✓ 日本", &url]));
+    let head = run(Command::new("curl").args(["-sfI"]).args(sig).arg(&url));
+    let text = String::from_utf8_lossy(&head.stdout);
+    // "Grüße ✓ 日本" as RFC 2047 base64.
+    assert!(
+        text.contains("x-amz-meta-name: =?UTF-8?B?R3LDvMOfZSDinJMg5pel5pys?="),
+        "{text}"
+    );
+    gw.stop();
+}
+
+/// rclone and s3cmd (Debian packages) against the gateway.
+#[test]
+fn rclone_and_s3cmd_round_trip() {
+    let vol = Volume::new();
+    let m = vol.mount("fuse");
+    let gw = Gateway::start(&vol, "gw", &["--multi-buckets"]);
+    let dir = vol.dir.path();
+    let conf = dir.join("rclone.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[gw]\ntype = s3\nprovider = Other\naccess_key_id = {KEY}\nsecret_access_key = {SECRET}\nendpoint = {}\nregion = us-east-1\n",
+            gw.endpoint
+        ),
+    )
+    .unwrap();
+    let src = dir.join("tree");
+    std::fs::create_dir_all(src.join("a/b")).unwrap();
+    for i in 0..50 {
+        std::fs::write(
+            src.join(format!("a/b/f{i}")),
+            format!("file {i}").repeat(i + 1),
+        )
+        .unwrap();
+    }
+    std::fs::write(src.join("a-b"), vec![7u8; 9 << 20]).unwrap();
+    let rclone = |args: &[&str]| {
+        // A CA bundle from the environment is for HTTPS; rclone refuses it on plain HTTP.
+        run(Command::new("rclone")
+            .env_remove("AWS_CA_BUNDLE")
+            .arg("--config")
+            .arg(&conf)
+            .args(args));
+    };
+    rclone(&["mkdir", "gw:rclone-bucket"]);
+    rclone(&["copy", src.to_str().unwrap(), "gw:rclone-bucket/tree"]);
+    // `check` compares sizes and MD5s (ETags) of every file.
+    rclone(&["check", src.to_str().unwrap(), "gw:rclone-bucket/tree"]);
+    assert_eq!(
+        std::fs::read(m.path.join("rclone-bucket/tree/a/b/f3")).unwrap(),
+        b"file 3".repeat(4)
+    );
+    let s3cfg = dir.join("s3cfg");
+    let host = gw.endpoint.trim_start_matches("http://");
+    std::fs::write(
+        &s3cfg,
+        format!("[default]\naccess_key = {KEY}\nsecret_key = {SECRET}\nhost_base = {host}\nhost_bucket = {host}\nuse_https = False\nsignature_v2 = False\nbucket_location = us-east-1\n"),
+    )
+    .unwrap();
+    let s3cmd = |args: &[&str]| -> String {
+        let out = run(Command::new("s3cmd").arg("-c").arg(&s3cfg).args(args));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    s3cmd(&["mb", "s3://s3cmd-bucket"]);
+    s3cmd(&[
+        "put",
+        "--recursive",
+        src.join("a").to_str().unwrap(),
+        "s3://s3cmd-bucket/",
+    ]);
+    let listed = s3cmd(&["ls", "--recursive", "s3://s3cmd-bucket/"]);
+    assert_eq!(listed.lines().count(), 50, "{listed}");
+    let got = dir.join("got");
+    s3cmd(&["get", "s3://s3cmd-bucket/a/b/f7", got.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&got).unwrap(), b"file 7".repeat(8));
+    s3cmd(&["del", "--recursive", "--force", "s3://s3cmd-bucket/"]);
+    s3cmd(&["rb", "s3://s3cmd-bucket"]);
+    assert!(!m.path.join("s3cmd-bucket").exists());
+    gw.stop();
+}
+
+/// Two gateway processes on one volume: an upload begun on one is completed on the other.
+#[test]
+fn two_gateways_share_multipart_uploads() {
+    let vol = Volume::new();
+    let one = Gateway::start(&vol, "gw1", &[]);
+    let two = Gateway::start(&vol, "gw2", &[]);
+    let created = aws(
+        &one,
+        &[
+            "s3api",
+            "create-multipart-upload",
+            "--bucket",
+            "e2e-vol",
+            "--key",
+            "shared/obj",
+            "--query",
+            "UploadId",
+            "--output",
+            "text",
+        ],
+    );
+    let id = created.trim();
+    let part = vol.dir.path().join("part");
+    std::fs::write(&part, vec![3u8; 6 << 20]).unwrap();
+    let last = vol.dir.path().join("last");
+    std::fs::write(&last, b"last part").unwrap();
+    let e1 = aws(
+        &one,
+        &[
+            "s3api",
+            "upload-part",
+            "--bucket",
+            "e2e-vol",
+            "--key",
+            "shared/obj",
+            "--upload-id",
+            id,
+            "--part-number",
+            "1",
+            "--body",
+            part.to_str().unwrap(),
+            "--query",
+            "ETag",
+            "--output",
+            "text",
+        ],
+    );
+    let e2 = aws(
+        &two,
+        &[
+            "s3api",
+            "upload-part",
+            "--bucket",
+            "e2e-vol",
+            "--key",
+            "shared/obj",
+            "--upload-id",
+            id,
+            "--part-number",
+            "2",
+            "--body",
+            last.to_str().unwrap(),
+            "--query",
+            "ETag",
+            "--output",
+            "text",
+        ],
+    );
+    let parts = aws(
+        &two,
+        &[
+            "s3api",
+            "list-parts",
+            "--bucket",
+            "e2e-vol",
+            "--key",
+            "shared/obj",
+            "--upload-id",
+            id,
+            "--query",
+            "length(Parts)",
+        ],
+    );
+    assert_eq!(parts.trim(), "2");
+    let layout = format!(
+        r#"{{"Parts":[{{"PartNumber":1,"ETag":{}}},{{"PartNumber":2,"ETag":{}}}]}}"#,
+        serde_json::to_string(e1.trim()).unwrap(),
+        serde_json::to_string(e2.trim()).unwrap()
+    );
+    let done = aws(
+        &two,
+        &[
+            "s3api",
+            "complete-multipart-upload",
+            "--bucket",
+            "e2e-vol",
+            "--key",
+            "shared/obj",
+            "--upload-id",
+            id,
+            "--multipart-upload",
+            &layout,
+        ],
+    );
+    assert!(done.contains("-2"), "{done}");
+    let back = vol.dir.path().join("back");
+    aws(
+        &one,
+        &[
+            "s3",
+            "cp",
+            "--only-show-errors",
+            "s3://e2e-vol/shared/obj",
+            back.to_str().unwrap(),
+        ],
+    );
+    let mut want = vec![3u8; 6 << 20];
+    want.extend_from_slice(b"last part");
+    assert_eq!(std::fs::read(&back).unwrap(), want);
+    one.stop();
+    two.stop();
+}
+
+/// A volume whose object store is another volume's gateway: Strata's own S3 client
+/// against Strata's S3 server.
+#[test]
+fn a_volume_can_live_on_a_gateway() {
+    let lower = Volume::new();
+    let gw = Gateway::start(&lower, "gw", &["--multi-buckets"]);
+    aws(&gw, &["s3", "mb", "s3://upper-store"]);
+    let dir = tempfile::tempdir().unwrap();
+    let meta_url = format!("sqlite3://{}", dir.path().join("upper.db").display());
+    run(Command::new(STRATA)
+        .args(["format", &meta_url, "upper", "--storage", "s3", "--bucket"])
+        .arg(format!("{}/upper-store", gw.endpoint))
+        .args(["--access-key", KEY, "--block-size", "1M"])
+        .env("SECRET_KEY", SECRET));
+    let upper = Volume::existing(&meta_url);
+    let m = upper.mount("upper");
+    let data: Vec<u8> = (0..5_000_000u32).map(|i| (i * 31 % 253) as u8).collect();
+    let mut f = std::fs::File::create(m.path.join("file")).unwrap();
+    f.write_all(&data).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    m.unmount();
+    let again = upper.mount("again");
+    assert_eq!(std::fs::read(again.path.join("file")).unwrap(), data);
+    let objects = aws(&gw, &["s3", "ls", "--recursive", "s3://upper-store"]);
+    assert!(
+        objects.lines().count() >= 5,
+        "blocks of the upper volume: {objects}"
+    );
+    drop(again);
+    gw.stop();
+}
