@@ -19,6 +19,7 @@ mod paths;
 mod read;
 mod serve;
 mod service;
+mod tags;
 
 use std::sync::Arc;
 

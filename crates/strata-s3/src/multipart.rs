@@ -43,6 +43,8 @@ struct UploadInfo {
     headers: Headers,
     #[serde(default)]
     meta: std::collections::BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    tags: crate::objinfo::Tags,
 }
 
 /// An upload found by its ID.
@@ -120,6 +122,10 @@ impl Gateway {
                 input.expires,
             ),
             meta: input.metadata.unwrap_or_default().into_iter().collect(),
+            tags: match &input.tagging {
+                Some(header) => crate::tags::parse_tag_header(header)?,
+                None => Vec::new(),
+            },
         };
         let dir = self
             .vfs

@@ -16,9 +16,10 @@ use crate::Gateway;
 use crate::body::{Expected, write_body};
 use crate::error::fs_error;
 use crate::keys::{ObjectPath, parse_key};
-use crate::objinfo::{Checksums, Headers, INFO_VERSION, INFO_XATTR, ObjectInfo, hex};
+use crate::objinfo::{Checksums, Headers, INFO_VERSION, INFO_XATTR, ObjectInfo, Tags, hex};
 use crate::paths::FILE_MODE;
 use crate::read::{Conditions, EMPTY_ETAG, precondition_failed};
+use crate::tags::parse_tag_header;
 
 /// Largest single PUT (S3's limit).
 pub const MAX_PUT: u64 = 5 << 30;
@@ -242,6 +243,10 @@ impl Gateway {
         if let Some(cond) = &input.if_match {
             self.check_current(&input.bucket, &input.key, cond).await?;
         }
+        let tags = match &input.tagging {
+            Some(header) => parse_tag_header(header)?,
+            None => Tags::new(),
+        };
         let (temp, written) = self
             .upload_body(input.body, &expected, trailers.as_ref(), MAX_PUT)
             .await?;
@@ -256,6 +261,7 @@ impl Gateway {
                 input.expires,
             ),
             meta: input.metadata.unwrap_or_default().into_iter().collect(),
+            tags,
             checksums: Checksums {
                 kind: Some("FULL_OBJECT".into()),
                 ..written.checksums.clone()
@@ -457,6 +463,16 @@ impl Gateway {
                 input.expires,
             );
             info.meta = input.metadata.unwrap_or_default().into_iter().collect();
+        }
+        let replace_tags = input
+            .tagging_directive
+            .as_ref()
+            .is_some_and(|d| d.as_str() == "REPLACE");
+        if replace_tags {
+            info.tags = match &input.tagging {
+                Some(header) => parse_tag_header(header)?,
+                None => Tags::new(),
+            };
         }
         if path.is_dir() || source.is_dir {
             self.make_dirs(bucket_dir, &path.dirs)

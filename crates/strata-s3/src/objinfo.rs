@@ -74,7 +74,13 @@ pub struct ObjectInfo {
     /// Sizes of the parts of a multipart object (for GET with `partNumber`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub part_sizes: Vec<u64>,
+    /// Object tags, in the order given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Tags,
 }
+
+/// Tags as `(key, value)` pairs.
+pub type Tags = Vec<(String, String)>;
 
 impl ObjectInfo {
     /// Whether the record still describes a file with these attributes.

@@ -174,6 +174,11 @@ impl Gateway {
             checksum_sha256: head.checksum_sha256,
             checksum_type: head.checksum_type,
             parts_count: parts,
+            tag_count: found
+                .info
+                .as_ref()
+                .and_then(|i| i32::try_from(i.tags.len()).ok())
+                .filter(|n| *n > 0),
             ..GetObjectOutput::default()
         };
         Ok(S3Response::new(output))

@@ -145,6 +145,7 @@ impl Gateway {
             etag: etag.clone(),
             headers: upload.info.headers.clone(),
             meta: upload.info.meta.clone(),
+            tags: upload.info.tags.clone(),
             checksums: Checksums {
                 kind: Some("COMPOSITE".into()),
                 ..Checksums::default()
