@@ -1,7 +1,6 @@
 """Latency and listing benchmark of an S3 endpoint (used by benches/s3_gateway.sh).
 
 Usage: s3_gateway.py ENDPOINT BUCKET small THREADS OPS   -> 4 KiB PUT/GET/HEAD ops/s, p50, p99
-       s3_gateway.py ENDPOINT BUCKET list PREFIX         -> ListObjectsV2 of PREFIX: keys, seconds
 Keys come from S3_ACCESS_KEY / S3_SECRET_KEY.
 """
 import os
@@ -52,18 +51,6 @@ def small(endpoint, bucket, threads, ops):
         print("%s 4KiB threads=%d ops/s=%.0f p50_ms=%.2f p99_ms=%.2f" % (op, threads, ops / wall, p(0.5), p(0.99)))
 
 
-def listing(endpoint, bucket, prefix):
-    s3 = client(endpoint)
-    start = time.perf_counter()
-    n = 0
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        n += len(page.get("Contents", []))
-    print("LIST prefix=%s keys=%d seconds=%.2f" % (prefix, n, time.perf_counter() - start))
-
-
 if __name__ == "__main__":
     endpoint, bucket, what = sys.argv[1:4]
-    if what == "small":
-        small(endpoint, bucket, int(sys.argv[4]), int(sys.argv[5]))
-    else:
-        listing(endpoint, bucket, sys.argv[4])
+    small(endpoint, bucket, int(sys.argv[4]), int(sys.argv[5]))

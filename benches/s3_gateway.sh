@@ -2,8 +2,10 @@
 # `strata gateway` against `juicefs gateway`, same machine, same volume type (SQLite
 # metadata, local-directory bucket), one run: `juicefs objbench` (1 GiB objects and 4 KiB
 # objects, PUT/GET/HEAD/LIST/DELETE throughput) at 1 and 16 threads, boto3 4 KiB
-# PUT/GET/HEAD ops/s with p50/p99 at 1 and 16 threads, and ListObjectsV2 of a
-# 100,000-key prefix (files created through a mount of each volume). Gateway peak RSS
+# PUT/GET/HEAD ops/s with p50/p99 at 1 and 16 threads (the Python client is the limit
+# there: compare ratios), and ListObjectsV2 of a 100,000-key prefix (files created through
+# a mount of each volume) paged with curl (benches/s3_list.sh), plus one page from the
+# middle. Gateway peak RSS
 # at the end.
 #
 # Usage: benches/s3_gateway.sh [WORKDIR]
@@ -80,7 +82,10 @@ done
 for fs in strata juicefs; do
   if [ $fs = strata ]; then port=19001; bucket=svol; else port=19002; bucket=jvol; fi
   for run in 1 2; do
-    echo "$fs run $run: $("$PYTHON" "$ROOT/benches/s3_gateway.py" "http://127.0.0.1:$port" $bucket list list/)"
+    echo "$fs run $run: LIST $(bash "$ROOT/benches/s3_list.sh" $port $bucket list/)"
+    U="--user $S3_ACCESS_KEY:$S3_SECRET_KEY --aws-sigv4 aws:amz:us-east-1:s3 -H x-amz-content-sha256:UNSIGNED-PAYLOAD"
+    echo "$fs run $run: one page after list/k0050000: $(curl -s -o /dev/null -w '%{time_total}' $U \
+      "http://127.0.0.1:$port/$bucket?list-type=2&prefix=list%2F&start-after=list%2Fk0050000") s"
   done
 done
 for fs in strata juicefs; do

@@ -7,14 +7,8 @@ use strata_types::Errno;
 /// Errors of the gateway outside a request.
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
-    #[error("cannot listen on {addr}: {source}")]
-    Listen {
-        addr: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{what}: errno {errno}")]
-    Volume { what: String, errno: Errno },
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 /// What a request's file system call failed with, as an S3 error. `key` names the

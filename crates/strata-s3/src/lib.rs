@@ -26,7 +26,7 @@ use std::sync::Arc;
 use strata_vfs::{Ctx, Vfs};
 
 pub use error::GatewayError;
-pub use serve::{ServeOptions, serve};
+pub use serve::{ServeOptions, load_tls, serve};
 pub use service::{Credentials, build_service};
 
 /// How a gateway serves its volume.

@@ -1,7 +1,8 @@
 //! Serving the S3 service over HTTP until cancelled: HTTP/1.1 and HTTP/2 on one listener,
-//! a bound on concurrent connections, a header-read timeout for slow clients, and a
+//! optionally over TLS (rustls), a bound on concurrent connections, a header-read timeout for slow clients, and a
 //! graceful stop that lets requests in flight finish.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +11,13 @@ use hyper_util::server::conn::auto::Builder as ConnBuilder;
 use s3s::service::S3Service;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_util::sync::CancellationToken;
+
+use crate::GatewayError;
 
 /// Limits of the HTTP server.
 #[derive(Clone, Debug)]
@@ -33,23 +40,24 @@ impl Default for ServeOptions {
     }
 }
 
-/// Answer one request. A request that announced an empty body with `Expect:
-/// 100-continue` never gets a "100 Continue" (there is nothing to send); botocore before
-/// 1.36 then leaves its connection in a state where the next request on it stalls until
-/// the server drops it, so such a response closes the connection.
+/// Answer one request. A client that sent `Expect: 100-continue` may still be holding
+/// its body back when the answer comes without a "100 Continue" — an error decided from
+/// the headers, or an announced empty body (hyper sends no 100 then, and botocore before
+/// 1.36 stalls its next request on that connection until the server drops it). Such a
+/// connection cannot carry another request safely, so the answer closes it.
 async fn respond(
     service: S3Service,
     req: hyper::Request<hyper::body::Incoming>,
 ) -> Result<s3s::HttpResponse, s3s::HttpError> {
     let headers = req.headers();
-    let empty_expecting = headers
+    let expecting = headers
         .get(hyper::header::EXPECT)
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
-        && headers
-            .get(hyper::header::CONTENT_LENGTH)
-            .is_none_or(|v| v.as_bytes() == b"0");
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let empty = headers
+        .get(hyper::header::CONTENT_LENGTH)
+        .is_none_or(|v| v.as_bytes() == b"0");
     let mut resp = hyper::service::Service::call(&service, req).await?;
-    if empty_expecting {
+    if expecting && (empty || !resp.status().is_success()) {
         resp.headers_mut().insert(
             hyper::header::CONNECTION,
             hyper::header::HeaderValue::from_static("close"),
@@ -58,11 +66,37 @@ async fn respond(
     Ok(resp)
 }
 
+/// The certificate chain and private key (PEM files) of an HTTPS listener.
+pub fn load_tls(cert_file: &Path, key_file: &Path) -> Result<TlsAcceptor, GatewayError> {
+    let tls_err = |what: String| GatewayError::Tls(what);
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert_file)
+        .and_then(|certs| certs.collect::<Result<_, _>>())
+        .map_err(|e| tls_err(format!("{}: {e}", cert_file.display())))?;
+    if certs.is_empty() {
+        return Err(tls_err(format!(
+            "{}: no certificate in it",
+            cert_file.display()
+        )));
+    }
+    let key = PrivateKeyDer::from_pem_file(key_file)
+        .map_err(|e| tls_err(format!("{}: {e}", key_file.display())))?;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls_err(format!("protocol versions: {e}")))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| tls_err(format!("certificate and key: {e}")))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
 /// Serve `service` on `listener` until `stop` is cancelled.
 pub async fn serve(
     listener: TcpListener,
     service: S3Service,
     opts: ServeOptions,
+    tls: Option<TlsAcceptor>,
     stop: CancellationToken,
 ) {
     let mut http = ConnBuilder::new(TokioExecutor::new());
@@ -81,7 +115,14 @@ pub async fn serve(
         };
         let socket = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((socket, _)) => socket,
+                Ok((socket, _)) => {
+                    // Headers and body go out as separate writes: without NODELAY a small
+                    // GET waits out the client's delayed ACK (40 ms).
+                    if let Err(e) = socket.set_nodelay(true) {
+                        tracing::debug!("TCP_NODELAY: {e}");
+                    }
+                    socket
+                }
                 Err(e) => {
                     tracing::warn!("accepting a connection: {e}");
                     continue;
@@ -89,14 +130,46 @@ pub async fn serve(
             },
             () = stop.cancelled() => break,
         };
-        let service = service.clone();
-        let handler = hyper::service::service_fn(move |req| respond(service.clone(), req));
-        let conn = http
-            .serve_connection(TokioIo::new(socket), handler)
-            .into_owned();
-        let conn = graceful.watch(conn);
+        let (service, http, watcher, tls) = (
+            service.clone(),
+            http.clone(),
+            graceful.watcher(),
+            tls.clone(),
+        );
+        let handshake_timeout = opts.header_timeout;
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
+            let handler = hyper::service::service_fn(move |req| respond(service.clone(), req));
+            let ended = match tls {
+                None => {
+                    watcher
+                        .watch(
+                            http.serve_connection(TokioIo::new(socket), handler)
+                                .into_owned(),
+                        )
+                        .await
+                }
+                Some(acceptor) => {
+                    match tokio::time::timeout(handshake_timeout, acceptor.accept(socket)).await {
+                        Ok(Ok(stream)) => {
+                            watcher
+                                .watch(
+                                    http.serve_connection(TokioIo::new(stream), handler)
+                                        .into_owned(),
+                                )
+                                .await
+                        }
+                        Ok(Err(e)) => {
+                            tracing::debug!("TLS handshake failed: {e}");
+                            Ok(())
+                        }
+                        Err(_) => {
+                            tracing::debug!("TLS handshake timed out");
+                            Ok(())
+                        }
+                    }
+                }
+            };
+            if let Err(e) = ended {
                 tracing::debug!("connection ended: {e}");
             }
             drop(permit);

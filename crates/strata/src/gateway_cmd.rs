@@ -31,6 +31,12 @@ pub struct GatewayArgs {
     /// Connections served at once (more wait to be accepted)
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
+    /// Serve HTTPS with this certificate chain (PEM; needs --key-file)
+    #[arg(long, requires = "key_file")]
+    cert_file: Option<std::path::PathBuf>,
+    /// The private key of --cert-file (PEM)
+    #[arg(long, requires = "cert_file")]
+    key_file: Option<std::path::PathBuf>,
 }
 
 /// The gateway's key pair from the environment.
@@ -68,6 +74,11 @@ pub fn run_gateway(a: GatewayArgs) -> Result<()> {
 }
 
 async fn serve(a: GatewayArgs, users: Vec<Credentials>) -> Result<()> {
+    let tls = match (&a.cert_file, &a.key_file) {
+        (Some(cert), Some(key)) => Some(strata_s3::load_tls(cert, key)?),
+        _ => None,
+    };
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let listener = tokio::net::TcpListener::bind(&a.address)
         .await
         .with_context(|| format!("cannot listen on {}", a.address))?;
@@ -98,10 +109,11 @@ async fn serve(a: GatewayArgs, users: Vec<Credentials>) -> Result<()> {
         listener,
         service,
         serve_opts,
+        tls,
         stop.clone(),
     ));
     tracing::info!(
-        "S3 gateway for volume {} listening on http://{local}{}",
+        "S3 gateway for volume {} listening on {scheme}://{local}{}",
         client.format.name,
         if a.multi_buckets {
             " (a bucket per top-level directory)"

@@ -46,7 +46,7 @@ impl Gateway {
         let started = Instant::now();
         loop {
             let text = gw.log_text();
-            if let Some(at) = text.find("listening on http://") {
+            if let Some(at) = text.find("listening on http") {
                 let rest = &text[at + "listening on ".len()..];
                 gw.endpoint = rest.split_whitespace().next().unwrap().to_string();
                 return gw;
@@ -93,7 +93,12 @@ fn tool(var: &str) -> String {
 }
 
 fn aws(gw: &Gateway, args: &[&str]) -> String {
+    aws_with(gw, &[], args)
+}
+
+fn aws_with(gw: &Gateway, options: &[&str], args: &[&str]) -> String {
     let out = run(Command::new(tool("STRATA_TEST_AWS"))
+        .args(options)
         .args(["--endpoint-url", &gw.endpoint, "--region", "us-east-1"])
         .args(args)
         .env("AWS_ACCESS_KEY_ID", KEY)
@@ -496,5 +501,68 @@ fn a_volume_can_live_on_a_gateway() {
         "blocks of the upper volume: {objects}"
     );
     drop(again);
+    gw.stop();
+}
+
+/// `--cert-file/--key-file`: HTTPS with a certificate the client trusts; plain HTTP to it
+/// fails.
+#[test]
+fn https_with_a_certificate() {
+    let vol = Volume::new();
+    let dir = vol.dir.path();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    run(Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+        ])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert));
+    let gw = Gateway::start(
+        &vol,
+        "gw",
+        &[
+            "--cert-file",
+            cert.to_str().unwrap(),
+            "--key-file",
+            key.to_str().unwrap(),
+        ],
+    );
+    assert!(gw.endpoint.starts_with("https://"), "{}", gw.endpoint);
+    let file = dir.join("f");
+    std::fs::write(&file, b"over tls").unwrap();
+    let ca = ["--ca-bundle", cert.to_str().unwrap()];
+    aws_with(
+        &gw,
+        &ca,
+        &[
+            "s3",
+            "cp",
+            "--only-show-errors",
+            file.to_str().unwrap(),
+            "s3://e2e-vol/f",
+        ],
+    );
+    let listed = aws_with(&gw, &ca, &["s3", "ls", "s3://e2e-vol/"]);
+    assert!(listed.contains(" f"), "{listed}");
+    let plain = gw.endpoint.replacen("https://", "http://", 1);
+    let out = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", &plain])
+        .output()
+        .unwrap();
+    assert_ne!(
+        String::from_utf8_lossy(&out.stdout),
+        "200",
+        "plain HTTP must not be served"
+    );
     gw.stop();
 }
