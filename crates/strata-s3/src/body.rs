@@ -22,6 +22,9 @@ use crate::objinfo::Checksums;
 /// Bytes handed to the file system per write, and read per read.
 const IO_SIZE: usize = 1 << 20;
 const IO_SIZE_U64: u64 = 1 << 20;
+/// A client that sends nothing of its body for this long loses the request
+/// (RequestTimeout) instead of holding a connection and a temporary file forever.
+pub const BODY_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
 /// Reads a download keeps ahead of the client.
 const READ_AHEAD: usize = 4;
 
@@ -171,7 +174,16 @@ pub async fn write_body(
     let mut size = 0u64;
     let mut buf = BytesMut::new();
     if let Some(mut body) = body {
-        while let Some(piece) = body.next().await {
+        loop {
+            let Ok(next) = tokio::time::timeout(BODY_IDLE, body.next()).await else {
+                return Err(S3Error::with_message(
+                    S3ErrorCode::RequestTimeout,
+                    format!("no part of the body arrived for {} s", BODY_IDLE.as_secs()),
+                ));
+            };
+            let Some(piece) = next else {
+                break;
+            };
             let piece = piece.map_err(|e| {
                 S3Error::with_message(
                     S3ErrorCode::IncompleteBody,
@@ -265,5 +277,83 @@ impl Stream for Download {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.rx.poll_recv(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("never")]
+    struct Never;
+
+    /// A body that sends one piece and then nothing: the request ends with RequestTimeout
+    /// after [`BODY_IDLE`], and what arrived was written.
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_body_times_out() {
+        let vfs = strata_vfs::testing::memory_vfs().await;
+        let ctx = strata_vfs::Ctx::root();
+        let (_, fh) = vfs
+            .create(&ctx, strata_types::Ino::ROOT, b"slow", 0o644)
+            .await
+            .unwrap();
+        let first = futures::stream::iter([Ok::<_, Never>(Bytes::from_static(b"first"))]);
+        let stalled = first.chain(futures::stream::pending());
+        let started = tokio::time::Instant::now();
+        let result = write_body(
+            &vfs,
+            fh,
+            Some(StreamingBlob::wrap(stalled)),
+            &Expected::default(),
+            None,
+            1 << 20,
+        )
+        .await;
+        let err = result.unwrap_err();
+        assert_eq!(*err.code(), S3ErrorCode::RequestTimeout);
+        assert!(started.elapsed() >= BODY_IDLE);
+        vfs.release(fh).await.unwrap();
+    }
+
+    /// Digests are checked: a wrong Content-MD5 is BadDigest, the right one passes.
+    #[tokio::test]
+    async fn content_md5_is_verified() {
+        let vfs = strata_vfs::testing::memory_vfs().await;
+        let ctx = strata_vfs::Ctx::root();
+        for (md5, ok) in [
+            ("kAFQmDzST7DWlj99KOF/cg==", true),
+            ("AAAAAAAAAAAAAAAAAAAAAA==", false),
+        ] {
+            let (_, fh) = vfs
+                .create(
+                    &ctx,
+                    strata_types::Ino::ROOT,
+                    if ok { b"good" } else { b"bad_" },
+                    0o644,
+                )
+                .await
+                .unwrap();
+            let body = futures::stream::iter([Ok::<_, Never>(Bytes::from_static(b"abc"))]);
+            let expected = Expected {
+                md5: Some(md5.into()),
+                ..Expected::default()
+            };
+            let result = write_body(
+                &vfs,
+                fh,
+                Some(StreamingBlob::wrap(body)),
+                &expected,
+                None,
+                1 << 20,
+            )
+            .await;
+            match result {
+                Ok(written) => assert!(ok && written.size == 3),
+                Err(e) => assert!(!ok && *e.code() == S3ErrorCode::BadDigest),
+            }
+            vfs.release(fh).await.unwrap();
+        }
     }
 }
