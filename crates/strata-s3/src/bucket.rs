@@ -31,26 +31,12 @@ impl Gateway {
     ) -> S3Result<S3Response<ListBucketsOutput>> {
         let mut buckets = Vec::new();
         if self.opts.multi_buckets {
-            let mut from: Option<Vec<u8>> = None;
-            loop {
-                let page = self
-                    .vfs
-                    .list_page(self.root(), from.as_deref(), 1000)
-                    .await
-                    .map_err(|e| fs_error(e, "/"))?;
-                let full = page.len() == 1000;
-                for entry in &page {
-                    let (Ok(name), Some(attr)) = (std::str::from_utf8(&entry.name), &entry.attr)
-                    else {
-                        continue;
-                    };
-                    if attr.is_dir() && s3s::path::check_bucket_name(name) {
-                        buckets.push(bucket(name, attr.ctime));
-                    }
-                }
-                match page.last() {
-                    Some(last) if full => from = Some([&last.name[..], &[0]].concat()),
-                    _ => break,
+            for entry in self.entries(self.root(), "/").await? {
+                let (Ok(name), Some(attr)) = (std::str::from_utf8(&entry.name), &entry.attr) else {
+                    continue;
+                };
+                if attr.is_dir() && s3s::path::check_bucket_name(name) {
+                    buckets.push(bucket(name, attr.ctime));
                 }
             }
         } else {

@@ -339,40 +339,39 @@ impl Gateway {
     /// Delete one key; a missing key is not an error (S3 answers 204 either way).
     pub(crate) async fn delete_key(&self, bucket_dir: Ino, key: &str) -> S3Result<()> {
         let path = parse_key(key)?;
-        let parent = match self.walk(bucket_dir, &path.dirs).await {
-            Ok(parent) => parent,
-            Err(Errno::ENOENT | Errno::ENOTDIR) if path.name.is_some() => return Ok(()),
+        let chain = match self.walk_chain(bucket_dir, &path.dirs).await {
+            Ok(chain) => chain,
             Err(Errno::ENOENT | Errno::ENOTDIR) => return Ok(()),
             Err(e) => return Err(fs_error(e, key)),
         };
-        let removed = match path.name {
-            Some(name) => self.vfs.unlink(&self.ctx, parent, name.as_bytes()).await,
-            None => {
-                // The directory key itself: its directory goes if empty; one still holding
-                // keys stays (they keep their prefix), as S3's placeholder objects do.
-                let Some((last, above)) = path.dirs.split_last() else {
-                    return Ok(());
-                };
-                let above = self
-                    .walk(bucket_dir, above)
-                    .await
-                    .map_err(|e| fs_error(e, key))?;
-                match self.vfs.rmdir(&self.ctx, above, last.as_bytes()).await {
-                    Err(Errno::ENOTEMPTY) => return Ok(()),
-                    other => other,
+        let depth = path.dirs.len();
+        let (removed, emptied) = match (path.name, chain.last()) {
+            (Some(name), Some(parent)) => (
+                self.vfs.unlink(&self.ctx, *parent, name.as_bytes()).await,
+                depth,
+            ),
+            // The directory key itself: its directory goes if empty; one still holding
+            // keys stays (they keep their prefix), as S3's placeholder objects do.
+            (None, _) => match (
+                depth.checked_sub(1).and_then(|i| chain.get(i)),
+                path.dirs.last(),
+            ) {
+                (Some(above), Some(last)) => {
+                    match self.vfs.rmdir(&self.ctx, *above, last.as_bytes()).await {
+                        Err(Errno::ENOTEMPTY) => return Ok(()),
+                        other => (other, depth - 1),
+                    }
                 }
-            }
+                _ => return Ok(()),
+            },
+            (Some(_), None) => return Ok(()),
         };
         match removed {
             Ok(()) => {}
             Err(Errno::ENOENT | Errno::EISDIR | Errno::ENOTDIR) => return Ok(()),
             Err(e) => return Err(fs_error(e, key)),
         }
-        let dirs = match path.name {
-            Some(_) => &path.dirs[..],
-            None => &path.dirs[..path.dirs.len().saturating_sub(1)],
-        };
-        self.remove_empty_dirs(bucket_dir, dirs).await;
+        self.remove_empty_dirs(&chain, &path.dirs[..emptied]).await;
         Ok(())
     }
 

@@ -51,6 +51,15 @@ impl Gateway {
     /// The directory at `dirs` below `from`: ENOENT if a part is missing, ENOTDIR if one
     /// is not a directory.
     pub(crate) async fn walk(&self, from: Ino, dirs: &[&str]) -> Result<Ino, Errno> {
+        let chain = self.walk_chain(from, dirs).await?;
+        Ok(chain.last().copied().unwrap_or(from))
+    }
+
+    /// Like [`Gateway::walk`], keeping every directory passed: `from` first, then one per
+    /// part of `dirs`.
+    pub(crate) async fn walk_chain(&self, from: Ino, dirs: &[&str]) -> Result<Vec<Ino>, Errno> {
+        let mut chain = Vec::with_capacity(dirs.len() + 1);
+        chain.push(from);
         let mut at = from;
         for part in dirs {
             let entry = self.lookup(at, part).await?;
@@ -58,8 +67,34 @@ impl Gateway {
                 return Err(Errno::ENOTDIR);
             }
             at = entry.ino;
+            chain.push(at);
         }
-        Ok(at)
+        Ok(chain)
+    }
+
+    /// Every entry of `dir`, a page at a time (for the gateway's own small directories:
+    /// buckets, an upload's parts, the uploads).
+    pub(crate) async fn entries(
+        &self,
+        dir: Ino,
+        what: &str,
+    ) -> S3Result<Vec<strata_vfs::DirEntry>> {
+        const PAGE: usize = 1000;
+        let mut all = Vec::new();
+        let mut from: Option<Vec<u8>> = None;
+        loop {
+            let page = self
+                .vfs
+                .list_page(dir, from.as_deref(), PAGE)
+                .await
+                .map_err(|e| fs_error(e, what))?;
+            let full = page.len() == PAGE;
+            from = page.last().map(|e| [&e.name[..], &[0]].concat());
+            all.extend(page);
+            if !full {
+                return Ok(all);
+            }
+        }
     }
 
     /// Like [`Gateway::walk`], creating missing directories (`mkdir -p`). A directory
@@ -97,18 +132,15 @@ impl Gateway {
             .map_err(|e| fs_error(e, HIDDEN_DIR))
     }
 
-    /// After deleting an object at `dirs` below `bucket`: remove the directories that
-    /// became empty, innermost first, as S3 has no empty prefixes. Stops at the first one
-    /// that still holds something.
-    pub(crate) async fn remove_empty_dirs(&self, bucket: Ino, dirs: &[&str]) {
-        for depth in (1..=dirs.len()).rev() {
-            let Ok(parent) = self.walk(bucket, &dirs[..depth - 1]).await else {
-                return;
-            };
-            let name = dirs[depth - 1];
+    /// After deleting an object at `dirs`: remove the directories that became empty,
+    /// innermost first, as S3 has no empty prefixes. `chain` is what
+    /// [`Gateway::walk_chain`] found for `dirs` (the bucket first). Stops at the first
+    /// directory that still holds something.
+    pub(crate) async fn remove_empty_dirs(&self, chain: &[Ino], dirs: &[&str]) {
+        for (parent, name) in chain.iter().zip(dirs).rev() {
             if self
                 .vfs
-                .rmdir(&self.ctx, parent, name.as_bytes())
+                .rmdir(&self.ctx, *parent, name.as_bytes())
                 .await
                 .is_err()
             {

@@ -12,7 +12,6 @@ use strata_types::{Attr, Ino};
 
 use super::{MAX_PARTS, MIN_PART, Upload, UploadInfo};
 use crate::Gateway;
-use crate::error::fs_error;
 use crate::keys::parse_key;
 use crate::objinfo::{Checksums, ObjectInfo, md5_of_etag, multipart_etag};
 use crate::read::system_time;
@@ -38,23 +37,10 @@ impl PartRecord {
 impl Gateway {
     /// The parts of an upload, by number (every one: at most 10,000).
     async fn parts(&self, upload: &Upload) -> S3Result<Vec<PartRecord>> {
-        let mut entries = Vec::new();
-        let mut from: Option<Vec<u8>> = None;
-        loop {
-            let page = self
-                .vfs
-                .list_page(upload.dir, from.as_deref(), 1000)
-                .await
-                .map_err(|e| fs_error(e, &upload.info.key))?;
-            let full = page.len() == 1000;
-            from = page.last().map(|e| [&e.name[..], &[0]].concat());
-            entries.extend(page);
-            if !full {
-                break;
-            }
-        }
-        let mut parts: Vec<PartRecord> = futures::stream::iter(entries)
-            .filter_map(|e| async move {
+        let entries = self.entries(upload.dir, &upload.info.key).await?;
+        // Records are read PARALLEL at a time (a Complete may name 10,000 parts).
+        let parts: Vec<Option<PartRecord>> = futures::stream::iter(entries)
+            .map(|e| async move {
                 let number: i32 = std::str::from_utf8(&e.name).ok()?.parse().ok()?;
                 let attr = e.attr?;
                 let info = self.load_info(e.ino, &attr).await;
@@ -65,8 +51,10 @@ impl Gateway {
                     info,
                 })
             })
+            .buffered(PARALLEL)
             .collect()
             .await;
+        let mut parts: Vec<PartRecord> = parts.into_iter().flatten().collect();
         parts.sort_by_key(|p| p.number);
         Ok(parts)
     }
@@ -203,8 +191,12 @@ impl Gateway {
 
     /// Remove an upload's parts and directory.
     async fn remove_upload(&self, upload: &Upload, id: &str) {
-        let names: Vec<String> = match self.parts(upload).await {
-            Ok(parts) => parts.iter().map(|p| p.number.to_string()).collect(),
+        // Only the names: no part's record is needed to remove it.
+        let names: Vec<String> = match self.entries(upload.dir, id).await {
+            Ok(entries) => entries
+                .into_iter()
+                .filter_map(|e| String::from_utf8(e.name).ok())
+                .collect(),
             Err(_) => Vec::new(),
         };
         for name in names {
@@ -288,35 +280,23 @@ impl Gateway {
         let uploads_dir = self.hidden_dir("uploads").await?;
         let prefix = input.prefix.clone().unwrap_or_default();
         let mut found: Vec<(String, i64, String)> = Vec::new();
-        let mut from: Option<Vec<u8>> = None;
-        loop {
-            let page = self
-                .vfs
-                .list_page(uploads_dir, from.as_deref(), 1000)
-                .await
-                .map_err(|e| fs_error(e, "uploads"))?;
-            let full = page.len() == 1000;
-            from = page.last().map(|e| [&e.name[..], &[0]].concat());
-            let infos: Vec<Option<(String, UploadInfo)>> = futures::stream::iter(page)
-                .map(|e| async move {
-                    let id = String::from_utf8(e.name).ok()?;
-                    let value = self
-                        .vfs
-                        .getxattr(&self.ctx, e.ino, super::UPLOAD_XATTR, 0)
-                        .await
-                        .ok()?;
-                    Some((id, serde_json::from_slice::<UploadInfo>(&value).ok()?))
-                })
-                .buffered(PARALLEL)
-                .collect()
-                .await;
-            for (id, info) in infos.into_iter().flatten() {
-                if info.bucket == input.bucket && info.key.starts_with(&prefix) {
-                    found.push((info.key, info.started, id));
-                }
-            }
-            if !full {
-                break;
+        let entries = self.entries(uploads_dir, "uploads").await?;
+        let infos: Vec<Option<(String, UploadInfo)>> = futures::stream::iter(entries)
+            .map(|e| async move {
+                let id = String::from_utf8(e.name).ok()?;
+                let value = self
+                    .vfs
+                    .getxattr(&self.ctx, e.ino, super::UPLOAD_XATTR, 0)
+                    .await
+                    .ok()?;
+                Some((id, serde_json::from_slice::<UploadInfo>(&value).ok()?))
+            })
+            .buffered(PARALLEL)
+            .collect()
+            .await;
+        for (id, info) in infos.into_iter().flatten() {
+            if info.bucket == input.bucket && info.key.starts_with(&prefix) {
+                found.push((info.key, info.started, id));
             }
         }
         found.sort();
