@@ -1,9 +1,10 @@
 //! Conformance cases for the `Kv` contract itself: what every engine must do.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::TestStore;
-use crate::kv::{FieldOp, FieldUpdate, KvError, RetryPolicy, Txn, run_txn};
+use crate::kv::{FieldOp, FieldUpdate, KvEngine, KvError, RetryPolicy, Txn, run_txn};
 
 fn slot(v: i64) -> Vec<u8> {
     v.to_le_bytes().to_vec()
@@ -317,33 +318,27 @@ pub async fn retry_loop_gives_up<S: TestStore>() {
     let store = S::create();
     let (a, b) = (store.client(), store.client());
     put_all(a.as_ref(), &[(b"hot", b"0")]).await;
-    let policy = RetryPolicy {
+    let mut policy = RetryPolicy {
         max_attempts: 3,
+        conflict_timeout: Duration::ZERO,
         base_delay: Duration::from_micros(10),
         max_delay: Duration::from_millis(1),
         unavailable_timeout: Duration::from_millis(10),
     };
-    let interferer = b.clone();
-    let mut attempts = 0u32;
-    let result: Result<(), KvError> = run_txn(a.as_ref(), &policy, |tx| {
-        attempts += 1;
-        let interferer = interferer.clone();
-        Box::pin(async move {
-            let v = tx.get(b"hot").await?.unwrap_or_default();
-            // Someone else changes the key before every commit.
-            put_all(
-                interferer.as_ref(),
-                &[(b"hot", &[v.as_slice(), b"!"].concat())],
-            )
-            .await;
-            tx.put(b"hot".to_vec(), b"mine".to_vec());
-            Ok(())
-        })
-    })
-    .await;
+    let (attempts, result) = always_conflicting(a.as_ref(), b.clone(), &policy).await;
     assert_eq!(attempts, 3);
     match result {
         Err(KvError::RetriesExhausted { attempts, .. }) => assert_eq!(attempts, 3),
+        other => panic!("expected RetriesExhausted, got {other:?}"),
+    }
+    // Conflicts are retried for `conflict_timeout` however many attempts that takes.
+    policy.conflict_timeout = Duration::from_millis(150);
+    let started = std::time::Instant::now();
+    let (attempts, result) = always_conflicting(a.as_ref(), b.clone(), &policy).await;
+    assert!(started.elapsed() >= policy.conflict_timeout);
+    assert!(attempts > 3, "only {attempts} attempts");
+    match result {
+        Err(KvError::RetriesExhausted { attempts: n, .. }) => assert_eq!(n, attempts),
         other => panic!("expected RetriesExhausted, got {other:?}"),
     }
     // A transaction that does not conflict succeeds through the same loop.
@@ -355,4 +350,30 @@ pub async fn retry_loop_gives_up<S: TestStore>() {
     })
     .await;
     assert_eq!(ok.unwrap(), 7);
+}
+
+/// Run a transaction that another client makes conflict before every commit: how many
+/// attempts it made and how it ended.
+async fn always_conflicting(
+    engine: &dyn KvEngine,
+    interferer: Arc<dyn KvEngine>,
+    policy: &RetryPolicy,
+) -> (u32, Result<(), KvError>) {
+    let mut attempts = 0u32;
+    let result: Result<(), KvError> = run_txn(engine, policy, |tx| {
+        attempts += 1;
+        let interferer = interferer.clone();
+        Box::pin(async move {
+            let v = tx.get(b"hot").await?.unwrap_or_default();
+            put_all(
+                interferer.as_ref(),
+                &[(b"hot", &[v.as_slice(), b"!"].concat())],
+            )
+            .await;
+            tx.put(b"hot".to_vec(), b"mine".to_vec());
+            Ok(())
+        })
+    })
+    .await;
+    (attempts, result)
 }

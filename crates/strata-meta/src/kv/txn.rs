@@ -15,6 +15,7 @@ use super::{
     Write, apply_field_ops,
 };
 
+mod field_locks;
 mod retry;
 use retry::recheck;
 pub use retry::{RetryPolicy, TxnError, TxnFuture, run_txn, run_txn_cached};
@@ -452,6 +453,8 @@ impl<'a> Txn<'a> {
         if self.writes.is_empty() {
             return self.finish_read_only().await;
         }
+        // Held until the commit returned (field_locks.rs).
+        let mut _field_gates = Vec::new();
         if !self.engine.native_field_ops() {
             let pending: Vec<Key> = self
                 .writes
@@ -459,11 +462,9 @@ impl<'a> Txn<'a> {
                 .filter(|(_, w)| matches!(w, Write::Fields(_)))
                 .map(|(k, _)| k.clone())
                 .collect();
-            for key in pending {
-                let base = self.read_engine(&key).await?;
-                let value = self.materialize_fields(&key, base)?;
-                self.writes
-                    .insert(key, value.map_or(Write::Delete, Write::Put));
+            if !pending.is_empty() {
+                _field_gates = field_locks::enter(&pending).await;
+                self.materialize_pending(pending).await?;
             }
         }
         self.remember_reads();
@@ -619,6 +620,44 @@ impl<'a> Txn<'a> {
             key: key.to_vec(),
             value,
         });
+    }
+
+    /// Turn the pending field updates of `keys` into puts. A record the body read keeps
+    /// the value it read; an attempt that assumes recent values assumes the record's too
+    /// (no round trip; if it is stale the commit conflicts and the next attempt reads);
+    /// the others are read now, in one call to a fresh view: their value only has to hold
+    /// at the commit (which compares it), so reading it at the transaction's start would
+    /// only widen the window in which it can conflict.
+    async fn materialize_pending(&mut self, keys: Vec<Key>) -> Result<(), KvError> {
+        let mut unread = Vec::new();
+        for key in keys {
+            let base = if self.points.contains_key(&key) {
+                self.read_engine(&key).await?
+            } else if let Some(value) = self.assume(&key) {
+                value
+            } else {
+                unread.push(key);
+                continue;
+            };
+            self.materialize_fields(&key, base)?;
+        }
+        if unread.is_empty() {
+            return Ok(());
+        }
+        self.engine_calls += 1;
+        let values = self.engine.snapshot().await?.get_many(&unread).await?;
+        if values.len() != unread.len() {
+            return Err(KvError::Engine(format!(
+                "{} values for {} keys",
+                values.len(),
+                unread.len()
+            )));
+        }
+        for (key, value) in unread.into_iter().zip(values) {
+            self.record_point(&key, value.clone());
+            self.materialize_fields(&key, value)?;
+        }
+        Ok(())
     }
 
     /// Once a field-updated key has been read, its result depends on the read: turn the

@@ -7,8 +7,13 @@ use super::*;
 /// How hard [`run_txn`] tries before giving up.
 #[derive(Clone, Debug)]
 pub struct RetryPolicy {
-    /// Attempts after which a conflicting transaction fails.
+    /// Attempts after which a conflicting transaction fails, once `conflict_timeout` has
+    /// passed too.
     pub max_attempts: u32,
+    /// How long conflicts are retried at least, however many attempts that takes: a
+    /// client slowed down (a loaded machine) can lose many races in a row to a fast one
+    /// changing the same records, and that is a reason to wait, not an I/O error.
+    pub conflict_timeout: Duration,
     /// First backoff delay; doubles per attempt, with ±50 % jitter.
     pub base_delay: Duration,
     /// Largest backoff delay.
@@ -21,6 +26,7 @@ impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
             max_attempts: 64,
+            conflict_timeout: Duration::from_secs(20),
             base_delay: Duration::from_micros(200),
             max_delay: Duration::from_millis(50),
             unavailable_timeout: Duration::from_secs(30),
@@ -52,8 +58,8 @@ impl TxnError for KvError {
 /// A boxed future borrowing the transaction.
 pub type TxnFuture<'t, T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send + 't>>;
 
-/// Run `body` in a transaction and commit it, retrying on conflicts (bounded attempts,
-/// jittered exponential backoff) and on an unavailable engine (bounded time).
+/// Run `body` in a transaction and commit it, retrying on conflicts (bounded attempts and
+/// time, jittered exponential backoff) and on an unavailable engine (bounded time).
 ///
 /// When `body` fails with a non-retryable error on an engine without snapshot
 /// isolation, its reads are re-checked first, so an error caused by a torn view is retried
@@ -108,7 +114,9 @@ where
             Err(e) => e,
         };
         let retryable = match err.as_kv() {
-            Some(KvError::Conflict) => attempt + 1 < policy.max_attempts,
+            Some(KvError::Conflict) => {
+                attempt + 1 < policy.max_attempts || started.elapsed() < policy.conflict_timeout
+            }
             Some(KvError::Unavailable(_)) => started.elapsed() < policy.unavailable_timeout,
             _ => false,
         };
