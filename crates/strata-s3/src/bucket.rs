@@ -13,6 +13,7 @@ use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use strata_types::Errno;
 
 use crate::Gateway;
+use crate::config::{ACL_XATTR, OWNER_XATTR, canned_grants, to_xml};
 use crate::error::fs_error;
 use crate::list::{Item, ListQuery, Listing};
 use crate::objinfo::derived_etag;
@@ -25,21 +26,36 @@ const MAX_KEYS: i32 = 1000;
 const INFO_PARALLEL: usize = 32;
 
 impl Gateway {
+    /// The caller's access key (the root user's for unsigned requests, which only reach
+    /// an operation when a policy or ACL allowed them).
+    pub(crate) fn caller<T>(&self, req: &S3Request<T>) -> String {
+        req.credentials.as_ref().map_or_else(
+            || self.opts.root_access_key.clone(),
+            |c| c.access_key.clone(),
+        )
+    }
+
     pub(crate) async fn list_buckets(
         &self,
-        _req: S3Request<ListBucketsInput>,
+        req: S3Request<ListBucketsInput>,
     ) -> S3Result<S3Response<ListBucketsOutput>> {
+        let caller = self.caller(&req);
+        let root = caller == self.opts.root_access_key;
         let mut buckets = Vec::new();
         if self.opts.multi_buckets {
             for entry in self.entries(self.root(), "/").await? {
                 let (Ok(name), Some(attr)) = (std::str::from_utf8(&entry.name), &entry.attr) else {
                     continue;
                 };
-                if attr.is_dir() && s3s::path::check_bucket_name(name) {
+                if !attr.is_dir() || !s3s::path::check_bucket_name(name) {
+                    continue;
+                }
+                // Users see the buckets they own; the root user sees all.
+                if root || self.bucket_owner(entry.ino).await? == caller {
                     buckets.push(bucket(name, attr.ctime));
                 }
             }
-        } else {
+        } else if root || self.bucket_owner(self.root()).await? == caller {
             let attr = self
                 .vfs
                 .getattr(self.root())
@@ -49,7 +65,7 @@ impl Gateway {
         }
         let output = ListBucketsOutput {
             buckets: Some(buckets),
-            owner: Some(self.owner()),
+            owner: Some(self.owner_of(&caller)),
             ..ListBucketsOutput::default()
         };
         Ok(S3Response::new(output))
@@ -59,6 +75,7 @@ impl Gateway {
         &self,
         req: S3Request<CreateBucketInput>,
     ) -> S3Result<S3Response<CreateBucketOutput>> {
+        let caller = self.caller(&req);
         let name = req.input.bucket;
         if !self.opts.multi_buckets {
             if name == self.opts.bucket {
@@ -75,17 +92,24 @@ impl Gateway {
                 ),
             ));
         }
+        let acl = match &req.input.acl {
+            Some(canned) => Some(canned_grants(canned.as_str(), &caller)?),
+            None => None,
+        };
         match self
             .vfs
             .mkdir(&self.ctx, self.root(), name.as_bytes(), DIR_MODE)
             .await
         {
-            Ok(_) => {}
+            Ok(entry) => self.claim_bucket(entry.ino, &name, &caller, acl).await?,
             Err(Errno::EEXIST) => {
-                return Err(S3Error::with_message(
-                    S3ErrorCode::BucketAlreadyOwnedByYou,
-                    format!("{name} exists"),
-                ));
+                let dir = self.bucket_dir(&name).await?;
+                let code = if self.bucket_owner(dir).await? == caller {
+                    S3ErrorCode::BucketAlreadyOwnedByYou
+                } else {
+                    S3ErrorCode::BucketAlreadyExists
+                };
+                return Err(S3Error::with_message(code, format!("{name} exists")));
             }
             Err(e) => return Err(fs_error(e, &name)),
         }
@@ -93,6 +117,42 @@ impl Gateway {
             location: Some(format!("/{name}")),
         };
         Ok(S3Response::new(output))
+    }
+
+    /// Record who owns a bucket just made (nothing for the root user) and its canned ACL;
+    /// if that fails the bucket is removed again.
+    async fn claim_bucket(
+        &self,
+        dir: strata_types::Ino,
+        name: &str,
+        caller: &str,
+        acl: Option<Vec<s3s::dto::Grant>>,
+    ) -> S3Result<()> {
+        let mut recorded = Ok(());
+        if caller != self.opts.root_access_key {
+            recorded = self
+                .store_xattr(dir, OWNER_XATTR, Some(caller.as_bytes()))
+                .await;
+        }
+        if let (Ok(()), Some(grants)) = (&recorded, acl) {
+            let policy = s3s::dto::AccessControlPolicy {
+                grants: Some(grants),
+                owner: Some(self.owner_of(caller)),
+            };
+            recorded = match to_xml(&policy) {
+                Ok(xml) => self.store_xattr(dir, ACL_XATTR, Some(&xml)).await,
+                Err(e) => Err(e),
+            };
+        }
+        if recorded.is_err()
+            && let Err(e) = self
+                .vfs
+                .rmdir(&self.ctx, self.root(), name.as_bytes())
+                .await
+        {
+            tracing::warn!("bucket {name} is left without its owner record: {e}");
+        }
+        recorded
     }
 
     pub(crate) async fn delete_bucket(

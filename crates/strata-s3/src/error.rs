@@ -9,6 +9,16 @@ use strata_types::Errno;
 pub enum GatewayError {
     #[error("TLS: {0}")]
     Tls(String),
+    #[error("user {0} already exists")]
+    UserExists(String),
+    #[error("no user {0}")]
+    NoSuchUser(String),
+    #[error("{0}")]
+    InvalidUser(String),
+    #[error("{what}: {errno}")]
+    Fs { what: String, errno: Errno },
+    #[error("damaged user record {what}: {why}")]
+    Corrupt { what: String, why: String },
 }
 
 /// What a request's file system call failed with, as an S3 error. `key` names the

@@ -5,8 +5,12 @@
 //! Everything a request changes is decided by the metadata engine, so any number of
 //! gateway processes (and mounts) can serve one volume.
 
+mod access;
 mod body;
 mod bucket;
+mod config;
+mod config_ops;
+mod cors;
 pub mod error;
 pub mod keys;
 mod list;
@@ -16,10 +20,12 @@ mod multipart;
 mod objects;
 pub mod objinfo;
 mod paths;
+pub mod policy;
 mod read;
 mod serve;
 mod service;
 mod tags;
+pub mod users;
 
 use std::sync::Arc;
 
@@ -27,7 +33,8 @@ use strata_vfs::{Ctx, Vfs};
 
 pub use error::GatewayError;
 pub use serve::{ServeOptions, load_tls, serve};
-pub use service::{Credentials, build_service};
+pub use service::{Credentials, GatewayService, build_service};
+pub use users::{UserInfo, UserStore};
 
 /// How a gateway serves its volume.
 #[derive(Clone, Debug)]
@@ -37,8 +44,10 @@ pub struct GatewayOptions {
     pub multi_buckets: bool,
     /// The one bucket's name (the volume's name).
     pub bucket: String,
-    /// Shown as the owner of buckets and objects.
+    /// Shown as the owner of the root user's buckets and objects.
     pub owner_id: String,
+    /// The root user's access key: may do everything; owns buckets without an owner.
+    pub root_access_key: String,
 }
 
 /// The S3 service over one volume.

@@ -118,6 +118,7 @@ fn gateway(rt: &tokio::runtime::Runtime) -> Gateway {
         multi_buckets: false,
         bucket: "b".into(),
         owner_id: "o".into(),
+        root_access_key: "root".into(),
     };
     Gateway::new(Arc::new(vfs), opts, Ctx::root())
 }

@@ -247,9 +247,16 @@ impl Gateway {
             Some(header) => parse_tag_header(header)?,
             None => Tags::new(),
         };
+        let acl = self
+            .object_acl_for_put(&input.bucket, input.acl.as_ref())
+            .await?;
         let (temp, written) = self
             .upload_body(input.body, &expected, trailers.as_ref(), MAX_PUT)
             .await?;
+        if let Some(acl) = acl {
+            self.store_xattr(temp.ino, crate::config::ACL_XATTR, Some(&acl))
+                .await?;
+        }
         let mut info = ObjectInfo {
             etag: hex(&written.md5),
             headers: headers_of(

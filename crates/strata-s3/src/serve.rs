@@ -6,9 +6,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::service::GatewayService;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
-use s3s::service::S3Service;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
@@ -46,9 +46,15 @@ impl Default for ServeOptions {
 /// 1.36 stalls its next request on that connection until the server drops it). Such a
 /// connection cannot carry another request safely, so the answer closes it.
 async fn respond(
-    service: S3Service,
+    service: GatewayService,
     req: hyper::Request<hyper::body::Incoming>,
 ) -> Result<s3s::HttpResponse, s3s::HttpError> {
+    if req.method() == hyper::Method::OPTIONS {
+        return Ok(service
+            .gateway
+            .preflight(req.uri().path(), req.headers())
+            .await);
+    }
     let headers = req.headers();
     let expecting = headers
         .get(hyper::header::EXPECT)
@@ -56,12 +62,23 @@ async fn respond(
     let empty = headers
         .get(hyper::header::CONTENT_LENGTH)
         .is_none_or(|v| v.as_bytes() == b"0");
-    let mut resp = hyper::service::Service::call(&service, req).await?;
+    let origin = headers
+        .get(hyper::header::ORIGIN)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let (path, method) = (req.uri().path().to_string(), req.method().clone());
+    let mut resp = hyper::service::Service::call(&service.s3, req).await?;
     if expecting && (empty || !resp.status().is_success()) {
         resp.headers_mut().insert(
             hyper::header::CONNECTION,
             hyper::header::HeaderValue::from_static("close"),
         );
+    }
+    if let Some(origin) = origin {
+        service
+            .gateway
+            .add_cors(&path, &origin, &method, &mut resp)
+            .await;
     }
     Ok(resp)
 }
@@ -94,7 +111,7 @@ pub fn load_tls(cert_file: &Path, key_file: &Path) -> Result<TlsAcceptor, Gatewa
 /// Serve `service` on `listener` until `stop` is cancelled.
 pub async fn serve(
     listener: TcpListener,
-    service: S3Service,
+    service: GatewayService,
     opts: ServeOptions,
     tls: Option<TlsAcceptor>,
     stop: CancellationToken,

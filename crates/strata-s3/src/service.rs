@@ -1,7 +1,6 @@
 //! The S3 service: the `s3s::S3` trait answered by [`Gateway`], and who may call it
-//! (SigV4 with the gateway's access keys).
-
-use std::collections::HashMap;
+//! (SigV4 with the root user's keys or those of users kept in the volume, then
+//! [`Access`]).
 
 use s3s::auth::{S3Auth, SecretKey};
 use s3s::dto::*;
@@ -9,6 +8,8 @@ use s3s::service::{S3Service, S3ServiceBuilder};
 use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
 use crate::Gateway;
+use crate::access::Access;
+use crate::users::UserStore;
 
 /// An access key and its secret; the secret never shows in `Debug` or logs.
 #[derive(Clone)]
@@ -35,31 +36,66 @@ impl std::fmt::Debug for Credentials {
     }
 }
 
-/// The keys the gateway accepts.
-struct Keys(HashMap<String, String>);
+/// The keys the gateway accepts: the root user's, then the users kept in the volume
+/// (read on each request, so a user added or removed on any gateway counts at once).
+struct Keys {
+    root: Credentials,
+    users: UserStore,
+}
 
 #[async_trait::async_trait]
 impl S3Auth for Keys {
     async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
-        match self.0.get(access_key) {
-            Some(secret) => Ok(SecretKey::from(secret.as_str())),
-            None => Err(S3Error::with_message(
+        if access_key == self.root.access_key {
+            return Ok(SecretKey::from(self.root.secret.as_str()));
+        }
+        match self.users.secret(access_key).await {
+            Ok(Some(secret)) => Ok(SecretKey::from(secret.expose())),
+            Ok(None) => Err(S3Error::with_message(
                 S3ErrorCode::InvalidAccessKeyId,
                 "the access key ID you provided does not exist in our records",
             )),
+            Err(e) => {
+                tracing::error!("reading the gateway's users: {e}");
+                Err(S3Error::with_message(
+                    S3ErrorCode::InternalError,
+                    "cannot read the gateway's users",
+                ))
+            }
         }
     }
 }
 
-/// The HTTP service of `gateway`, accepting requests signed with any of `users`.
-pub fn build_service(gateway: Gateway, users: &[Credentials]) -> S3Service {
-    let mut builder = S3ServiceBuilder::new(gateway);
-    let keys = users
-        .iter()
-        .map(|c| (c.access_key.clone(), c.secret.clone()))
-        .collect();
-    builder.set_auth(Keys(keys));
-    builder.build()
+/// The gateway's HTTP service: S3 (`s3s`) plus what is answered before it (CORS
+/// preflights).
+#[derive(Clone)]
+pub struct GatewayService {
+    pub(crate) s3: S3Service,
+    pub(crate) gateway: Gateway,
+}
+
+impl std::fmt::Debug for GatewayService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayService")
+            .field("gateway", &self.gateway)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The HTTP service of `gateway`, whose root user is `root`; other users are those kept
+/// in the volume.
+pub fn build_service(mut gateway: Gateway, root: Credentials) -> GatewayService {
+    gateway.opts.root_access_key = root.access_key.clone();
+    let users = UserStore::new(gateway.vfs.clone(), gateway.ctx.clone());
+    let mut builder = S3ServiceBuilder::new(gateway.clone());
+    builder.set_auth(Keys { root, users });
+    builder.set_access(Access {
+        gateway: gateway.clone(),
+    });
+    GatewayService {
+        s3: builder.build(),
+        gateway,
+    }
 }
 
 #[async_trait::async_trait]
@@ -251,5 +287,145 @@ impl S3 for Gateway {
         req: S3Request<GetObjectAttributesInput>,
     ) -> S3Result<S3Response<GetObjectAttributesOutput>> {
         Gateway::get_object_attributes(self, req).await
+    }
+
+    async fn put_bucket_policy(
+        &self,
+        req: S3Request<PutBucketPolicyInput>,
+    ) -> S3Result<S3Response<PutBucketPolicyOutput>> {
+        Gateway::put_bucket_policy(self, req).await
+    }
+
+    async fn get_bucket_policy(
+        &self,
+        req: S3Request<GetBucketPolicyInput>,
+    ) -> S3Result<S3Response<GetBucketPolicyOutput>> {
+        Gateway::get_bucket_policy(self, req).await
+    }
+
+    async fn delete_bucket_policy(
+        &self,
+        req: S3Request<DeleteBucketPolicyInput>,
+    ) -> S3Result<S3Response<DeleteBucketPolicyOutput>> {
+        Gateway::delete_bucket_policy(self, req).await
+    }
+
+    async fn get_bucket_policy_status(
+        &self,
+        req: S3Request<GetBucketPolicyStatusInput>,
+    ) -> S3Result<S3Response<GetBucketPolicyStatusOutput>> {
+        Gateway::get_bucket_policy_status(self, req).await
+    }
+
+    async fn put_bucket_acl(
+        &self,
+        req: S3Request<PutBucketAclInput>,
+    ) -> S3Result<S3Response<PutBucketAclOutput>> {
+        Gateway::put_bucket_acl(self, req).await
+    }
+
+    async fn get_bucket_acl(
+        &self,
+        req: S3Request<GetBucketAclInput>,
+    ) -> S3Result<S3Response<GetBucketAclOutput>> {
+        Gateway::get_bucket_acl(self, req).await
+    }
+
+    async fn put_object_acl(
+        &self,
+        req: S3Request<PutObjectAclInput>,
+    ) -> S3Result<S3Response<PutObjectAclOutput>> {
+        Gateway::put_object_acl(self, req).await
+    }
+
+    async fn get_object_acl(
+        &self,
+        req: S3Request<GetObjectAclInput>,
+    ) -> S3Result<S3Response<GetObjectAclOutput>> {
+        Gateway::get_object_acl(self, req).await
+    }
+
+    async fn put_public_access_block(
+        &self,
+        req: S3Request<PutPublicAccessBlockInput>,
+    ) -> S3Result<S3Response<PutPublicAccessBlockOutput>> {
+        Gateway::put_public_access_block(self, req).await
+    }
+
+    async fn get_public_access_block(
+        &self,
+        req: S3Request<GetPublicAccessBlockInput>,
+    ) -> S3Result<S3Response<GetPublicAccessBlockOutput>> {
+        Gateway::get_public_access_block(self, req).await
+    }
+
+    async fn delete_public_access_block(
+        &self,
+        req: S3Request<DeletePublicAccessBlockInput>,
+    ) -> S3Result<S3Response<DeletePublicAccessBlockOutput>> {
+        Gateway::delete_public_access_block(self, req).await
+    }
+
+    async fn put_bucket_ownership_controls(
+        &self,
+        req: S3Request<PutBucketOwnershipControlsInput>,
+    ) -> S3Result<S3Response<PutBucketOwnershipControlsOutput>> {
+        Gateway::put_bucket_ownership_controls(self, req).await
+    }
+
+    async fn get_bucket_ownership_controls(
+        &self,
+        req: S3Request<GetBucketOwnershipControlsInput>,
+    ) -> S3Result<S3Response<GetBucketOwnershipControlsOutput>> {
+        Gateway::get_bucket_ownership_controls(self, req).await
+    }
+
+    async fn delete_bucket_ownership_controls(
+        &self,
+        req: S3Request<DeleteBucketOwnershipControlsInput>,
+    ) -> S3Result<S3Response<DeleteBucketOwnershipControlsOutput>> {
+        Gateway::delete_bucket_ownership_controls(self, req).await
+    }
+
+    async fn put_bucket_cors(
+        &self,
+        req: S3Request<PutBucketCorsInput>,
+    ) -> S3Result<S3Response<PutBucketCorsOutput>> {
+        Gateway::put_bucket_cors(self, req).await
+    }
+
+    async fn get_bucket_cors(
+        &self,
+        req: S3Request<GetBucketCorsInput>,
+    ) -> S3Result<S3Response<GetBucketCorsOutput>> {
+        Gateway::get_bucket_cors(self, req).await
+    }
+
+    async fn delete_bucket_cors(
+        &self,
+        req: S3Request<DeleteBucketCorsInput>,
+    ) -> S3Result<S3Response<DeleteBucketCorsOutput>> {
+        Gateway::delete_bucket_cors(self, req).await
+    }
+
+    async fn put_bucket_lifecycle_configuration(
+        &self,
+        req: S3Request<PutBucketLifecycleConfigurationInput>,
+    ) -> S3Result<S3Response<PutBucketLifecycleConfigurationOutput>> {
+        Gateway::put_bucket_lifecycle_configuration(self, req).await
+    }
+
+    async fn get_bucket_lifecycle_configuration(
+        &self,
+        req: S3Request<GetBucketLifecycleConfigurationInput>,
+    ) -> S3Result<S3Response<GetBucketLifecycleConfigurationOutput>> {
+        Gateway::get_bucket_lifecycle_configuration(self, req).await
+    }
+
+    async fn delete_bucket_lifecycle(
+        &self,
+        req: S3Request<DeleteBucketLifecycleInput>,
+    ) -> S3Result<S3Response<DeleteBucketLifecycleOutput>> {
+        Gateway::delete_bucket_lifecycle(self, req).await
     }
 }

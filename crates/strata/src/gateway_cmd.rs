@@ -1,24 +1,31 @@
 //! `strata gateway`: the volume as an S3 service (JuiceFS's command shape).
 
 use anyhow::{Context, Result, bail};
-use clap::Args;
+use clap::{Args, Subcommand};
 use strata_s3::{Credentials, Gateway, GatewayOptions, ServeOptions};
 use strata_types::MetaUrl;
 use strata_vfs::{Ctx, VfsOptions};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{Client, ClientArgs};
+use crate::gateway_users::{UserCommand, run_user};
 use crate::wiring;
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct GatewayArgs {
+    #[command(subcommand)]
+    command: Option<GatewayCommand>,
     /// Metadata engine URL, e.g. sqlite3://strata.db (a password may come from
     /// META_PASSWORD instead)
-    meta_url: MetaUrl,
-    /// Address to listen on, e.g. localhost:9000 or 0.0.0.0:9000. The access key and
-    /// secret come from STRATA_ACCESS_KEY and STRATA_SECRET_KEY (or MINIO_ROOT_USER and
-    /// MINIO_ROOT_PASSWORD, as for JuiceFS)
-    address: String,
+    #[arg(required = true)]
+    meta_url: Option<MetaUrl>,
+    /// Address to listen on, e.g. localhost:9000 or 0.0.0.0:9000. The root user's access
+    /// key and secret come from STRATA_ACCESS_KEY and STRATA_SECRET_KEY (or
+    /// MINIO_ROOT_USER and MINIO_ROOT_PASSWORD, as for JuiceFS); more users with
+    /// `strata gateway user add`
+    #[arg(required = true)]
+    address: Option<String>,
     #[command(flatten)]
     client: ClientArgs,
     /// Serve each top-level directory as a bucket (CreateBucket makes one); without it
@@ -37,6 +44,13 @@ pub struct GatewayArgs {
     /// The private key of --cert-file (PEM)
     #[arg(long, requires = "cert_file")]
     key_file: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum GatewayCommand {
+    /// Manage the gateway's users, kept in the volume and shared by all its gateways
+    #[command(subcommand)]
+    User(UserCommand),
 }
 
 /// The gateway's key pair from the environment.
@@ -59,6 +73,9 @@ fn credentials() -> Result<Credentials> {
 }
 
 pub fn run_gateway(a: GatewayArgs) -> Result<()> {
+    if let Some(GatewayCommand::User(cmd)) = a.command {
+        return run_user(cmd);
+    }
     // s3s logs every error answer (NoSuchKey included) at ERROR; the gateway logs the
     // failures that are its own.
     tracing_subscriber::fmt()
@@ -68,27 +85,30 @@ pub fn run_gateway(a: GatewayArgs) -> Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let users = vec![credentials()?];
+    let root = credentials()?;
     let rt = wiring::runtime()?;
-    rt.block_on(serve(a, users))
+    rt.block_on(serve(a, root))
 }
 
-async fn serve(a: GatewayArgs, users: Vec<Credentials>) -> Result<()> {
+async fn serve(a: GatewayArgs, root: Credentials) -> Result<()> {
+    let (Some(meta_url), Some(address)) = (&a.meta_url, &a.address) else {
+        bail!("give the metadata URL and the address to listen on");
+    };
     let tls = match (&a.cert_file, &a.key_file) {
         (Some(cert), Some(key)) => Some(strata_s3::load_tls(cert, key)?),
         _ => None,
     };
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let listener = tokio::net::TcpListener::bind(&a.address)
+    let listener = tokio::net::TcpListener::bind(address)
         .await
-        .with_context(|| format!("cannot listen on {}", a.address))?;
+        .with_context(|| format!("cannot listen on {address}"))?;
     let local = listener.local_addr()?;
     let vfs_opts = VfsOptions {
         read_only: a.read_only,
         hide_internal: true,
         ..VfsOptions::default()
     };
-    let client = Client::open(&a.meta_url, &a.client, vfs_opts, &format!("s3://{local}")).await?;
+    let client = Client::open(meta_url, &a.client, vfs_opts, &format!("s3://{local}")).await?;
     let ctx = Ctx::user(
         nix::unistd::geteuid().as_raw(),
         nix::unistd::getegid().as_raw(),
@@ -97,9 +117,10 @@ async fn serve(a: GatewayArgs, users: Vec<Credentials>) -> Result<()> {
         multi_buckets: a.multi_buckets,
         bucket: client.format.name.clone(),
         owner_id: client.format.uuid.clone(),
+        root_access_key: root.access_key.clone(),
     };
     let gateway = Gateway::new(client.vfs.clone(), opts, ctx);
-    let service = strata_s3::build_service(gateway, &users);
+    let service = strata_s3::build_service(gateway, root);
     let stop = CancellationToken::new();
     let serve_opts = ServeOptions {
         max_connections: a.max_connections,

@@ -9,6 +9,7 @@ mod control;
 mod dump_cmd;
 mod format_cmd;
 mod gateway_cmd;
+mod gateway_users;
 mod hide_args;
 mod info_cmd;
 mod maint_cmd;
@@ -45,7 +46,8 @@ enum Command {
     Mount(mount_cmd::MountArgs),
     /// Unmount a mounted volume.
     Umount(mount_cmd::UmountArgs),
-    /// Serve a volume as an S3 endpoint (foreground; SIGTERM or Ctrl-C stops it).
+    /// Serve a volume as an S3 endpoint (foreground; SIGTERM or Ctrl-C stops it), or
+    /// manage its users (`strata gateway user add|list|remove`).
     Gateway(gateway_cmd::GatewayArgs),
     /// Show a volume's settings and live sessions.
     Status(format_cmd::StatusArgs),

@@ -566,3 +566,120 @@ fn https_with_a_certificate() {
     );
     gw.stop();
 }
+
+/// Run `strata gateway user ARGS...` on `vol`, feeding `stdin`; its output.
+fn gateway_user(vol: &Volume, args: &[&str], stdin: &str) -> std::process::Output {
+    let mut child = Command::new(STRATA)
+        .args(["gateway", "user", args[0], &vol.meta_url])
+        .args(&args[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Users added once (while two gateways run) are accepted by both; bucket owners,
+/// policies, ACLs, the public access block, CORS and POST object through boto3
+/// (tests/s3/access.py); a removed user is refused at once.
+#[test]
+fn users_owners_policies_acls_and_cors_on_two_gateways() {
+    let vol = Volume::new();
+    let gw1 = Gateway::start(&vol, "gw1", &["--multi-buckets"]);
+    let gw2 = Gateway::start(&vol, "gw2", &["--multi-buckets"]);
+    let (alice, bob) = ("alice-secret-0001", "bob-secret-0002");
+    for (name, secret) in [("alice", alice), ("bob", bob)] {
+        let out = gateway_user(
+            &vol,
+            &["add", name, "--secret-stdin"],
+            &format!("{secret}\n"),
+        );
+        assert!(out.status.success(), "{out:?}");
+    }
+    let again = gateway_user(
+        &vol,
+        &["add", "alice", "--secret-stdin"],
+        "another-secret\n",
+    );
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already exists"));
+    let bad = gateway_user(&vol, &["add", "../x"], "");
+    assert!(!bad.status.success());
+    // A generated secret is printed once, and works.
+    let carol = gateway_user(&vol, &["add", "carol"], "");
+    let text = String::from_utf8_lossy(&carol.stdout).into_owned();
+    let secret = text
+        .lines()
+        .find_map(|l| l.strip_prefix("secret key: "))
+        .unwrap_or_else(|| panic!("no secret in {text}"))
+        .to_string();
+    assert_eq!(secret.len(), 40, "{text}");
+    let listed = gateway_user(&vol, &["list"], "");
+    let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
+    for name in ["alice", "bob", "carol"] {
+        assert!(listed.contains(name), "{listed}");
+    }
+    assert!(
+        !listed.contains(alice) && !listed.contains(&secret),
+        "{listed}"
+    );
+    let carol_lists = |gw: &Gateway| {
+        Command::new(tool("STRATA_TEST_AWS"))
+            .args([
+                "--endpoint-url",
+                &gw.endpoint,
+                "--region",
+                "us-east-1",
+                "s3",
+                "ls",
+            ])
+            .env("AWS_ACCESS_KEY_ID", "carol")
+            .env("AWS_SECRET_ACCESS_KEY", &secret)
+            .env("AWS_CONFIG_FILE", "/dev/null")
+            .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+            .output()
+            .unwrap()
+    };
+    let ls = carol_lists(&gw2);
+    assert!(ls.status.success(), "{ls:?}");
+
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/s3/access.py");
+    let out = Command::new(tool("STRATA_TEST_BOTO3_PY"))
+        .arg(&suite)
+        .env("S3_ENDPOINT", &gw1.endpoint)
+        .env("S3_ENDPOINT2", &gw2.endpoint)
+        .env("S3_ACCESS_KEY", KEY)
+        .env("S3_SECRET_KEY", SECRET)
+        .env("ALICE_SECRET", alice)
+        .env("BOB_SECRET", bob)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "access suite failed:\n{}\n{}\ngateway log:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        gw1.log_text()
+    );
+
+    // Removed once, refused by both gateways from the next request on.
+    let removed = gateway_user(&vol, &["remove", "carol"], "");
+    assert!(removed.status.success(), "{removed:?}");
+    for gw in [&gw1, &gw2] {
+        let ls = carol_lists(gw);
+        assert!(!ls.status.success());
+        assert!(
+            String::from_utf8_lossy(&ls.stderr).contains("InvalidAccessKeyId"),
+            "{ls:?}"
+        );
+    }
+    gw1.stop();
+    gw2.stop();
+}

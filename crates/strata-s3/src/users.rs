@@ -1,0 +1,314 @@
+//! Gateway users kept in the volume, so every gateway process of one volume accepts the
+//! same keys: one empty file per user in `.strata-s3/users/` at the volume root (mode
+//! 0600, directory 0700), its record in the xattr `user.s3.user` (FORMAT.md "s3 v1").
+//! A user is added under a temporary name and renamed into place without replacing, so
+//! a reader never sees half a user and two `user add` of one name cannot both succeed.
+//! The key pair from the environment is the gateway's root user and is not stored.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use strata_types::{Errno, Ino, Secret};
+use strata_vfs::{Ctx, Vfs};
+
+use crate::error::GatewayError;
+use crate::keys::HIDDEN_DIR;
+
+/// The directory of users under the hidden directory.
+const USERS_DIR: &str = "users";
+/// The xattr holding a user's record.
+pub const USER_XATTR: &[u8] = b"user.s3.user";
+/// Version of the user record.
+const USER_VERSION: u32 = 1;
+/// RENAME_NOREPLACE.
+const NOREPLACE: u32 = 1;
+
+/// A user's record as stored.
+#[derive(Serialize, Deserialize)]
+struct UserRecord {
+    v: u32,
+    access_key: String,
+    secret_key: String,
+    /// Seconds since the epoch.
+    created: i64,
+}
+
+/// A user as listed (no secret).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserInfo {
+    pub access_key: String,
+    /// Seconds since the epoch.
+    pub created: i64,
+}
+
+/// An access key: 3 to 128 of `A-Z a-z 0-9 . _ -`, not starting with a dot.
+pub fn check_access_key(key: &str) -> Result<(), GatewayError> {
+    let ok_chars = key
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if !(3..=128).contains(&key.len()) || !ok_chars || key.starts_with('.') {
+        return Err(GatewayError::InvalidUser(format!(
+            "access key {key:?}: use 3 to 128 letters, digits, '.', '_' or '-' (not starting with '.')"
+        )));
+    }
+    Ok(())
+}
+
+/// A secret key: 8 to 128 printable ASCII characters without spaces.
+pub fn check_secret_key(secret: &Secret) -> Result<(), GatewayError> {
+    let s = secret.expose();
+    if !(8..=128).contains(&s.len()) || !s.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(GatewayError::InvalidUser(
+            "a secret key is 8 to 128 printable ASCII characters without spaces".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The users of one volume.
+#[derive(Clone, Debug)]
+pub struct UserStore {
+    vfs: Arc<Vfs>,
+    ctx: Ctx,
+}
+
+impl UserStore {
+    /// The users of the volume `vfs` serves, read and written as `ctx`.
+    pub fn new(vfs: Arc<Vfs>, ctx: Ctx) -> UserStore {
+        UserStore { vfs, ctx }
+    }
+
+    fn fs(what: &str, errno: Errno) -> GatewayError {
+        GatewayError::Fs {
+            what: what.to_string(),
+            errno,
+        }
+    }
+
+    /// `.strata-s3/users` at the volume root; made (0700) when `create`.
+    async fn users_dir(&self, create: bool) -> Result<Option<Ino>, GatewayError> {
+        let mut at = Ino::ROOT;
+        for part in [HIDDEN_DIR, USERS_DIR] {
+            let found = self.vfs.lookup(&self.ctx, at, part.as_bytes()).await;
+            at = match found {
+                Ok(e) if e.attr.is_dir() => e.ino,
+                Ok(_) => return Err(Self::fs(part, Errno::ENOTDIR)),
+                Err(Errno::ENOENT) if !create => return Ok(None),
+                Err(Errno::ENOENT) => {
+                    match self.vfs.mkdir(&self.ctx, at, part.as_bytes(), 0o700).await {
+                        Ok(e) => e.ino,
+                        Err(Errno::EEXIST) => {
+                            let e = self.vfs.lookup(&self.ctx, at, part.as_bytes()).await;
+                            e.map_err(|e| Self::fs(part, e))?.ino
+                        }
+                        Err(e) => return Err(Self::fs(part, e)),
+                    }
+                }
+                Err(e) => return Err(Self::fs(part, e)),
+            };
+        }
+        Ok(Some(at))
+    }
+
+    /// Add a user; `UserExists` if the access key is taken.
+    pub async fn add(&self, access_key: &str, secret: &Secret) -> Result<(), GatewayError> {
+        check_access_key(access_key)?;
+        check_secret_key(secret)?;
+        let dir = self.users_dir(true).await?.ok_or_else(|| {
+            Self::fs(USERS_DIR, Errno::ENOENT) // made just above
+        })?;
+        let created = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        let record = UserRecord {
+            v: USER_VERSION,
+            access_key: access_key.to_string(),
+            secret_key: secret.expose().to_string(),
+            created,
+        };
+        let value = serde_json::to_vec(&record).map_err(|e| GatewayError::Corrupt {
+            what: access_key.to_string(),
+            why: e.to_string(),
+        })?;
+        let temp = format!(".new-{}", uuid::Uuid::new_v4().simple());
+        let entry = self
+            .vfs
+            .mknod(&self.ctx, dir, temp.as_bytes(), 0o100600, 0)
+            .await
+            .map_err(|e| Self::fs(&temp, e))?;
+        let placed = async {
+            self.vfs
+                .setxattr(&self.ctx, entry.ino, USER_XATTR, &value, 0)
+                .await?;
+            self.vfs
+                .rename(
+                    &self.ctx,
+                    dir,
+                    temp.as_bytes(),
+                    dir,
+                    access_key.as_bytes(),
+                    NOREPLACE,
+                )
+                .await
+        }
+        .await;
+        if let Err(e) = placed {
+            if let Err(cleanup) = self.vfs.unlink(&self.ctx, dir, temp.as_bytes()).await {
+                tracing::warn!("cannot remove the temporary user file {temp}: {cleanup}");
+            }
+            return Err(match e {
+                Errno::EEXIST => GatewayError::UserExists(access_key.to_string()),
+                e => Self::fs(access_key, e),
+            });
+        }
+        Ok(())
+    }
+
+    /// Remove a user; `NoSuchUser` if there is none.
+    pub async fn remove(&self, access_key: &str) -> Result<(), GatewayError> {
+        check_access_key(access_key)?;
+        let Some(dir) = self.users_dir(false).await? else {
+            return Err(GatewayError::NoSuchUser(access_key.to_string()));
+        };
+        match self.vfs.unlink(&self.ctx, dir, access_key.as_bytes()).await {
+            Ok(()) => Ok(()),
+            Err(Errno::ENOENT) => Err(GatewayError::NoSuchUser(access_key.to_string())),
+            Err(e) => Err(Self::fs(access_key, e)),
+        }
+    }
+
+    /// Every user, by access key.
+    pub async fn list(&self) -> Result<Vec<UserInfo>, GatewayError> {
+        let Some(dir) = self.users_dir(false).await? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        let mut from: Option<Vec<u8>> = None;
+        loop {
+            let page = self
+                .vfs
+                .list_page(dir, from.as_deref(), 1000)
+                .await
+                .map_err(|e| Self::fs(USERS_DIR, e))?;
+            let full = page.len() == 1000;
+            from = page.last().map(|e| [&e.name[..], &[0]].concat());
+            for entry in page {
+                let Ok(name) = std::str::from_utf8(&entry.name) else {
+                    continue;
+                };
+                if name.starts_with('.') {
+                    continue;
+                }
+                if let Some(record) = self.record(entry.ino, name).await? {
+                    out.push(UserInfo {
+                        access_key: record.access_key,
+                        created: record.created,
+                    });
+                }
+            }
+            if !full {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// The secret of `access_key`, or `None` if there is no such user.
+    pub async fn secret(&self, access_key: &str) -> Result<Option<Secret>, GatewayError> {
+        if check_access_key(access_key).is_err() {
+            return Ok(None);
+        }
+        let Some(dir) = self.users_dir(false).await? else {
+            return Ok(None);
+        };
+        let entry = match self.vfs.lookup(&self.ctx, dir, access_key.as_bytes()).await {
+            Ok(e) => e,
+            Err(Errno::ENOENT) => return Ok(None),
+            Err(e) => return Err(Self::fs(access_key, e)),
+        };
+        let record = self.record(entry.ino, access_key).await?;
+        Ok(record.map(|r| Secret::new(r.secret_key)))
+    }
+
+    /// The record on the file `ino` named `name`; `None` when it has none.
+    async fn record(&self, ino: Ino, name: &str) -> Result<Option<UserRecord>, GatewayError> {
+        let raw = match self.vfs.getxattr(&self.ctx, ino, USER_XATTR, 0).await {
+            Ok(raw) => raw,
+            Err(Errno::ENODATA) => return Ok(None),
+            Err(e) => return Err(Self::fs(name, e)),
+        };
+        let corrupt = |why: String| GatewayError::Corrupt {
+            what: name.to_string(),
+            why,
+        };
+        let record: UserRecord =
+            serde_json::from_slice(&raw).map_err(|e| corrupt(e.to_string()))?;
+        if record.v != USER_VERSION || record.access_key != name {
+            return Err(corrupt(format!(
+                "version {} for access key {:?}",
+                record.v, record.access_key
+            )));
+        }
+        Ok(Some(record))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn store() -> UserStore {
+        let vfs = strata_vfs::testing::memory_vfs().await;
+        UserStore::new(Arc::new(vfs), Ctx::root())
+    }
+
+    #[tokio::test]
+    async fn users_are_added_found_listed_and_removed() {
+        let users = store().await;
+        assert!(users.list().await.unwrap().is_empty());
+        assert!(users.secret("alice").await.unwrap().is_none());
+        users
+            .add("alice", &Secret::new("alice-secret-1"))
+            .await
+            .unwrap();
+        users
+            .add("bob", &Secret::new("bob-secret-22"))
+            .await
+            .unwrap();
+        let again = users.add("alice", &Secret::new("other-secret")).await;
+        assert!(
+            matches!(again, Err(GatewayError::UserExists(_))),
+            "{again:?}"
+        );
+        let secret = users.secret("alice").await.unwrap().unwrap();
+        assert_eq!(secret.expose(), "alice-secret-1");
+        let names: Vec<String> = users
+            .list()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|u| u.access_key)
+            .collect();
+        assert_eq!(names, ["alice", "bob"]);
+        users.remove("alice").await.unwrap();
+        assert!(users.secret("alice").await.unwrap().is_none());
+        let gone = users.remove("alice").await;
+        assert!(matches!(gone, Err(GatewayError::NoSuchUser(_))), "{gone:?}");
+    }
+
+    #[tokio::test]
+    async fn bad_names_and_secrets_are_refused() {
+        let users = store().await;
+        for bad in ["ab", "../x", ".hidden", "a/b", "sp ace", &"x".repeat(129)] {
+            let r = users.add(bad, &Secret::new("good-secret")).await;
+            assert!(
+                matches!(r, Err(GatewayError::InvalidUser(_))),
+                "{bad}: {r:?}"
+            );
+            assert!(users.secret(bad).await.unwrap().is_none());
+        }
+        for bad in ["short", "has space in it", "tab\there-x"] {
+            let r = users.add("carol", &Secret::new(bad)).await;
+            assert!(matches!(r, Err(GatewayError::InvalidUser(_))), "{r:?}");
+        }
+    }
+}

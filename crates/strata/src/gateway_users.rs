@@ -1,0 +1,158 @@
+//! `strata gateway user add|list|remove`: the S3 gateway's users, kept in the volume so
+//! every gateway process of it accepts them at once (strata-s3's `UserStore`).
+
+use std::io::{BufRead, IsTerminal};
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use strata_s3::UserStore;
+use strata_types::{MetaUrl, Secret};
+use strata_vfs::{Ctx, VfsOptions};
+
+use crate::client::{Client, ClientArgs};
+use crate::wiring;
+
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Add a user; prints the generated secret key once (or reads it with --secret-stdin)
+    Add(AddArgs),
+    /// List the users (access keys and when they were added; never secrets)
+    List(ListArgs),
+    /// Remove a user; every gateway refuses its key from the next request on
+    Remove(RemoveArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// Metadata engine URL of the volume
+    meta_url: MetaUrl,
+    /// The new user's access key: 3 to 128 letters, digits, '.', '_' or '-'
+    access_key: String,
+    /// Read the secret key (8 to 128 printable characters) from the first line of stdin
+    /// instead of generating one
+    #[arg(long)]
+    secret_stdin: bool,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Metadata engine URL of the volume
+    meta_url: MetaUrl,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RemoveArgs {
+    /// Metadata engine URL of the volume
+    meta_url: MetaUrl,
+    /// The access key to remove
+    access_key: String,
+    #[command(flatten)]
+    client: ClientArgs,
+}
+
+/// A random secret key: 40 hexadecimal characters from two random UUIDs (154 random
+/// bits).
+fn generate_secret() -> Secret {
+    let random = format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    );
+    Secret::new(random.get(..40).unwrap_or(&random).to_string())
+}
+
+fn read_secret() -> Result<Secret> {
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        eprint!("secret key: ");
+    }
+    let mut line = String::new();
+    stdin
+        .lock()
+        .read_line(&mut line)
+        .context("reading the secret key from stdin")?;
+    let secret = line.trim_end_matches(['\r', '\n']).to_string();
+    if secret.is_empty() {
+        bail!("no secret key on stdin");
+    }
+    Ok(Secret::new(secret))
+}
+
+pub fn run_user(cmd: UserCommand) -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let rt = wiring::runtime()?;
+    rt.block_on(run(cmd))
+}
+
+async fn open(meta_url: &MetaUrl, client: &ClientArgs) -> Result<(Client, UserStore)> {
+    let opts = VfsOptions {
+        hide_internal: true,
+        ..VfsOptions::default()
+    };
+    let client = Client::open(meta_url, client, opts, "gateway-user").await?;
+    let store = UserStore::new(client.vfs.clone(), Ctx::root());
+    Ok((client, store))
+}
+
+async fn run(cmd: UserCommand) -> Result<()> {
+    match cmd {
+        UserCommand::Add(a) => {
+            let (secret, generated) = if a.secret_stdin {
+                (read_secret()?, false)
+            } else {
+                (generate_secret(), true)
+            };
+            let (client, store) = open(&a.meta_url, &a.client).await?;
+            let added = store.add(&a.access_key, &secret).await;
+            client.close().await;
+            added?;
+            if generated {
+                println!("access key: {}", a.access_key);
+                println!("secret key: {}", secret.expose());
+                eprintln!("(the secret key is shown only now; keep it)");
+            } else {
+                println!("added user {}", a.access_key);
+            }
+        }
+        UserCommand::List(a) => {
+            let (client, store) = open(&a.meta_url, &a.client).await?;
+            let users = store.list().await;
+            client.close().await;
+            let users = users?;
+            println!("{:<40} ADDED (UTC)", "ACCESS KEY");
+            for u in users {
+                let added = time::OffsetDateTime::from_unix_timestamp(u.created)
+                    .map(|t| {
+                        format!(
+                            "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+                            t.year(),
+                            u8::from(t.month()),
+                            t.day(),
+                            t.hour(),
+                            t.minute(),
+                            t.second()
+                        )
+                    })
+                    .unwrap_or_else(|_| u.created.to_string());
+                println!("{:<40} {added}", u.access_key);
+            }
+        }
+        UserCommand::Remove(a) => {
+            let (client, store) = open(&a.meta_url, &a.client).await?;
+            let removed = store.remove(&a.access_key).await;
+            client.close().await;
+            removed?;
+            println!("removed user {}", a.access_key);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,255 @@
+"""Who may do what through `strata gateway` (run by tests/s3_gateway.rs): users kept in
+the volume on two gateway processes, bucket owners, bucket policies, ACLs, the public
+access block, ownership controls, lifecycle, CORS and POST object.
+
+Environment: S3_ENDPOINT and S3_ENDPOINT2 (two gateways of one volume, --multi-buckets),
+S3_ACCESS_KEY/S3_SECRET_KEY (the root user), ALICE_SECRET and BOB_SECRET (users `alice`
+and `bob`, added with `strata gateway user add`). Exits non-zero if any check fails.
+"""
+
+import json
+import os
+import sys
+import unittest
+import urllib.error
+import urllib.request
+import uuid
+
+import boto3
+import urllib3
+from botocore import UNSIGNED
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+ENDPOINT = os.environ["S3_ENDPOINT"]
+ENDPOINT2 = os.environ["S3_ENDPOINT2"]
+
+
+def client(key, secret, endpoint=ENDPOINT):
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
+        region_name="us-east-1",
+        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, signature_version="s3v4"),
+    )
+
+
+ROOT = client(os.environ["S3_ACCESS_KEY"], os.environ["S3_SECRET_KEY"])
+ALICE = client("alice", os.environ["ALICE_SECRET"])
+ALICE2 = client("alice", os.environ["ALICE_SECRET"], ENDPOINT2)
+BOB = client("bob", os.environ["BOB_SECRET"])
+BOB2 = client("bob", os.environ["BOB_SECRET"], ENDPOINT2)
+ANON = boto3.client(
+    "s3",
+    endpoint_url=ENDPOINT,
+    region_name="us-east-1",
+    config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, signature_version=UNSIGNED),
+)
+
+
+def code_of(err):
+    return err.response["Error"]["Code"]
+
+
+def policy(*statements):
+    return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
+
+
+class Access(unittest.TestCase):
+    def setUp(self):
+        self.bucket = "a-" + uuid.uuid4().hex[:20]
+        ALICE.create_bucket(Bucket=self.bucket)
+        self.arn = "arn:aws:s3:::" + self.bucket
+
+    def fails(self, code, fn, **kwargs):
+        with self.assertRaises(ClientError) as caught:
+            fn(**kwargs)
+        self.assertEqual(code_of(caught.exception), code, caught.exception.response)
+
+    def denied(self, fn, **kwargs):
+        self.fails("AccessDenied", fn, **kwargs)
+
+    def test_users_own_their_buckets_on_every_gateway(self):
+        b = self.bucket
+        ALICE.put_object(Bucket=b, Key="k", Body=b"alice's")
+        self.assertEqual(ALICE2.get_object(Bucket=b, Key="k")["Body"].read(), b"alice's")
+        self.assertEqual(ROOT.get_object(Bucket=b, Key="k")["Body"].read(), b"alice's")
+        for c in (BOB, BOB2):
+            self.denied(c.get_object, Bucket=b, Key="k")
+            self.denied(c.list_objects_v2, Bucket=b)
+            self.denied(c.put_object, Bucket=b, Key="x", Body=b"x")
+            self.denied(c.delete_object, Bucket=b, Key="k")
+            self.denied(c.delete_objects, Bucket=b, Delete={"Objects": [{"Key": "k"}]})
+            self.denied(c.get_bucket_acl, Bucket=b)
+            self.denied(c.delete_bucket, Bucket=b)
+            self.denied(c.copy_object, Bucket=b, Key="c", CopySource={"Bucket": b, "Key": "k"})
+        self.denied(ANON.get_object, Bucket=b, Key="k")
+        self.fails("BucketAlreadyExists", BOB.create_bucket, Bucket=b)
+        self.fails("BucketAlreadyOwnedByYou", ALICE.create_bucket, Bucket=b)
+        names = lambda c: [x["Name"] for x in c.list_buckets()["Buckets"]]
+        self.assertIn(b, names(ALICE))
+        self.assertIn(b, names(ROOT))
+        self.assertNotIn(b, names(BOB))
+        self.assertEqual(ALICE.get_bucket_acl(Bucket=b)["Owner"]["ID"], "alice")
+        # Bob's own bucket is his; Alice cannot copy from it into hers.
+        mine = "b-" + uuid.uuid4().hex[:20]
+        BOB.create_bucket(Bucket=mine)
+        BOB.put_object(Bucket=mine, Key="s", Body=b"bob's")
+        self.denied(ALICE.copy_object, Bucket=b, Key="c", CopySource={"Bucket": mine, "Key": "s"})
+
+    def test_policies_allow_and_deny(self):
+        b, arn = self.bucket, self.arn
+        ALICE.put_object(Bucket=b, Key="pub/x", Body=b"public")
+        ALICE.put_object(Bucket=b, Key="priv/x", Body=b"private")
+        ALICE.put_object(Bucket=b, Key="keep/x", Body=b"keep")
+        doc = policy(
+            {"Sid": "read", "Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": arn + "/pub/*"},
+            {"Effect": "Allow", "Principal": {"AWS": ["arn:aws:iam::000000000000:user/bob"]},
+             "Action": ["s3:PutObject", "s3:DeleteObject", "s3:ListBucket"], "Resource": [arn, arn + "/*"]},
+            {"Effect": "Deny", "Principal": {"AWS": "bob"}, "Action": "s3:Delete*", "Resource": arn + "/keep/*"},
+        )
+        ALICE.put_bucket_policy(Bucket=b, Policy=doc)
+        self.assertEqual(json.loads(ALICE.get_bucket_policy(Bucket=b)["Policy"]), json.loads(doc))
+        self.assertTrue(ALICE.get_bucket_policy_status(Bucket=b)["PolicyStatus"]["IsPublic"])
+        self.assertEqual(ANON.get_object(Bucket=b, Key="pub/x")["Body"].read(), b"public")
+        self.denied(ANON.get_object, Bucket=b, Key="priv/x")
+        self.denied(ANON.put_object, Bucket=b, Key="pub/y", Body=b"y")
+        BOB.put_object(Bucket=b, Key="drop/1", Body=b"from bob")
+        self.assertEqual(len(BOB2.list_objects_v2(Bucket=b)["Contents"]), 4)
+        BOB.delete_object(Bucket=b, Key="drop/1")
+        self.denied(BOB.delete_object, Bucket=b, Key="keep/x")
+        self.denied(BOB.delete_objects, Bucket=b, Delete={"Objects": [{"Key": "keep/x"}]})
+        BOB.put_object(Bucket=b, Key="drop/2", Body=b"2")
+        gone = BOB.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "drop/2"}]})
+        self.assertEqual([d["Key"] for d in gone["Deleted"]], ["drop/2"])
+        self.denied(BOB.get_object, Bucket=b, Key="priv/x")
+        self.denied(BOB.put_bucket_policy, Bucket=b, Policy=doc)
+        bad = policy({"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": arn + "/*",
+                      "Condition": {"IpAddress": {"aws:SourceIp": "10.0.0.0/8"}}})
+        self.fails("MalformedPolicy", ALICE.put_bucket_policy, Bucket=b, Policy=bad)
+        other = policy({"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::elsewhere/*"})
+        self.fails("MalformedPolicy", ALICE.put_bucket_policy, Bucket=b, Policy=other)
+        ALICE.delete_bucket_policy(Bucket=b)
+        self.fails("NoSuchBucketPolicy", ALICE.get_bucket_policy, Bucket=b)
+        self.denied(ANON.get_object, Bucket=b, Key="pub/x")
+
+    def test_acls_of_buckets_and_objects(self):
+        b = self.bucket
+        ALICE.put_object(Bucket=b, Key="k", Body=b"v")
+        ALICE.put_bucket_acl(Bucket=b, ACL="public-read")
+        grants = ALICE.get_bucket_acl(Bucket=b)["Grants"]
+        self.assertIn({"Grantee": {"Type": "Group", "URI": "http://acs.amazonaws.com/groups/global/AllUsers"},
+                       "Permission": "READ"}, grants)
+        self.assertEqual([o["Key"] for o in ANON.list_objects_v2(Bucket=b)["Contents"]], ["k"])
+        self.denied(ANON.get_object, Bucket=b, Key="k")  # bucket READ lists; objects have their own ACL
+        ALICE.put_object_acl(Bucket=b, Key="k", ACL="public-read")
+        self.assertEqual(ANON.get_object(Bucket=b, Key="k")["Body"].read(), b"v")
+        ALICE.put_object(Bucket=b, Key="open", Body=b"o", ACL="public-read")
+        self.assertEqual(ANON.get_object(Bucket=b, Key="open")["Body"].read(), b"o")
+        ALICE.put_object(Bucket=b, Key="k", Body=b"new")  # a new object starts private
+        self.denied(ANON.get_object, Bucket=b, Key="k")
+        ALICE.put_bucket_acl(Bucket=b, GrantWrite='id="bob"', GrantRead='id="bob"')
+        self.denied(ANON.list_objects_v2, Bucket=b)
+        BOB.put_object(Bucket=b, Key="from-bob", Body=b"b")
+        self.assertEqual(len(BOB.list_objects_v2(Bucket=b)["Contents"]), 3)
+        self.denied(BOB.get_object, Bucket=b, Key="k")
+        self.fails("UnresolvableGrantByEmailAddress", ALICE.put_bucket_acl, Bucket=b, GrantRead='emailAddress="a@b.c"')
+
+    def test_public_access_block(self):
+        b, arn = self.bucket, self.arn
+        ALICE.put_object(Bucket=b, Key="k", Body=b"v", ACL="public-read")
+        self.assertEqual(ANON.get_object(Bucket=b, Key="k")["Body"].read(), b"v")
+        conf = {"BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True, "RestrictPublicBuckets": True}
+        ALICE.put_public_access_block(Bucket=b, PublicAccessBlockConfiguration=conf)
+        self.assertEqual(ALICE.get_public_access_block(Bucket=b)["PublicAccessBlockConfiguration"], conf)
+        self.denied(ANON.get_object, Bucket=b, Key="k")
+        public = policy({"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": arn + "/*"})
+        self.denied(ALICE.put_bucket_policy, Bucket=b, Policy=public)
+        self.denied(ALICE.put_bucket_acl, Bucket=b, ACL="public-read")
+        self.denied(ALICE.put_object, Bucket=b, Key="p", Body=b"p", ACL="public-read")
+        ALICE.delete_public_access_block(Bucket=b)
+        self.fails("NoSuchPublicAccessBlockConfiguration", ALICE.get_public_access_block, Bucket=b)
+        self.assertEqual(ANON.get_object(Bucket=b, Key="k")["Body"].read(), b"v")
+
+    def test_ownership_lifecycle_and_cors_are_kept(self):
+        b = self.bucket
+        self.fails("OwnershipControlsNotFoundError", ALICE.get_bucket_ownership_controls, Bucket=b)
+        rules = {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
+        ALICE.put_bucket_ownership_controls(Bucket=b, OwnershipControls=rules)
+        self.assertEqual(ALICE2.get_bucket_ownership_controls(Bucket=b)["OwnershipControls"], rules)
+        ALICE.delete_bucket_ownership_controls(Bucket=b)
+        self.fails("NoSuchLifecycleConfiguration", ALICE.get_bucket_lifecycle_configuration, Bucket=b)
+        life = [{"ID": "expire-tmp", "Status": "Enabled", "Filter": {"Prefix": "tmp/"}, "Expiration": {"Days": 7}}]
+        ALICE.put_bucket_lifecycle_configuration(Bucket=b, LifecycleConfiguration={"Rules": life})
+        self.assertEqual(ALICE2.get_bucket_lifecycle_configuration(Bucket=b)["Rules"], life)
+        ALICE.delete_bucket_lifecycle(Bucket=b)
+        self.fails("NoSuchLifecycleConfiguration", ALICE.get_bucket_lifecycle_configuration, Bucket=b)
+        self.fails("NoSuchCORSConfiguration", ALICE.get_bucket_cors, Bucket=b)
+        self.denied(BOB.put_bucket_cors, Bucket=b, CORSConfiguration={"CORSRules": [
+            {"AllowedMethods": ["GET"], "AllowedOrigins": ["*"]}]})
+
+    def test_cors_is_enforced(self):
+        b = self.bucket
+        ALICE.put_object(Bucket=b, Key="k", Body=b"v")
+        rule = {"AllowedOrigins": ["https://app.example.com"], "AllowedMethods": ["GET", "PUT"],
+                "AllowedHeaders": ["*"], "ExposeHeaders": ["ETag"], "MaxAgeSeconds": 600}
+        ALICE.put_bucket_cors(Bucket=b, CORSConfiguration={"CORSRules": [rule]})
+        self.assertEqual(ALICE2.get_bucket_cors(Bucket=b)["CORSRules"], [rule])
+
+        def preflight(origin, method):
+            req = urllib.request.Request("%s/%s/k" % (ENDPOINT, b), method="OPTIONS", headers={
+                "Origin": origin, "Access-Control-Request-Method": method,
+                "Access-Control-Request-Headers": "content-type, x-amz-date"})
+            try:
+                with urllib.request.urlopen(req) as r:
+                    return r.status, r.headers
+            except urllib.error.HTTPError as e:
+                return e.code, e.headers
+
+        status, headers = preflight("https://app.example.com", "PUT")
+        self.assertEqual(status, 200)
+        self.assertEqual(headers["Access-Control-Allow-Origin"], "https://app.example.com")
+        self.assertIn("PUT", headers["Access-Control-Allow-Methods"])
+        self.assertEqual(headers["Access-Control-Allow-Headers"], "content-type, x-amz-date")
+        self.assertEqual(headers["Access-Control-Max-Age"], "600")
+        self.assertEqual(preflight("https://evil.example.org", "GET")[0], 403)
+        self.assertEqual(preflight("https://app.example.com", "DELETE")[0], 403)
+        url = ALICE.generate_presigned_url("get_object", Params={"Bucket": b, "Key": "k"}, ExpiresIn=60)
+        with urllib.request.urlopen(urllib.request.Request(url, headers={"Origin": "https://app.example.com"})) as r:
+            self.assertEqual(r.headers["Access-Control-Allow-Origin"], "https://app.example.com")
+            self.assertEqual(r.headers["Access-Control-Expose-Headers"], "ETag")
+        with urllib.request.urlopen(urllib.request.Request(url, headers={"Origin": "https://evil.example.org"})) as r:
+            self.assertIsNone(r.headers["Access-Control-Allow-Origin"])
+        ALICE.delete_bucket_cors(Bucket=b)
+        self.assertEqual(preflight("https://app.example.com", "GET")[0], 403)
+
+    def test_post_object_with_a_signed_policy(self):
+        b = self.bucket
+        post = ALICE.generate_presigned_post(
+            b, "uploads/note.txt", Fields={"Content-Type": "text/plain"},
+            Conditions=[{"Content-Type": "text/plain"}, ["starts-with", "$key", "uploads/"],
+                        ["content-length-range", 1, 1024]], ExpiresIn=60)
+        http = urllib3.PoolManager()
+        fields = dict(post["fields"])
+        fields["file"] = ("note.txt", b"posted from a form", "text/plain")
+        r = http.request("POST", post["url"], fields=fields)
+        self.assertIn(r.status, (200, 204), r.data)
+        got = ALICE.get_object(Bucket=b, Key="uploads/note.txt")
+        self.assertEqual(got["Body"].read(), b"posted from a form")
+        self.assertEqual(got["ContentType"], "text/plain")
+        fields["file"] = ("big.txt", b"x" * 2048, "text/plain")
+        self.assertGreaterEqual(http.request("POST", post["url"], fields=fields).status, 400)
+        fields = dict(post["fields"])
+        fields["key"] = "elsewhere/x"
+        fields["file"] = ("x", b"x", "text/plain")
+        refused = http.request("POST", post["url"], fields=fields)
+        self.assertIn(refused.status, (400, 403), refused.data)
+        self.fails("NoSuchKey", ALICE.get_object, Bucket=b, Key="elsewhere/x")
+
+
+if __name__ == "__main__":
+    print("boto3", boto3.__version__, file=sys.stderr)
+    result = unittest.main(exit=False, verbosity=2).result
+    sys.exit(0 if result.wasSuccessful() else 1)
