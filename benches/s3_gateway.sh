@@ -11,7 +11,8 @@
 # Usage: benches/s3_gateway.sh [WORKDIR]
 #   STRATA=path/to/strata (default target/release/strata), JUICEFS=juicefs,
 #   PYTHON=python with boto3 (default ~/.cache/strata/venvs/boto3/bin/python),
-#   KEYS=100000 (listing), SMALL_OPS=2000.
+#   KEYS=100000 (listing), SMALL_OPS=2000, ONLY_OBJBENCH=1 (stop after the objbench runs:
+#   `juicefs objbench` and `strata objbench` against both gateways).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 STRATA=${STRATA:-$ROOT/target/release/strata}
@@ -63,9 +64,16 @@ for fs in strata juicefs; do
       "$ep/$bucket" -p $p --big-object-size 1024 --small-object-size 4K --small-objects 1000 \
       --skip-functional-tests 2>/dev/null | sed -n '/ITEM/,$p' | sed "s/^/objbench p=$p | /"
   done
+  for p in 1 16; do
+    ACCESS_KEY=$S3_ACCESS_KEY SECRET_KEY=$S3_SECRET_KEY "$STRATA" objbench --storage s3 \
+      "$ep/$bucket" -p $p --big-object-size 1G --block-size 4M --small-object-size 4K \
+      --small-objects 1000 | sed -n '/ITEM/,$p' | sed "s/^/strata objbench p=$p | /"
+  done
+  [ -n "${ONLY_OBJBENCH:-}" ] && continue
   "$PYTHON" "$ROOT/benches/s3_gateway.py" "$ep" $bucket small 1 $((SMALL_OPS / 4))
   "$PYTHON" "$ROOT/benches/s3_gateway.py" "$ep" $bucket small 16 $SMALL_OPS
 done
+[ -n "${ONLY_OBJBENCH:-}" ] && exit 0
 
 # A 100,000-key prefix, made through a mount of each volume.
 mkdir -p "$WORK/strata/m" "$WORK/juicefs/m"

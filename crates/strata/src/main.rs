@@ -14,6 +14,7 @@ mod hide_args;
 mod info_cmd;
 mod maint_cmd;
 mod mount_cmd;
+mod objbench_cmd;
 mod progress;
 mod quota_cmd;
 mod trash_cmd;
@@ -81,6 +82,9 @@ enum Command {
     Quota(quota_cmd::QuotaArgs),
     /// Benchmarks that run on any directory (`bench meta DIR`: a metadata storm).
     Bench(bench_cmd::BenchArgs),
+    /// Measure an object store: big objects a block at a time, small objects put, read,
+    /// headed, listed and deleted, with -p requests at once (JuiceFS's objbench).
+    Objbench(objbench_cmd::ObjbenchArgs),
     /// Print the version.
     Version,
 }
@@ -128,6 +132,7 @@ fn main() -> ExitCode {
         Command::Destroy(a) => tree_cmd::run_destroy(a),
         Command::Quota(a) => quota_cmd::run_quota(a),
         Command::Bench(a) => bench_cmd::run_bench(a),
+        Command::Objbench(a) => objbench_cmd::run_objbench(a),
         Command::Version => {
             println!("strata {}", env!("CARGO_PKG_VERSION"));
             Ok(())

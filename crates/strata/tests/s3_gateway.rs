@@ -683,3 +683,53 @@ fn users_owners_policies_acls_and_cors_on_two_gateways() {
     gw1.stop();
     gw2.stop();
 }
+
+/// `strata objbench` measures a gateway (s3) and a local directory (file): every phase
+/// prints a row, and it leaves no objects behind.
+#[test]
+fn objbench_measures_a_gateway_and_a_directory() {
+    let vol = Volume::new();
+    let gw = Gateway::start(&vol, "gw", &["--multi-buckets"]);
+    aws(&gw, &["s3", "mb", "s3://bench"]);
+    let local = vol.dir.path().join("local-bucket");
+    std::fs::create_dir_all(&local).unwrap();
+    let url = format!("{}/bench", gw.endpoint);
+    let runs: [(&str, &str); 2] = [(&url, "s3"), (local.to_str().unwrap(), "file")];
+    for (bucket, storage) in runs {
+        let out = run(Command::new(STRATA)
+            .args(["objbench", bucket, "--storage", storage])
+            .args(["--big-object-size", "8M", "--block-size", "1M"])
+            .args([
+                "--small-objects",
+                "50",
+                "--small-object-size",
+                "4K",
+                "-p",
+                "4",
+            ])
+            .env("ACCESS_KEY", KEY)
+            .env("SECRET_KEY", SECRET));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        for (item, count) in [
+            ("put big (block)", "8"),
+            ("get big (block)", "8"),
+            ("put small", "50"),
+            ("get small", "50"),
+            ("head small", "50"),
+            ("delete small", "50"),
+        ] {
+            let row = text
+                .lines()
+                .find(|l| l.starts_with(item))
+                .unwrap_or_else(|| panic!("no {item} row in {text}"));
+            assert_eq!(
+                row[item.len()..].split_whitespace().next(),
+                Some(count),
+                "{row}"
+            );
+        }
+        assert!(text.contains("list (1000/page)"), "{text}");
+    }
+    assert_eq!(aws(&gw, &["s3", "ls", "--recursive", "s3://bench"]), "");
+    gw.stop();
+}
