@@ -10,6 +10,41 @@ use strata_types::{MetaUrl, Secret};
 use crate::hide_args::revealed;
 use crate::{units, wiring};
 
+/// The object store's credentials, as `format` and `objbench` take them.
+#[derive(Debug, Args)]
+pub struct StoreKeys {
+    /// Access key for the object storage
+    #[arg(long, env = "ACCESS_KEY")]
+    access_key: Option<String>,
+    /// Secret key for the object storage (also SECRET_KEY; hidden from `ps` at start)
+    #[arg(long, env = "SECRET_KEY", hide_env_values = true)]
+    secret_key: Option<String>,
+    /// Session token of temporary credentials (also SESSION_TOKEN)
+    #[arg(long, env = "SESSION_TOKEN", hide_env_values = true)]
+    session_token: Option<String>,
+}
+
+/// The settings of a new volume in `storage`/`bucket` with `keys`; the rest defaults
+/// (block size 4 MiB, no compression, trash 1 day, no limits).
+pub fn new_format(name: &str, storage: &str, bucket: String, keys: &StoreKeys) -> Format {
+    Format {
+        name: name.to_string(),
+        uuid: uuid::Uuid::new_v4().to_string(),
+        storage: storage.to_string(),
+        bucket,
+        access_key: keys.access_key.clone(),
+        secret_key: revealed(keys.secret_key.clone(), "--secret-key").map(Secret::new),
+        session_token: revealed(keys.session_token.clone(), "--session-token").map(Secret::new),
+        block_size_kib: 4096,
+        compression: "none".into(),
+        trash_days: 1,
+        capacity: 0,
+        inodes: 0,
+        created_at: strata_meta::now_ns() / 1_000_000_000,
+        meta_version: META_VERSION,
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct FormatArgs {
     /// Metadata engine URL, e.g. sqlite3://strata.db
@@ -24,15 +59,8 @@ pub struct FormatArgs {
     /// (https://BUCKET.s3.REGION.amazonaws.com)
     #[arg(long)]
     bucket: Option<String>,
-    /// Access key for the object storage
-    #[arg(long, env = "ACCESS_KEY")]
-    access_key: Option<String>,
-    /// Secret key for the object storage (also SECRET_KEY; hidden from `ps` at start)
-    #[arg(long, env = "SECRET_KEY", hide_env_values = true)]
-    secret_key: Option<String>,
-    /// Session token of temporary credentials (also SESSION_TOKEN)
-    #[arg(long, env = "SESSION_TOKEN", hide_env_values = true)]
-    session_token: Option<String>,
+    #[command(flatten)]
+    keys: StoreKeys,
     /// Block size: 4M, 1M, 64K, ... (a plain number is KiB; a power of two, 64K-16M)
     #[arg(long, default_value = "4M", value_parser = units::kib)]
     block_size: u64,
@@ -103,20 +131,12 @@ pub fn run_format(a: FormatArgs) -> Result<()> {
         bucket
     };
     let mut format = Format {
-        name: a.name.clone(),
-        uuid: uuid::Uuid::new_v4().to_string(),
-        storage: a.storage.clone(),
-        bucket,
-        access_key: a.access_key.clone(),
-        secret_key: revealed(a.secret_key.clone(), "--secret-key").map(Secret::new),
-        session_token: revealed(a.session_token.clone(), "--session-token").map(Secret::new),
         block_size_kib: block_size_kib(a.block_size)?,
         compression: a.compress.clone(),
         trash_days: a.trash_days.unwrap_or(1),
         capacity: a.capacity.unwrap_or(0),
         inodes: a.inodes.unwrap_or(0),
-        created_at: strata_meta::now_ns() / 1_000_000_000,
-        meta_version: META_VERSION,
+        ..new_format(&a.name, &a.storage, bucket, &a.keys)
     };
     let rt = wiring::runtime()?;
     rt.block_on(async {

@@ -11,11 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use clap::Args;
-use strata_meta::{Format, META_VERSION};
 use strata_object::ObjectStore;
-use strata_types::Secret;
 
-use crate::hide_args::revealed;
+use crate::format_cmd::{StoreKeys, new_format};
 use crate::{units, wiring};
 
 #[derive(Debug, Args)]
@@ -26,15 +24,8 @@ pub struct ObjbenchArgs {
     /// Object storage: file or s3
     #[arg(long, default_value = "s3")]
     storage: String,
-    /// Access key for the object storage
-    #[arg(long, env = "ACCESS_KEY")]
-    access_key: Option<String>,
-    /// Secret key for the object storage (also SECRET_KEY; hidden from `ps` at start)
-    #[arg(long, env = "SECRET_KEY", hide_env_values = true)]
-    secret_key: Option<String>,
-    /// Session token for temporary credentials (also SESSION_TOKEN)
-    #[arg(long, env = "SESSION_TOKEN", hide_env_values = true)]
-    session_token: Option<String>,
+    #[command(flatten)]
+    keys: StoreKeys,
     /// Size of each block of the big object: 4M, ... (a plain number is KiB)
     #[arg(long, default_value = "4M", value_parser = units::kib)]
     block_size: u64,
@@ -130,22 +121,7 @@ pub fn run_objbench(a: ObjbenchArgs) -> Result<()> {
     if a.storage != "file" && a.storage != "s3" {
         bail!("unknown storage {:?} (supported: file, s3)", a.storage);
     }
-    let format = Format {
-        name: "objbench".into(),
-        uuid: String::new(),
-        storage: a.storage.clone(),
-        bucket: a.bucket.clone(),
-        access_key: a.access_key.clone(),
-        secret_key: revealed(a.secret_key.clone(), "--secret-key").map(Secret::new),
-        session_token: revealed(a.session_token.clone(), "--session-token").map(Secret::new),
-        block_size_kib: 4096,
-        compression: "none".into(),
-        trash_days: 0,
-        capacity: 0,
-        inodes: 0,
-        created_at: 0,
-        meta_version: META_VERSION,
-    };
+    let format = new_format("objbench", &a.storage, a.bucket.clone(), &a.keys);
     let rt = wiring::runtime()?;
     rt.block_on(async {
         let store = wiring::open_backend(&format)?;
