@@ -291,7 +291,8 @@ impl Gateway {
     ) -> S3Result<()> {
         let placed = async {
             self.record(temp, key, info).await?;
-            self.rename_into(temp, dir, name, key, false).await
+            self.rename_into(temp, dir, name, key, crate::objects::Replace::Any)
+                .await
         };
         let placed = placed.await;
         if placed.is_err() {

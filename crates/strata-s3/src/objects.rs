@@ -28,6 +28,18 @@ const DELETE_PARALLEL: usize = 16;
 /// RENAME_NOREPLACE.
 const NOREPLACE: u32 = 1;
 
+/// What a new object may replace when it is renamed into place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Replace {
+    /// Whatever is there.
+    Any,
+    /// Nothing: an existing object fails the request (`If-None-Match: *`).
+    Nothing,
+    /// Only this inode, the object whose ETag `If-Match` checked: if another writer
+    /// replaced or deleted it meanwhile, the request fails.
+    Only(Ino),
+}
+
 /// A temporary file being written in the gateway's hidden directory.
 #[derive(Debug)]
 pub(crate) struct TempFile {
@@ -119,8 +131,8 @@ impl Gateway {
 
     /// Make a closed temporary file the object at `path`: store its record (naming the
     /// file's final length and mtime), create the key's directories, rename it in place.
-    /// With `no_replace` an existing object fails the request (`If-None-Match: *`), decided
-    /// by the rename itself. The temporary file is gone afterwards either way.
+    /// `replace` says what it may replace (`If-None-Match: *`, `If-Match`), decided by the
+    /// rename itself. The temporary file is gone afterwards either way.
     pub(crate) async fn install(
         &self,
         temp: &TempFile,
@@ -128,10 +140,10 @@ impl Gateway {
         path: &ObjectPath<'_>,
         key: &str,
         info: &mut ObjectInfo,
-        no_replace: bool,
+        replace: Replace,
     ) -> S3Result<()> {
         let installed = self
-            .try_install(temp, bucket_dir, path, key, info, no_replace)
+            .try_install(temp, bucket_dir, path, key, info, replace)
             .await;
         if installed.is_err() {
             self.discard(temp).await;
@@ -146,7 +158,7 @@ impl Gateway {
         path: &ObjectPath<'_>,
         key: &str,
         info: &mut ObjectInfo,
-        no_replace: bool,
+        replace: Replace,
     ) -> S3Result<()> {
         let name = path.name.ok_or_else(|| fs_error(Errno::EISDIR, key))?;
         self.record(temp, key, info).await?;
@@ -154,7 +166,7 @@ impl Gateway {
             .make_dirs(bucket_dir, &path.dirs)
             .await
             .map_err(|e| fs_error(e, key))?;
-        self.rename_into(temp, parent, name, key, no_replace).await
+        self.rename_into(temp, parent, name, key, replace).await
     }
 
     /// Store `info` on a closed temporary file, naming its final length and mtime.
@@ -178,32 +190,37 @@ impl Gateway {
             .map_err(|e| fs_error(e, key))
     }
 
-    /// Rename a temporary file to `name` in `parent` (replacing what is there unless
-    /// `no_replace`, which fails with PreconditionFailed instead).
+    /// Rename a temporary file to `name` in `parent`, replacing what `replace` allows
+    /// (anything else fails with PreconditionFailed).
     pub(crate) async fn rename_into(
         &self,
         temp: &TempFile,
         parent: Ino,
         name: &str,
         key: &str,
-        no_replace: bool,
+        replace: Replace,
     ) -> S3Result<()> {
-        let flags = if no_replace { NOREPLACE } else { 0 };
-        match self
-            .vfs
-            .rename(
-                &self.ctx,
-                temp.dir,
-                temp.name.as_bytes(),
-                parent,
-                name.as_bytes(),
-                flags,
-            )
-            .await
-        {
-            Ok(()) => Ok(()),
-            Err(Errno::EEXIST) if no_replace => Err(precondition_failed()),
-            Err(e) => Err(fs_error(e, key)),
+        let from = (temp.dir, temp.name.as_bytes());
+        let to = (parent, name.as_bytes());
+        let renamed = match replace {
+            Replace::Any => {
+                self.vfs
+                    .rename(&self.ctx, from.0, from.1, to.0, to.1, 0)
+                    .await
+            }
+            Replace::Nothing => {
+                self.vfs
+                    .rename(&self.ctx, from.0, from.1, to.0, to.1, NOREPLACE)
+                    .await
+            }
+            Replace::Only(ino) => self.vfs.rename_replacing(&self.ctx, from, to, ino).await,
+        };
+        match (renamed, replace) {
+            (Ok(()), _) => Ok(()),
+            (Err(Errno::EEXIST), Replace::Nothing) | (Err(Errno::ESTALE), Replace::Only(_)) => {
+                Err(precondition_failed())
+            }
+            (Err(e), _) => Err(fs_error(e, key)),
         }
     }
 
@@ -230,18 +247,18 @@ impl Gateway {
                 .put_directory(bucket_dir, &path, &input.key, body)
                 .await;
         }
-        let no_replace = match &input.if_none_match {
-            Some(ETagCondition::Any) => true,
+        let mut replace = match &input.if_none_match {
+            Some(ETagCondition::Any) => Replace::Nothing,
             Some(_) => {
                 return Err(S3Error::with_message(
                     S3ErrorCode::NotImplemented,
                     "If-None-Match on PUT takes only *",
                 ));
             }
-            None => false,
+            None => Replace::Any,
         };
         if let Some(cond) = &input.if_match {
-            self.check_current(&input.bucket, &input.key, cond).await?;
+            replace = Replace::Only(self.check_current(&input.bucket, &input.key, cond).await?);
         }
         let tags = match &input.tagging {
             Some(header) => parse_tag_header(header)?,
@@ -275,7 +292,7 @@ impl Gateway {
             },
             ..ObjectInfo::default()
         };
-        self.install(&temp, bucket_dir, &path, &input.key, &mut info, no_replace)
+        self.install(&temp, bucket_dir, &path, &input.key, &mut info, replace)
             .await?;
         let c = written.checksums;
         let output = PutObjectOutput {
@@ -291,14 +308,15 @@ impl Gateway {
         Ok(S3Response::new(output))
     }
 
-    /// `If-Match` on a write: the current object must have that ETag. Checked before the
-    /// rename, not with it (docs/S3.md).
+    /// `If-Match` on a write: the current object must have that ETag; returns its inode,
+    /// which the rename into place then replaces only if it is still there
+    /// ([`Replace::Only`]), so a concurrent writer in between fails this request.
     pub(crate) async fn check_current(
         &self,
         bucket: &str,
         key: &str,
         cond: &ETagCondition,
-    ) -> S3Result<()> {
+    ) -> S3Result<Ino> {
         let found = match self.find(bucket, key).await {
             Ok(found) => found,
             Err(e) if *e.code() == S3ErrorCode::NoSuchKey => {
@@ -306,7 +324,8 @@ impl Gateway {
             }
             Err(e) => return Err(e),
         };
-        Conditions::new(Some(cond), None, None, None).check(&found)
+        Conditions::new(Some(cond), None, None, None).check(&found)?;
+        Ok(found.ino)
     }
 
     /// PUT of `a/b/`: the directory, created with its parents; a body must be empty (it
@@ -519,7 +538,7 @@ impl Gateway {
         let (temp, fh) = self.temp_file().await?;
         let copied = self.share_range(src, 0, len, fh, 0).await;
         self.finish_temp(&temp, fh, copied).await?;
-        self.install(&temp, bucket_dir, path, key, info, false)
+        self.install(&temp, bucket_dir, path, key, info, Replace::Any)
             .await
     }
 
@@ -592,5 +611,58 @@ pub(crate) fn headers_of(
         content_encoding,
         content_language,
         expires,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::GatewayOptions;
+    use std::sync::Arc;
+
+    /// `If-Match` on a write is a compare-and-swap: the rename into place replaces only the
+    /// object whose ETag was checked; one another writer put there meanwhile survives.
+    #[tokio::test]
+    async fn if_match_replaces_only_the_object_it_checked() {
+        let vfs = Arc::new(strata_vfs::testing::memory_vfs().await);
+        let opts = GatewayOptions {
+            multi_buckets: false,
+            bucket: "b".into(),
+            owner_id: "o".into(),
+            root_access_key: "root".into(),
+        };
+        let gw = Gateway::new(vfs, opts, strata_vfs::Ctx::root());
+        let root = gw.root();
+        let new_object = || async {
+            let (temp, fh) = gw.temp_file().await.unwrap();
+            gw.finish_temp(&temp, fh, Ok(())).await.unwrap();
+            temp
+        };
+        let first = new_object().await;
+        gw.rename_into(&first, root, "k", "k", Replace::Any)
+            .await
+            .unwrap();
+        let checked = gw.lookup(root, "k").await.unwrap().ino;
+        // Another writer replaces the object after the ETag check.
+        let other = new_object().await;
+        gw.rename_into(&other, root, "k", "k", Replace::Any)
+            .await
+            .unwrap();
+        let current = gw.lookup(root, "k").await.unwrap().ino;
+        let mine = new_object().await;
+        let refused = gw
+            .rename_into(&mine, root, "k", "k", Replace::Only(checked))
+            .await
+            .unwrap_err();
+        assert_eq!(*refused.code(), S3ErrorCode::PreconditionFailed);
+        assert_eq!(gw.lookup(root, "k").await.unwrap().ino, current);
+        gw.rename_into(&mine, root, "k", "k", Replace::Only(current))
+            .await
+            .unwrap();
+        let last = new_object().await;
+        let exists = gw
+            .rename_into(&last, root, "k", "k", Replace::Nothing)
+            .await;
+        assert_eq!(*exists.unwrap_err().code(), S3ErrorCode::PreconditionFailed);
     }
 }

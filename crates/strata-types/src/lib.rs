@@ -304,6 +304,8 @@ impl Errno {
     pub const EOPNOTSUPP: Errno = Errno(95);
     pub const ETIMEDOUT: Errno = Errno(110);
     pub const EDQUOT: Errno = Errno(122);
+    /// Stale handle: here, a compare-and-swap rename found another inode.
+    pub const ESTALE: Errno = Errno(116);
 
     /// The symbolic name, for messages and logs.
     pub fn name(self) -> &'static str {
@@ -338,6 +340,7 @@ impl Errno {
             71 => "EPROTO",
             95 => "EOPNOTSUPP",
             110 => "ETIMEDOUT",
+            116 => "ESTALE",
             122 => "EDQUOT",
             _ => "E?",
         }

@@ -366,6 +366,26 @@ impl Vfs {
             .map_err(from_meta)
     }
 
+    /// Rename `name` over `newname` only if `newname` is still the inode `expected`
+    /// (decided in the rename's transaction); `ESTALE` otherwise.
+    pub async fn rename_replacing(
+        &self,
+        ctx: &Ctx,
+        (parent, name): (Ino, &[u8]),
+        (newparent, newname): (Ino, &[u8]),
+        expected: Ino,
+    ) -> Result<()> {
+        self.writable()?;
+        let flags = RenameFlags {
+            replacing: Some(expected),
+            ..RenameFlags::default()
+        };
+        self.meta
+            .rename(ctx, parent, name, newparent, newname, flags)
+            .await
+            .map_err(from_meta)
+    }
+
     pub async fn access(&self, ctx: &Ctx, ino: Ino, mask: u32) -> Result<()> {
         if mask & 2 != 0 {
             self.writable()?;

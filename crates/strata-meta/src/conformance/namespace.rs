@@ -402,6 +402,28 @@ pub async fn rename_exchange_and_noreplace<S: TestStore>() {
     meta.rename(&root, a.ino, b"z", Ino::ROOT, b"x", noreplace)
         .await
         .unwrap();
+    // Replacing only a given inode: a compare-and-swap on the destination.
+    let replacing = |ino| RenameFlags {
+        replacing: Some(ino),
+        ..RenameFlags::default()
+    };
+    let w = touch(&meta, Ino::ROOT, "w").await;
+    for (target, wrong) in [(&b"y"[..], x.ino), (&b"none"[..], y.ino)] {
+        let refused = meta
+            .rename(&root, Ino::ROOT, b"w", a.ino, target, replacing(wrong))
+            .await;
+        assert_eq!(errno_of(refused), Errno::ESTALE);
+    }
+    assert_eq!(meta.lookup(&root, a.ino, b"y").await.unwrap().ino, y.ino);
+    let w2 = touch(&meta, Ino::ROOT, "w2").await;
+    meta.rename(&root, Ino::ROOT, b"w2", Ino::ROOT, b"w", replacing(w.ino))
+        .await
+        .unwrap();
+    assert_eq!(
+        meta.lookup(&root, Ino::ROOT, b"w").await.unwrap().ino,
+        w2.ino
+    );
+    meta.unlink(&root, Ino::ROOT, b"w").await.unwrap();
     // Exchange a file with a file in another directory.
     meta.rename(&root, Ino::ROOT, b"x", a.ino, b"y", exchange)
         .await

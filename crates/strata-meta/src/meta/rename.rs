@@ -21,6 +21,9 @@ pub struct RenameFlags {
     /// Leave a whiteout (a character device 0:0) where the source was: overlayfs asks
     /// for it when its upper directory is on this file system.
     pub whiteout: bool,
+    /// Replace only this inode: if the destination is missing or another inode, fail with
+    /// `ESTALE` (a compare-and-swap for the S3 gateway's `If-Match`; no kernel flag).
+    pub replacing: Option<Ino>,
 }
 
 impl RenameFlags {
@@ -38,6 +41,7 @@ impl RenameFlags {
             noreplace: bits & Self::NOREPLACE != 0,
             exchange: bits & Self::EXCHANGE != 0,
             whiteout: bits & Self::WHITEOUT != 0,
+            replacing: None,
         };
         if flags.exchange && (flags.noreplace || flags.whiteout) {
             return posix(Errno::EINVAL);
@@ -164,6 +168,11 @@ impl Meta {
         let mut src = must_get_inode(tx, src_ino).await?;
         check_sticky(ctx, &src_dir.core, &src.core)?;
         let dst_entry = get_entry(tx, newparent, newname).await?;
+        if let Some(expected) = flags.replacing
+            && dst_entry.map(|(_, ino)| ino) != Some(expected)
+        {
+            return posix(Errno::ESTALE);
+        }
         if parent == newparent && name == newname {
             return if flags.noreplace {
                 posix(Errno::EEXIST)

@@ -4,8 +4,8 @@
 use futures::StreamExt;
 use s3s::dto::{
     AbortMultipartUploadInput, AbortMultipartUploadOutput, CompleteMultipartUploadInput,
-    CompleteMultipartUploadOutput, ETag, ETagCondition, ListMultipartUploadsInput,
-    ListMultipartUploadsOutput, ListPartsInput, ListPartsOutput, MultipartUpload, Part, Timestamp,
+    CompleteMultipartUploadOutput, ETag, ListMultipartUploadsInput, ListMultipartUploadsOutput,
+    ListPartsInput, ListPartsOutput, MultipartUpload, Part, Timestamp,
 };
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use strata_types::{Attr, Ino};
@@ -13,6 +13,7 @@ use strata_types::{Attr, Ino};
 use super::{MAX_PARTS, MIN_PART, Upload, UploadInfo};
 use crate::Gateway;
 use crate::keys::parse_key;
+use crate::objects::Replace;
 use crate::objinfo::{Checksums, ObjectInfo, md5_of_etag, multipart_etag};
 use crate::read::system_time;
 
@@ -118,8 +119,12 @@ impl Gateway {
                 "If-None-Match takes only *",
             ));
         }
+        let mut replace = match input.if_none_match {
+            Some(_) => Replace::Nothing,
+            None => Replace::Any,
+        };
         if let Some(cond) = &input.if_match {
-            self.check_current(&input.bucket, &input.key, cond).await?;
+            replace = Replace::Only(self.check_current(&input.bucket, &input.key, cond).await?);
         }
         let stored = self.parts(&upload).await?;
         let chosen = choose_parts(&asked, &stored)?;
@@ -142,8 +147,7 @@ impl Gateway {
             part_sizes: chosen.iter().map(|p| p.attr.length).collect(),
             ..ObjectInfo::default()
         };
-        let no_replace = matches!(input.if_none_match, Some(ETagCondition::Any));
-        self.install(&temp, bucket_dir, &path, &input.key, &mut info, no_replace)
+        self.install(&temp, bucket_dir, &path, &input.key, &mut info, replace)
             .await?;
         self.remove_upload(&upload, &input.upload_id).await;
         let output = CompleteMultipartUploadOutput {
