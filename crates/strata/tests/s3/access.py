@@ -1,12 +1,16 @@
 """Who may do what through `strata gateway` (run by tests/s3_gateway.rs): users kept in
 the volume on two gateway processes, bucket owners, bucket policies, ACLs, the public
-access block, ownership controls, lifecycle, CORS and POST object.
+access block, ownership controls, lifecycle, CORS, POST object, a skewed clock
+(RequestTimeTooSkewed) and malformed XML (MalformedXML).
 
 Environment: S3_ENDPOINT and S3_ENDPOINT2 (two gateways of one volume, --multi-buckets),
 S3_ACCESS_KEY/S3_SECRET_KEY (the root user), ALICE_SECRET and BOB_SECRET (users `alice`
 and `bob`, added with `strata gateway user add`). Exits non-zero if any check fails.
 """
 
+import base64
+import datetime
+import hashlib
 import json
 import os
 import sys
@@ -16,8 +20,12 @@ import urllib.request
 import uuid
 
 import boto3
+import botocore.auth
 import urllib3
 from botocore import UNSIGNED
+from botocore.auth import S3SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
@@ -247,6 +255,25 @@ class Access(unittest.TestCase):
         refused = http.request("POST", post["url"], fields=fields)
         self.assertIn(refused.status, (400, 403), refused.data)
         self.fails("NoSuchKey", ALICE.get_object, Bucket=b, Key="elsewhere/x")
+
+    def test_skewed_clocks_and_malformed_xml(self):
+        real_now = botocore.auth.get_current_datetime
+        botocore.auth.get_current_datetime = lambda *a, **k: real_now(*a, **k) - datetime.timedelta(minutes=30)
+        try:
+            self.fails("RequestTimeTooSkewed", ALICE.list_objects_v2, Bucket=self.bucket)
+        finally:
+            botocore.auth.get_current_datetime = real_now
+        body = b"<Delete><Object><Key>x</Oops></Delete>"
+        md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
+        req = AWSRequest(method="POST", url="%s/%s?delete" % (ENDPOINT, self.bucket), data=body,
+                         headers={"Content-MD5": md5})
+        S3SigV4Auth(Credentials("alice", os.environ["ALICE_SECRET"]), "s3", "us-east-1").add_auth(req)
+        prepared = req.prepare()
+        raw = urllib.request.Request(prepared.url, data=body, headers=dict(prepared.headers), method="POST")
+        with self.assertRaises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(raw)
+        self.assertEqual(caught.exception.code, 400)
+        self.assertIn(b"<Code>MalformedXML</Code>", caught.exception.read())
 
 
 if __name__ == "__main__":
