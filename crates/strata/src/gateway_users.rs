@@ -99,7 +99,13 @@ async fn open(meta_url: &MetaUrl, client: &ClientArgs) -> Result<(Client, UserSt
         ..VfsOptions::default()
     };
     let client = Client::open(meta_url, client, opts, "gateway-user").await?;
-    let store = UserStore::new(client.vfs.clone(), Ctx::root());
+    // As the gateway does: the users' files belong to the OS user running the commands,
+    // so run them as the user the gateways run as.
+    let ctx = Ctx::user(
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    );
+    let store = UserStore::new(client.vfs.clone(), ctx);
     Ok((client, store))
 }
 
