@@ -67,7 +67,8 @@ for fs in strata juicefs; do
   for p in 1 16; do
     ACCESS_KEY=$S3_ACCESS_KEY SECRET_KEY=$S3_SECRET_KEY "$STRATA" objbench --storage s3 \
       "$ep/$bucket" -p $p --big-object-size 1G --block-size 4M --small-object-size 4K \
-      --small-objects 1000 | sed -n '/ITEM/,$p' | sed "s/^/strata objbench p=$p | /"
+      --small-objects 1000 | sed -n '/ITEM/,$p' | sed "s/^/strata objbench p=$p | /" \
+      || echo "strata objbench p=$p | failed against $fs (see the error above)"
   done
   [ -n "${ONLY_OBJBENCH:-}" ] && continue
   "$PYTHON" "$ROOT/benches/s3_gateway.py" "$ep" $bucket small 1 $((SMALL_OPS / 4))

@@ -317,6 +317,29 @@ mod tests {
         vfs.release(fh).await.unwrap();
     }
 
+    /// A body beyond the limit ends with EntityTooLarge as soon as it crosses it.
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_entity_too_large() {
+        let vfs = strata_vfs::testing::memory_vfs().await;
+        let ctx = strata_vfs::Ctx::root();
+        let (_, fh) = vfs
+            .create(&ctx, strata_types::Ino::ROOT, b"big", 0o644)
+            .await
+            .unwrap();
+        let pieces = (0..4).map(|_| Ok::<_, Never>(Bytes::from_static(b"0123456789")));
+        let result = write_body(
+            &vfs,
+            fh,
+            Some(StreamingBlob::wrap(futures::stream::iter(pieces))),
+            &Expected::default(),
+            None,
+            25,
+        )
+        .await;
+        assert_eq!(*result.unwrap_err().code(), S3ErrorCode::EntityTooLarge);
+        vfs.release(fh).await.unwrap();
+    }
+
     /// Digests are checked: a wrong Content-MD5 is BadDigest, the right one passes.
     #[tokio::test]
     async fn content_md5_is_verified() {

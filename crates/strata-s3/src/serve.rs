@@ -202,3 +202,59 @@ pub async fn serve(
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code
+    use super::*;
+    use crate::{Credentials, Gateway, GatewayOptions, build_service};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// With `max_connections` 1, a second connection is not served while the first is
+    /// open, and is served as soon as it closes.
+    #[tokio::test]
+    async fn connections_beyond_the_limit_wait_their_turn() {
+        let vfs = Arc::new(strata_vfs::testing::memory_vfs().await);
+        let opts = GatewayOptions {
+            multi_buckets: true,
+            bucket: "b".into(),
+            owner_id: "o".into(),
+            root_access_key: "root".into(),
+        };
+        let gateway = Gateway::new(vfs, opts, strata_vfs::Ctx::root());
+        let service = build_service(gateway, Credentials::new("root", "root-secret"));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        let opts = ServeOptions {
+            max_connections: 1,
+            ..ServeOptions::default()
+        };
+        let server = tokio::spawn(serve(listener, service, opts, None, stop.clone()));
+        let first = tokio::net::TcpStream::connect(addr).await.unwrap();
+        // Let the server accept the first connection before the second arrives.
+        let mut probe = tokio::net::TcpStream::connect(addr).await.unwrap();
+        probe
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        let waited = tokio::time::timeout(
+            std::time::Duration::from_millis(300),
+            probe.read_to_end(&mut answer),
+        )
+        .await;
+        assert!(waited.is_err(), "served past the limit: {answer:?}");
+        drop(first);
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            probe.read_to_end(&mut answer),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert!(answer.starts_with(b"HTTP/1.1 "), "{answer:?}");
+        stop.cancel();
+        server.await.unwrap();
+    }
+}
