@@ -5,7 +5,7 @@
 # PUT/GET/HEAD ops/s with p50/p99 at 1 and 16 threads (the Python client is the limit
 # there: compare ratios), and ListObjectsV2 of a 100,000-key prefix (files created through
 # a mount of each volume) paged with curl (benches/s3_list.sh), plus one page from the
-# middle. Gateway peak RSS
+# middle (benches/s3_list.sh). Gateway peak RSS
 # at the end.
 #
 # Usage: benches/s3_gateway.sh [WORKDIR]
@@ -17,7 +17,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 STRATA=${STRATA:-$ROOT/target/release/strata}
 JUICEFS=${JUICEFS:-juicefs}
-PYTHON=${PYTHON:-$HOME/.cache/strata/venvs/boto3/bin/python}
+export PYTHON=${PYTHON:-$HOME/.cache/strata/venvs/boto3/bin/python}
 WORK=${1:-/tmp/strata-s3-bench}
 KEYS=${KEYS:-100000}
 SMALL_OPS=${SMALL_OPS:-2000}
