@@ -45,6 +45,9 @@ struct UploadInfo {
     meta: std::collections::BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     tags: crate::objinfo::Tags,
+    /// The object's ACL from `x-amz-acl` (`AccessControlPolicy` XML).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    acl: Option<String>,
 }
 
 /// An upload found by its ID.
@@ -126,6 +129,10 @@ impl Gateway {
                 Some(header) => crate::tags::parse_tag_header(header)?,
                 None => Vec::new(),
             },
+            acl: self
+                .object_acl_for_put(&input.bucket, input.acl.as_ref())
+                .await?
+                .map(|xml| String::from_utf8_lossy(&xml).into_owned()),
         };
         let dir = self
             .vfs

@@ -46,6 +46,8 @@ pub(crate) struct TempFile {
     pub dir: Ino,
     pub name: String,
     pub ino: Ino,
+    /// The ACL (`AccessControlPolicy` XML) the object gets when it is installed.
+    pub acl: Option<Vec<u8>>,
 }
 
 impl Gateway {
@@ -63,6 +65,7 @@ impl Gateway {
                 dir,
                 name,
                 ino: entry.ino,
+                acl: None,
             },
             fh,
         ))
@@ -162,6 +165,10 @@ impl Gateway {
     ) -> S3Result<()> {
         let name = path.name.ok_or_else(|| fs_error(Errno::EISDIR, key))?;
         self.record(temp, key, info).await?;
+        if let Some(acl) = &temp.acl {
+            self.store_xattr(temp.ino, crate::config::ACL_XATTR, Some(acl))
+                .await?;
+        }
         let parent = self
             .make_dirs(bucket_dir, &path.dirs)
             .await
@@ -267,13 +274,10 @@ impl Gateway {
         let acl = self
             .object_acl_for_put(&input.bucket, input.acl.as_ref())
             .await?;
-        let (temp, written) = self
+        let (mut temp, written) = self
             .upload_body(input.body, &expected, trailers.as_ref(), MAX_PUT)
             .await?;
-        if let Some(acl) = acl {
-            self.store_xattr(temp.ino, crate::config::ACL_XATTR, Some(&acl))
-                .await?;
-        }
+        temp.acl = acl;
         let mut info = ObjectInfo {
             etag: hex(&written.md5),
             headers: headers_of(
@@ -504,15 +508,12 @@ impl Gateway {
                 .await
                 .map_err(|e| fs_error(e, &input.key))?;
         } else {
-            self.copy_file(
-                source.ino,
-                source.attr.length,
-                bucket_dir,
-                &path,
-                &input.key,
-                &mut info,
-            )
-            .await?;
+            let acl = self
+                .object_acl_for_put(&input.bucket, input.acl.as_ref())
+                .await?;
+            let target = (bucket_dir, &path, input.key.as_str());
+            self.copy_file(source.ino, source.attr.length, target, &mut info, acl)
+                .await?;
         }
         let result = CopyObjectResult {
             e_tag: Some(ETag::Strong(info.etag.clone())),
@@ -530,12 +531,12 @@ impl Gateway {
         &self,
         src: Ino,
         len: u64,
-        bucket_dir: Ino,
-        path: &ObjectPath<'_>,
-        key: &str,
+        (bucket_dir, path, key): (Ino, &ObjectPath<'_>, &str),
         info: &mut ObjectInfo,
+        acl: Option<Vec<u8>>,
     ) -> S3Result<()> {
-        let (temp, fh) = self.temp_file().await?;
+        let (mut temp, fh) = self.temp_file().await?;
+        temp.acl = acl;
         let copied = self.share_range(src, 0, len, fh, 0).await;
         self.finish_temp(&temp, fh, copied).await?;
         self.install(&temp, bucket_dir, path, key, info, Replace::Any)

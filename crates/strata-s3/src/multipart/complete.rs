@@ -130,7 +130,8 @@ impl Gateway {
         let chosen = choose_parts(&asked, &stored)?;
         let path = parse_key(&input.key)?;
         let bucket_dir = self.bucket_dir(&input.bucket).await?;
-        let (temp, fh) = self.temp_file().await?;
+        let (mut temp, fh) = self.temp_file().await?;
+        temp.acl = upload.info.acl.clone().map(String::into_bytes);
         let joined = self.join_parts(&chosen, fh).await;
         self.finish_temp(&temp, fh, joined).await?;
         let etag = multipart_etag(&md5s);

@@ -156,12 +156,19 @@ class Access(unittest.TestCase):
         self.assertEqual(ANON.get_object(Bucket=b, Key="k")["Body"].read(), b"v")
         ALICE.put_object(Bucket=b, Key="open", Body=b"o", ACL="public-read")
         self.assertEqual(ANON.get_object(Bucket=b, Key="open")["Body"].read(), b"o")
+        ALICE.copy_object(Bucket=b, Key="copied", CopySource={"Bucket": b, "Key": "open"}, ACL="public-read")
+        self.assertEqual(ANON.get_object(Bucket=b, Key="copied")["Body"].read(), b"o")
+        up = ALICE.create_multipart_upload(Bucket=b, Key="multi", ACL="public-read")["UploadId"]
+        etag = ALICE.upload_part(Bucket=b, Key="multi", UploadId=up, PartNumber=1, Body=b"m" * 10)["ETag"]
+        ALICE.complete_multipart_upload(Bucket=b, Key="multi", UploadId=up,
+                                        MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
+        self.assertEqual(ANON.get_object(Bucket=b, Key="multi")["Body"].read(), b"m" * 10)
         ALICE.put_object(Bucket=b, Key="k", Body=b"new")  # a new object starts private
         self.denied(ANON.get_object, Bucket=b, Key="k")
         ALICE.put_bucket_acl(Bucket=b, GrantWrite='id="bob"', GrantRead='id="bob"')
         self.denied(ANON.list_objects_v2, Bucket=b)
         BOB.put_object(Bucket=b, Key="from-bob", Body=b"b")
-        self.assertEqual(len(BOB.list_objects_v2(Bucket=b)["Contents"]), 3)
+        self.assertEqual(len(BOB.list_objects_v2(Bucket=b)["Contents"]), 5)
         self.denied(BOB.get_object, Bucket=b, Key="k")
         self.fails("UnresolvableGrantByEmailAddress", ALICE.put_bucket_acl, Bucket=b, GrantRead='emailAddress="a@b.c"')
 
