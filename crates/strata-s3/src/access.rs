@@ -181,7 +181,13 @@ impl Access {
 
     /// Who signed the request; `None` for the root user (no checks).
     fn who<T>(&self, req: &S3Request<T>) -> Option<Who> {
-        match &req.credentials {
+        self.who_of(req.credentials.as_ref())
+    }
+
+    /// Who `credentials` are: `None` for the root user (no checks), else a user or
+    /// anonymous.
+    fn who_of(&self, credentials: Option<&s3s::auth::Credentials>) -> Option<Who> {
+        match credentials {
             Some(c) if c.access_key == self.gateway.opts.root_access_key => None,
             Some(c) => Some(Who::User(c.access_key.clone())),
             None => Some(Who::Anonymous),
@@ -192,10 +198,8 @@ impl Access {
 #[async_trait::async_trait]
 impl S3Access for Access {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
-        let who = match cx.credentials() {
-            Some(c) if c.access_key == self.gateway.opts.root_access_key => return Ok(()),
-            Some(c) => Who::User(c.access_key.clone()),
-            None => Who::Anonymous,
+        let Some(who) = self.who_of(cx.credentials()) else {
+            return Ok(());
         };
         let op = cx.s3_op().name();
         match cx.s3_path() {

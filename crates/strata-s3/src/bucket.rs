@@ -330,13 +330,6 @@ impl Gateway {
             .await;
         (contents, prefixes)
     }
-
-    pub(crate) fn owner(&self) -> s3s::dto::Owner {
-        s3s::dto::Owner {
-            display_name: Some("strata".into()),
-            id: Some(self.opts.owner_id.clone()),
-        }
-    }
 }
 
 fn bucket(name: &str, ctime: i64) -> Bucket {

@@ -234,17 +234,24 @@ impl Gateway {
         })
     }
 
-    /// How S3 shows the owner `key` (the root user as the volume's id).
+    /// How S3 shows the owner `key`: a user by their access key; the root user as the
+    /// volume's id named "strata" (its access key is never shown).
     pub(crate) fn owner_of(&self, key: &str) -> Owner {
-        let id = if key == self.opts.root_access_key {
-            self.opts.owner_id.clone()
-        } else {
-            key.to_string()
-        };
+        if key == self.opts.root_access_key {
+            return Owner {
+                display_name: Some("strata".into()),
+                id: Some(self.opts.owner_id.clone()),
+            };
+        }
         Owner {
             display_name: Some(key.to_string()),
-            id: Some(id),
+            id: Some(key.to_string()),
         }
+    }
+
+    /// The root user as an owner.
+    pub(crate) fn root_owner(&self) -> Owner {
+        self.owner_of(&self.opts.root_access_key)
     }
 
     /// Everything deciding access to the bucket at `dir` (its xattrs read at once).

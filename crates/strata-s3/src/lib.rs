@@ -65,3 +65,17 @@ impl Gateway {
         Gateway { vfs, opts, ctx }
     }
 }
+
+/// A gateway over a fresh in-memory volume for unit tests: bucket `b` (or one per
+/// top-level directory with `multi_buckets`), root user `root`.
+#[cfg(test)]
+pub(crate) async fn test_gateway(multi_buckets: bool) -> Gateway {
+    let vfs = Arc::new(strata_vfs::testing::memory_vfs().await);
+    let opts = GatewayOptions {
+        multi_buckets,
+        bucket: "b".into(),
+        owner_id: "o".into(),
+        root_access_key: "root".into(),
+    };
+    Gateway::new(vfs, opts, Ctx::root())
+}

@@ -5,14 +5,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use proptest::prelude::*;
 use strata_types::{Errno, Ino};
 use strata_vfs::Ctx;
 
+use crate::Gateway;
 use crate::list::{Item, ListQuery};
-use crate::{Gateway, GatewayOptions};
 
 fn component() -> impl Strategy<Value = String> {
     proptest::string::string_regex("[ab!0-]{1,3}").unwrap()
@@ -113,14 +112,7 @@ fn shown(items: &[Item]) -> Vec<String> {
 }
 
 fn gateway(rt: &tokio::runtime::Runtime) -> Gateway {
-    let vfs = rt.block_on(strata_vfs::testing::memory_vfs());
-    let opts = GatewayOptions {
-        multi_buckets: false,
-        bucket: "b".into(),
-        owner_id: "o".into(),
-        root_access_key: "root".into(),
-    };
-    Gateway::new(Arc::new(vfs), opts, Ctx::root())
+    rt.block_on(crate::test_gateway(false))
 }
 
 proptest! {

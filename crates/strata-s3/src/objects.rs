@@ -618,21 +618,12 @@ pub(crate) fn headers_of(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::GatewayOptions;
-    use std::sync::Arc;
 
     /// `If-Match` on a write is a compare-and-swap: the rename into place replaces only the
     /// object whose ETag was checked; one another writer put there meanwhile survives.
     #[tokio::test]
     async fn if_match_replaces_only_the_object_it_checked() {
-        let vfs = Arc::new(strata_vfs::testing::memory_vfs().await);
-        let opts = GatewayOptions {
-            multi_buckets: false,
-            bucket: "b".into(),
-            owner_id: "o".into(),
-            root_access_key: "root".into(),
-        };
-        let gw = Gateway::new(vfs, opts, strata_vfs::Ctx::root());
+        let gw = crate::test_gateway(false).await;
         let root = gw.root();
         let new_object = || async {
             let (temp, fh) = gw.temp_file().await.unwrap();

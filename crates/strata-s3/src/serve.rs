@@ -207,21 +207,14 @@ pub async fn serve(
 mod tests {
     #![allow(clippy::unwrap_used)] // test code
     use super::*;
-    use crate::{Credentials, Gateway, GatewayOptions, build_service};
+    use crate::{Credentials, build_service};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// With `max_connections` 1, a second connection is not served while the first is
     /// open, and is served as soon as it closes.
     #[tokio::test]
     async fn connections_beyond_the_limit_wait_their_turn() {
-        let vfs = Arc::new(strata_vfs::testing::memory_vfs().await);
-        let opts = GatewayOptions {
-            multi_buckets: true,
-            bucket: "b".into(),
-            owner_id: "o".into(),
-            root_access_key: "root".into(),
-        };
-        let gateway = Gateway::new(vfs, opts, strata_vfs::Ctx::root());
+        let gateway = crate::test_gateway(true).await;
         let service = build_service(gateway, Credentials::new("root", "root-secret"));
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

@@ -13,6 +13,7 @@ use strata_vfs::{Ctx, Vfs};
 
 use crate::error::GatewayError;
 use crate::keys::HIDDEN_DIR;
+use crate::paths::{all_entries, make_dir_chain};
 
 /// The directory of users under the hidden directory.
 const USERS_DIR: &str = "users";
@@ -85,27 +86,25 @@ impl UserStore {
         }
     }
 
-    /// `.strata-s3/users` at the volume root; made (0700) when `create`.
-    async fn users_dir(&self, create: bool) -> Result<Option<Ino>, GatewayError> {
+    /// `.strata-s3/users` at the volume root, made (0700) if missing.
+    async fn make_users_dir(&self) -> Result<Ino, GatewayError> {
+        let parts = [HIDDEN_DIR, USERS_DIR];
+        make_dir_chain(&self.vfs, &self.ctx, Ino::ROOT, &parts, 0o700)
+            .await
+            .map_err(|e| Self::fs(USERS_DIR, e))
+    }
+
+    /// `.strata-s3/users` at the volume root, `None` when there is none yet.
+    async fn users_dir(&self) -> Result<Option<Ino>, GatewayError> {
+        let parts = [HIDDEN_DIR, USERS_DIR];
         let mut at = Ino::ROOT;
-        for part in [HIDDEN_DIR, USERS_DIR] {
-            let found = self.vfs.lookup(&self.ctx, at, part.as_bytes()).await;
-            at = match found {
-                Ok(e) if e.attr.is_dir() => e.ino,
+        for part in parts {
+            match self.vfs.lookup(&self.ctx, at, part.as_bytes()).await {
+                Ok(e) if e.attr.is_dir() => at = e.ino,
                 Ok(_) => return Err(Self::fs(part, Errno::ENOTDIR)),
-                Err(Errno::ENOENT) if !create => return Ok(None),
-                Err(Errno::ENOENT) => {
-                    match self.vfs.mkdir(&self.ctx, at, part.as_bytes(), 0o700).await {
-                        Ok(e) => e.ino,
-                        Err(Errno::EEXIST) => {
-                            let e = self.vfs.lookup(&self.ctx, at, part.as_bytes()).await;
-                            e.map_err(|e| Self::fs(part, e))?.ino
-                        }
-                        Err(e) => return Err(Self::fs(part, e)),
-                    }
-                }
+                Err(Errno::ENOENT) => return Ok(None),
                 Err(e) => return Err(Self::fs(part, e)),
-            };
+            }
         }
         Ok(Some(at))
     }
@@ -114,9 +113,7 @@ impl UserStore {
     pub async fn add(&self, access_key: &str, secret: &Secret) -> Result<(), GatewayError> {
         check_access_key(access_key)?;
         check_secret_key(secret)?;
-        let dir = self.users_dir(true).await?.ok_or_else(|| {
-            Self::fs(USERS_DIR, Errno::ENOENT) // made just above
-        })?;
+        let dir = self.make_users_dir().await?;
         let created = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
@@ -167,7 +164,7 @@ impl UserStore {
     /// Remove a user; `NoSuchUser` if there is none.
     pub async fn remove(&self, access_key: &str) -> Result<(), GatewayError> {
         check_access_key(access_key)?;
-        let Some(dir) = self.users_dir(false).await? else {
+        let Some(dir) = self.users_dir().await? else {
             return Err(GatewayError::NoSuchUser(access_key.to_string()));
         };
         match self.vfs.unlink(&self.ctx, dir, access_key.as_bytes()).await {
@@ -179,37 +176,28 @@ impl UserStore {
 
     /// Every user, by access key.
     pub async fn list(&self) -> Result<Vec<UserInfo>, GatewayError> {
-        let Some(dir) = self.users_dir(false).await? else {
+        let Some(dir) = self.users_dir().await? else {
             return Ok(Vec::new());
         };
+        let entries = all_entries(&self.vfs, dir)
+            .await
+            .map_err(|e| Self::fs(USERS_DIR, e))?;
         let mut out = Vec::new();
-        let mut from: Option<Vec<u8>> = None;
-        loop {
-            let page = self
-                .vfs
-                .list_page(dir, from.as_deref(), 1000)
-                .await
-                .map_err(|e| Self::fs(USERS_DIR, e))?;
-            let full = page.len() == 1000;
-            from = page.last().map(|e| [&e.name[..], &[0]].concat());
-            for entry in page {
-                let Ok(name) = std::str::from_utf8(&entry.name) else {
-                    continue;
-                };
-                if name.starts_with('.') {
-                    continue;
-                }
-                if let Some(record) = self.record(entry.ino, name).await? {
-                    out.push(UserInfo {
-                        access_key: record.access_key,
-                        created: record.created,
-                    });
-                }
+        for entry in entries {
+            let Ok(name) = std::str::from_utf8(&entry.name) else {
+                continue;
+            };
+            if name.starts_with('.') {
+                continue;
             }
-            if !full {
-                return Ok(out);
+            if let Some(record) = self.record(entry.ino, name).await? {
+                out.push(UserInfo {
+                    access_key: record.access_key,
+                    created: record.created,
+                });
             }
         }
+        Ok(out)
     }
 
     /// The secret of `access_key`, or `None` if there is no such user.
@@ -217,7 +205,7 @@ impl UserStore {
         if check_access_key(access_key).is_err() {
             return Ok(None);
         }
-        let Some(dir) = self.users_dir(false).await? else {
+        let Some(dir) = self.users_dir().await? else {
             return Ok(None);
         };
         let entry = match self.vfs.lookup(&self.ctx, dir, access_key.as_bytes()).await {

@@ -270,7 +270,7 @@ impl Gateway {
             max_parts: Some(max),
             is_truncated: Some(truncated),
             parts: Some(page),
-            owner: Some(self.owner()),
+            owner: Some(self.root_owner()),
             ..ListPartsOutput::default()
         };
         Ok(S3Response::new(output))
@@ -324,7 +324,7 @@ impl Gateway {
                 key: Some(key.clone()),
                 upload_id: Some(id.clone()),
                 initiated: Some(Timestamp::from(system_time(*started))),
-                owner: Some(self.owner()),
+                owner: Some(self.root_owner()),
                 storage_class: Some("STANDARD".to_owned().into()),
                 ..MultipartUpload::default()
             })
