@@ -11,7 +11,8 @@
 # Usage: benches/s3_gateway.sh [WORKDIR]
 #   STRATA=path/to/strata (default target/release/strata), JUICEFS=juicefs,
 #   PYTHON=python with boto3 (default ~/.cache/strata/venvs/boto3/bin/python),
-#   KEYS=100000 (listing), SMALL_OPS=2000, ONLY_OBJBENCH=1 (stop after the objbench runs:
+#   Random access: 2,000 ranged GETs of 4 KiB and of 128 KiB at random offsets of a 256 MiB
+#   object (benches/s3_ranged.py). KEYS=100000 (listing), SMALL_OPS=2000, ONLY_OBJBENCH=1 (stop after the objbench runs:
 #   `juicefs objbench` and `strata objbench` against both gateways).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -69,6 +70,9 @@ for fs in strata juicefs; do
       "$ep/$bucket" -p $p --big-object-size 1G --block-size 4M --small-object-size 4K \
       --small-objects 1000 | sed -n '/ITEM/,$p' | sed "s/^/strata objbench p=$p | /" \
       || echo "strata objbench p=$p | failed against $fs (see the error above)"
+  done
+  for r in 4096 131072; do
+    "$PYTHON" "$ROOT/benches/s3_ranged.py" $port $bucket 256 $r 2000
   done
   [ -n "${ONLY_OBJBENCH:-}" ] && continue
   "$PYTHON" "$ROOT/benches/s3_gateway.py" "$ep" $bucket small 1 $((SMALL_OPS / 4))
