@@ -30,6 +30,8 @@ command -v psql >/dev/null 2>&1 || need_apt+=(postgresql-client)
 command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
 command -v rclone >/dev/null 2>&1 || need_apt+=(rclone)
 command -v s3cmd >/dev/null 2>&1 || need_apt+=(s3cmd)
+# The WebDAV server's conformance suite.
+command -v litmus >/dev/null 2>&1 || need_apt+=(litmus)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing system packages: ${need_apt[*]}"

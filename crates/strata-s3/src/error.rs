@@ -1,4 +1,4 @@
-//! The gateway's errors: [`GatewayError`] for serving (sockets, TLS), and the one place
+//! The gateway's errors: [`GatewayError`] outside requests (users), and the one place
 //! where a file system errno becomes an S3 error code ([`fs_error`]).
 
 use s3s::{S3Error, S3ErrorCode};
@@ -7,8 +7,6 @@ use strata_types::Errno;
 /// Errors of the gateway outside a request.
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
-    #[error("TLS: {0}")]
-    Tls(String),
     #[error("user {0} already exists")]
     UserExists(String),
     #[error("no user {0}")]

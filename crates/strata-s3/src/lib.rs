@@ -32,8 +32,9 @@ use std::sync::Arc;
 use strata_vfs::{Ctx, Vfs};
 
 pub use error::GatewayError;
-pub use serve::{ServeOptions, load_tls, serve};
+pub use serve::serve;
 pub use service::{Credentials, GatewayService, build_service};
+pub use strata_http::ServeOptions;
 pub use users::{UserInfo, UserStore};
 
 /// How a gateway serves its volume.

@@ -1,44 +1,13 @@
-//! Serving the S3 service over HTTP until cancelled: HTTP/1.1 and HTTP/2 on one listener,
-//! optionally over TLS (rustls), a bound on concurrent connections, a header-read timeout for slow clients, and a
-//! graceful stop that lets requests in flight finish.
-
-use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
+//! Serving the S3 service over HTTP until cancelled, on the HTTP server shared with the
+//! other front ends (`strata-http`: HTTP/1.1 and HTTP/2, TLS, connection limit, header
+//! timeout, graceful stop). What is S3's own: CORS preflights answered before s3s, CORS
+//! headers on answers to browsers, and closing connections whose client may still be
+//! holding back a body it announced with `Expect: 100-continue`.
 
 use crate::service::GatewayService;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto::Builder as ConnBuilder;
+use strata_http::{ServeOptions, TlsAcceptor};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
-use tokio_rustls::TlsAcceptor;
-use tokio_rustls::rustls;
-use tokio_rustls::rustls::pki_types::pem::PemObject;
-use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_util::sync::CancellationToken;
-
-use crate::GatewayError;
-
-/// Limits of the HTTP server.
-#[derive(Clone, Debug)]
-pub struct ServeOptions {
-    /// Connections served at once; more wait to be accepted.
-    pub max_connections: usize,
-    /// A client must send a request's headers within this.
-    pub header_timeout: Duration,
-    /// How long a stop waits for requests in flight.
-    pub grace: Duration,
-}
-
-impl Default for ServeOptions {
-    fn default() -> Self {
-        ServeOptions {
-            max_connections: 1024,
-            header_timeout: Duration::from_secs(30),
-            grace: Duration::from_secs(30),
-        }
-    }
-}
 
 /// Answer one request. A client that sent `Expect: 100-continue` may still be holding
 /// its body back when the answer comes without a "100 Continue" — an error decided from
@@ -83,31 +52,6 @@ async fn respond(
     Ok(resp)
 }
 
-/// The certificate chain and private key (PEM files) of an HTTPS listener.
-pub fn load_tls(cert_file: &Path, key_file: &Path) -> Result<TlsAcceptor, GatewayError> {
-    let tls_err = |what: String| GatewayError::Tls(what);
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert_file)
-        .and_then(|certs| certs.collect::<Result<_, _>>())
-        .map_err(|e| tls_err(format!("{}: {e}", cert_file.display())))?;
-    if certs.is_empty() {
-        return Err(tls_err(format!(
-            "{}: no certificate in it",
-            cert_file.display()
-        )));
-    }
-    let key = PrivateKeyDer::from_pem_file(key_file)
-        .map_err(|e| tls_err(format!("{}: {e}", key_file.display())))?;
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let mut config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| tls_err(format!("protocol versions: {e}")))?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| tls_err(format!("certificate and key: {e}")))?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(TlsAcceptor::from(Arc::new(config)))
-}
-
 /// Serve `service` on `listener` until `stop` is cancelled.
 pub async fn serve(
     listener: TcpListener,
@@ -116,138 +60,6 @@ pub async fn serve(
     tls: Option<TlsAcceptor>,
     stop: CancellationToken,
 ) {
-    let mut http = ConnBuilder::new(TokioExecutor::new());
-    http.http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(opts.header_timeout);
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let slots = Arc::new(Semaphore::new(opts.max_connections.max(1)));
-    loop {
-        let permit = tokio::select! {
-            permit = slots.clone().acquire_owned() => permit,
-            () = stop.cancelled() => break,
-        };
-        let Ok(permit) = permit else {
-            break;
-        };
-        let socket = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((socket, _)) => {
-                    // Headers and body go out as separate writes: without NODELAY a small
-                    // GET waits out the client's delayed ACK (40 ms).
-                    if let Err(e) = socket.set_nodelay(true) {
-                        tracing::debug!("TCP_NODELAY: {e}");
-                    }
-                    socket
-                }
-                Err(e) => {
-                    tracing::warn!("accepting a connection: {e}");
-                    continue;
-                }
-            },
-            () = stop.cancelled() => break,
-        };
-        let (service, http, watcher, tls) = (
-            service.clone(),
-            http.clone(),
-            graceful.watcher(),
-            tls.clone(),
-        );
-        let handshake_timeout = opts.header_timeout;
-        tokio::spawn(async move {
-            let handler = hyper::service::service_fn(move |req| respond(service.clone(), req));
-            let ended = match tls {
-                None => {
-                    watcher
-                        .watch(
-                            http.serve_connection(TokioIo::new(socket), handler)
-                                .into_owned(),
-                        )
-                        .await
-                }
-                Some(acceptor) => {
-                    match tokio::time::timeout(handshake_timeout, acceptor.accept(socket)).await {
-                        Ok(Ok(stream)) => {
-                            watcher
-                                .watch(
-                                    http.serve_connection(TokioIo::new(stream), handler)
-                                        .into_owned(),
-                                )
-                                .await
-                        }
-                        Ok(Err(e)) => {
-                            tracing::debug!("TLS handshake failed: {e}");
-                            Ok(())
-                        }
-                        Err(_) => {
-                            tracing::debug!("TLS handshake timed out");
-                            Ok(())
-                        }
-                    }
-                }
-            };
-            if let Err(e) = ended {
-                tracing::debug!("connection ended: {e}");
-            }
-            drop(permit);
-        });
-    }
-    if tokio::time::timeout(opts.grace, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::warn!(
-            "stopping: requests still running after {:?} were cut off",
-            opts.grace
-        );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)] // test code
-    use super::*;
-    use crate::{Credentials, build_service};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    /// With `max_connections` 1, a second connection is not served while the first is
-    /// open, and is served as soon as it closes.
-    #[tokio::test]
-    async fn connections_beyond_the_limit_wait_their_turn() {
-        let gateway = crate::test_gateway(true).await;
-        let service = build_service(gateway, Credentials::new("root", "root-secret"));
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let stop = CancellationToken::new();
-        let opts = ServeOptions {
-            max_connections: 1,
-            ..ServeOptions::default()
-        };
-        let server = tokio::spawn(serve(listener, service, opts, None, stop.clone()));
-        let first = tokio::net::TcpStream::connect(addr).await.unwrap();
-        // Let the server accept the first connection before the second arrives.
-        let mut probe = tokio::net::TcpStream::connect(addr).await.unwrap();
-        probe
-            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        let mut answer = Vec::new();
-        let waited = tokio::time::timeout(
-            std::time::Duration::from_millis(300),
-            probe.read_to_end(&mut answer),
-        )
-        .await;
-        assert!(waited.is_err(), "served past the limit: {answer:?}");
-        drop(first);
-        tokio::time::timeout(
-            std::time::Duration::from_secs(10),
-            probe.read_to_end(&mut answer),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-        assert!(answer.starts_with(b"HTTP/1.1 "), "{answer:?}");
-        stop.cancel();
-        server.await.unwrap();
-    }
+    let handler = move |req| respond(service.clone(), req);
+    strata_http::serve(listener, handler, opts, tls, stop).await;
 }

@@ -22,8 +22,12 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     ("strata-fuse", &["strata-types", "strata-vfs"]),
-    ("strata-s3", &["strata-types", "strata-vfs"]),
-    ("strata-webdav", &["strata-types", "strata-vfs"]),
+    ("strata-http", &[]),
+    ("strata-s3", &["strata-types", "strata-vfs", "strata-http"]),
+    (
+        "strata-webdav",
+        &["strata-types", "strata-vfs", "strata-http"],
+    ),
     (
         "strata",
         &[
@@ -38,6 +42,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
             "strata-fuse",
             "strata-s3",
             "strata-webdav",
+            "strata-http",
         ],
     ),
     ("strata-testkit", &[]),

@@ -386,6 +386,24 @@ impl Vfs {
             .map_err(from_meta)
     }
 
+    /// A metadata-only copy of the file or symlink `src` as `parent/name` (WebDAV COPY):
+    /// the copy names the same slices, belongs to the caller and gets the current time.
+    /// What this client still buffers for `src` is committed first.
+    pub async fn clone_file(&self, ctx: &Ctx, src: Ino, parent: Ino, name: &[u8]) -> Result<()> {
+        self.writable()?;
+        if self.getattr(src).await?.is_dir() {
+            return Err(Errno::EISDIR);
+        }
+        self.flush_inode(src).await?;
+        let cloned = self
+            .meta
+            .clone_tree(ctx, src, parent, name, false, &mut |_| true)
+            .await;
+        self.invalidate_entry(parent, name).await;
+        cloned.map_err(from_meta)?;
+        self.meta.flush_usage().await.map_err(from_meta)
+    }
+
     pub async fn access(&self, ctx: &Ctx, ino: Ino, mask: u32) -> Result<()> {
         if mask & 2 != 0 {
             self.writable()?;

@@ -1,6 +1,6 @@
 //! `strata gateway`: the volume as an S3 service (JuiceFS's command shape).
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use strata_s3::{Credentials, Gateway, GatewayOptions, ServeOptions};
 use strata_types::MetaUrl;
@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::{Client, ClientArgs};
 use crate::gateway_users::{UserCommand, run_user};
+use crate::http_front::{Listening, listen, run_until_signal};
 use crate::wiring;
 
 #[derive(Debug, Args)]
@@ -94,15 +95,12 @@ async fn serve(a: GatewayArgs, root: Credentials) -> Result<()> {
     let (Some(meta_url), Some(address)) = (&a.meta_url, &a.address) else {
         bail!("give the metadata URL and the address to listen on");
     };
-    let tls = match (&a.cert_file, &a.key_file) {
-        (Some(cert), Some(key)) => Some(strata_s3::load_tls(cert, key)?),
-        _ => None,
-    };
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    let listener = tokio::net::TcpListener::bind(address)
-        .await
-        .with_context(|| format!("cannot listen on {address}"))?;
-    let local = listener.local_addr()?;
+    let Listening {
+        listener,
+        tls,
+        scheme,
+        local,
+    } = listen(address, a.cert_file.as_deref(), a.key_file.as_deref()).await?;
     let vfs_opts = VfsOptions {
         read_only: a.read_only,
         hide_internal: true,
@@ -142,30 +140,6 @@ async fn serve(a: GatewayArgs, root: Credentials) -> Result<()> {
             ""
         }
     );
-    wait_for_signal().await;
-    tracing::info!("stopping the gateway: finishing requests in flight");
-    stop.cancel();
-    if let Err(e) = server.await {
-        tracing::error!("the server task failed: {e}");
-    }
-    client.close().await;
+    run_until_signal("the gateway", server, stop, client).await;
     Ok(())
-}
-
-async fn wait_for_signal() {
-    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
-    match term {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        }
-        Err(e) => {
-            tracing::warn!("cannot watch SIGTERM ({e}): only Ctrl-C stops the gateway");
-            if let Err(e) = tokio::signal::ctrl_c().await {
-                tracing::error!("cannot watch Ctrl-C either ({e}): stopping");
-            }
-        }
-    }
 }

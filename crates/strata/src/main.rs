@@ -11,6 +11,7 @@ mod format_cmd;
 mod gateway_cmd;
 mod gateway_users;
 mod hide_args;
+mod http_front;
 mod info_cmd;
 mod maint_cmd;
 mod mount_cmd;
@@ -20,6 +21,7 @@ mod quota_cmd;
 mod trash_cmd;
 mod tree_cmd;
 mod units;
+mod webdav_cmd;
 mod wiring;
 
 use std::process::ExitCode;
@@ -50,6 +52,9 @@ enum Command {
     /// Serve a volume as an S3 endpoint (foreground; SIGTERM or Ctrl-C stops it), or
     /// manage its users (`strata gateway user add|list|remove`).
     Gateway(gateway_cmd::GatewayArgs),
+    /// Serve a volume over WebDAV (foreground; SIGTERM or Ctrl-C stops it). Locks are
+    /// kept in the volume: several servers of one volume agree on them.
+    Webdav(webdav_cmd::WebDavArgs),
     /// Show a volume's settings and live sessions.
     Status(format_cmd::StatusArgs),
     /// Show what a file or directory on a mounted volume is made of (inode, slices, objects).
@@ -117,6 +122,7 @@ fn main() -> ExitCode {
         Command::Mount(a) => mount_cmd::run_mount(a),
         Command::Umount(a) => mount_cmd::run_umount(a),
         Command::Gateway(a) => gateway_cmd::run_gateway(a),
+        Command::Webdav(a) => webdav_cmd::run_webdav(a),
         Command::Status(a) => format_cmd::run_status(a),
         Command::Info(a) => info_cmd::run_info(a),
         Command::Config(a) => format_cmd::run_config(a),

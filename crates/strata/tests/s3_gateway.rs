@@ -6,9 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Command, Stdio};
 
 mod common;
 
@@ -17,73 +16,16 @@ use common::*;
 const KEY: &str = "gateway-key";
 const SECRET: &str = "gateway-secret-123";
 
-/// A running `strata gateway`; stopped on drop.
-struct Gateway {
-    child: Child,
-    endpoint: String,
-    log: PathBuf,
-}
-
-impl Gateway {
-    fn start(vol: &Volume, name: &str, extra: &[&str]) -> Gateway {
-        let log = vol.dir.path().join(format!("{name}.log"));
-        let file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(STRATA)
-            .args(["gateway", &vol.meta_url, "127.0.0.1:0", "--cache-size", "0"])
-            .args(extra)
-            .env("STRATA_ACCESS_KEY", KEY)
-            .env("STRATA_SECRET_KEY", SECRET)
-            .env("RUST_LOG", "info,s3s::ops=off")
-            .stdout(Stdio::null())
-            .stderr(file)
-            .spawn()
-            .unwrap();
-        let mut gw = Gateway {
-            child,
-            endpoint: String::new(),
-            log,
-        };
-        let started = Instant::now();
-        loop {
-            let text = gw.log_text();
-            if let Some(at) = text.find("listening on http") {
-                let rest = &text[at + "listening on ".len()..];
-                gw.endpoint = rest.split_whitespace().next().unwrap().to_string();
-                return gw;
-            }
-            if let Ok(Some(status)) = gw.child.try_wait() {
-                panic!("gateway exited ({status}): {text}");
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "gateway did not start: {text}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Stop with SIGTERM and wait; the gateway must exit cleanly.
-    fn stop(mut self) {
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap());
-        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-        let status = self.child.wait().unwrap();
-        assert!(
-            status.success(),
-            "gateway exit {status}: {}",
-            self.log_text()
-        );
-    }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Start a `strata gateway` of `vol` with the test's root key pair.
+fn gateway(vol: &Volume, name: &str, extra: &[&str]) -> Daemon {
+    let mut args = vec!["gateway", &vol.meta_url, "127.0.0.1:0", "--cache-size", "0"];
+    args.extend_from_slice(extra);
+    let envs = [
+        ("STRATA_ACCESS_KEY", KEY),
+        ("STRATA_SECRET_KEY", SECRET),
+        ("RUST_LOG", "info,s3s::ops=off"),
+    ];
+    Daemon::start(vol, name, &args, &envs)
 }
 
 /// A tool from the environment the test command prepares.
@@ -92,14 +34,14 @@ fn tool(var: &str) -> String {
         .unwrap_or_else(|_| panic!("{var} is not set: run the tests through scripts/test.sh"))
 }
 
-fn aws(gw: &Gateway, args: &[&str]) -> String {
+fn aws(gw: &Daemon, args: &[&str]) -> String {
     aws_with(gw, &[], args)
 }
 
-fn aws_with(gw: &Gateway, options: &[&str], args: &[&str]) -> String {
+fn aws_with(gw: &Daemon, options: &[&str], args: &[&str]) -> String {
     let out = run(Command::new(tool("STRATA_TEST_AWS"))
         .args(options)
-        .args(["--endpoint-url", &gw.endpoint, "--region", "us-east-1"])
+        .args(["--endpoint-url", &gw.url, "--region", "us-east-1"])
         .args(args)
         .env("AWS_ACCESS_KEY_ID", KEY)
         .env("AWS_SECRET_ACCESS_KEY", SECRET)
@@ -111,11 +53,11 @@ fn aws_with(gw: &Gateway, options: &[&str], args: &[&str]) -> String {
 fn boto3_suite(python_var: &str) {
     let vol = Volume::new();
     let m = vol.mount("fuse");
-    let gw = Gateway::start(&vol, "gw", &["--multi-buckets"]);
+    let gw = gateway(&vol, "gw", &["--multi-buckets"]);
     let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/s3/suite.py");
     let out = Command::new(tool(python_var))
         .arg(&suite)
-        .env("S3_ENDPOINT", &gw.endpoint)
+        .env("S3_ENDPOINT", &gw.url)
         .env("S3_ACCESS_KEY", KEY)
         .env("S3_SECRET_KEY", SECRET)
         .env("FUSE_ROOT", &m.path)
@@ -147,7 +89,7 @@ fn boto3_before_1_36_passes_the_suite() {
 fn aws_cli_and_the_mount_see_the_same_files() {
     let vol = Volume::new();
     let m = vol.mount("fuse");
-    let gw = Gateway::start(&vol, "gw", &[]);
+    let gw = gateway(&vol, "gw", &[]);
     let local = vol.dir.path().join("local");
     std::fs::create_dir_all(local.join("sub")).unwrap();
     let big: Vec<u8> = (0..20_000_000u32).map(|i| (i % 251) as u8).collect();
@@ -250,7 +192,7 @@ fn aws_cli_and_the_mount_see_the_same_files() {
         "emptied directories go with their last object"
     );
     // UTF-8 metadata, raw on the wire.
-    let url = format!("{}/e2e-vol/utf8", gw.endpoint);
+    let url = format!("{}/e2e-vol/utf8", gw.url);
     let sig = [
         "--user",
         &format!("{KEY}:{SECRET}"),
@@ -282,14 +224,14 @@ fn aws_cli_and_the_mount_see_the_same_files() {
 fn rclone_and_s3cmd_round_trip() {
     let vol = Volume::new();
     let m = vol.mount("fuse");
-    let gw = Gateway::start(&vol, "gw", &["--multi-buckets"]);
+    let gw = gateway(&vol, "gw", &["--multi-buckets"]);
     let dir = vol.dir.path();
     let conf = dir.join("rclone.conf");
     std::fs::write(
         &conf,
         format!(
             "[gw]\ntype = s3\nprovider = Other\naccess_key_id = {KEY}\nsecret_access_key = {SECRET}\nendpoint = {}\nregion = us-east-1\n",
-            gw.endpoint
+            gw.url
         ),
     )
     .unwrap();
@@ -320,7 +262,7 @@ fn rclone_and_s3cmd_round_trip() {
         b"file 3".repeat(4)
     );
     let s3cfg = dir.join("s3cfg");
-    let host = gw.endpoint.trim_start_matches("http://");
+    let host = gw.url.trim_start_matches("http://");
     std::fs::write(
         &s3cfg,
         format!("[default]\naccess_key = {KEY}\nsecret_key = {SECRET}\nhost_base = {host}\nhost_bucket = {host}\nuse_https = False\nsignature_v2 = False\nbucket_location = us-east-1\n"),
@@ -352,8 +294,8 @@ fn rclone_and_s3cmd_round_trip() {
 #[test]
 fn two_gateways_share_multipart_uploads() {
     let vol = Volume::new();
-    let one = Gateway::start(&vol, "gw1", &[]);
-    let two = Gateway::start(&vol, "gw2", &[]);
+    let one = gateway(&vol, "gw1", &[]);
+    let two = gateway(&vol, "gw2", &[]);
     let created = aws(
         &one,
         &[
@@ -476,13 +418,13 @@ fn two_gateways_share_multipart_uploads() {
 #[test]
 fn a_volume_can_live_on_a_gateway() {
     let lower = Volume::new();
-    let gw = Gateway::start(&lower, "gw", &["--multi-buckets"]);
+    let gw = gateway(&lower, "gw", &["--multi-buckets"]);
     aws(&gw, &["s3", "mb", "s3://upper-store"]);
     let dir = tempfile::tempdir().unwrap();
     let meta_url = format!("sqlite3://{}", dir.path().join("upper.db").display());
     run(Command::new(STRATA)
         .args(["format", &meta_url, "upper", "--storage", "s3", "--bucket"])
-        .arg(format!("{}/upper-store", gw.endpoint))
+        .arg(format!("{}/upper-store", gw.url))
         .args(["--access-key", KEY, "--block-size", "1M"])
         .env("SECRET_KEY", SECRET));
     let upper = Volume::existing(&meta_url);
@@ -527,7 +469,7 @@ fn https_with_a_certificate() {
         .arg(&key)
         .arg("-out")
         .arg(&cert));
-    let gw = Gateway::start(
+    let gw = gateway(
         &vol,
         "gw",
         &[
@@ -537,7 +479,7 @@ fn https_with_a_certificate() {
             key.to_str().unwrap(),
         ],
     );
-    assert!(gw.endpoint.starts_with("https://"), "{}", gw.endpoint);
+    assert!(gw.url.starts_with("https://"), "{}", gw.url);
     let file = dir.join("f");
     std::fs::write(&file, b"over tls").unwrap();
     let ca = ["--ca-bundle", cert.to_str().unwrap()];
@@ -554,7 +496,7 @@ fn https_with_a_certificate() {
     );
     let listed = aws_with(&gw, &ca, &["s3", "ls", "s3://e2e-vol/"]);
     assert!(listed.contains(" f"), "{listed}");
-    let plain = gw.endpoint.replacen("https://", "http://", 1);
+    let plain = gw.url.replacen("https://", "http://", 1);
     let out = Command::new("curl")
         .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", &plain])
         .output()
@@ -592,8 +534,8 @@ fn gateway_user(vol: &Volume, args: &[&str], stdin: &str) -> std::process::Outpu
 #[test]
 fn users_owners_policies_acls_and_cors_on_two_gateways() {
     let vol = Volume::new();
-    let gw1 = Gateway::start(&vol, "gw1", &["--multi-buckets"]);
-    let gw2 = Gateway::start(&vol, "gw2", &["--multi-buckets"]);
+    let gw1 = gateway(&vol, "gw1", &["--multi-buckets"]);
+    let gw2 = gateway(&vol, "gw2", &["--multi-buckets"]);
     let (alice, bob) = ("alice-secret-0001", "bob-secret-0002");
     for (name, secret) in [("alice", alice), ("bob", bob)] {
         let out = gateway_user(
@@ -630,11 +572,11 @@ fn users_owners_policies_acls_and_cors_on_two_gateways() {
         !listed.contains(alice) && !listed.contains(&secret),
         "{listed}"
     );
-    let carol_lists = |gw: &Gateway| {
+    let carol_lists = |gw: &Daemon| {
         Command::new(tool("STRATA_TEST_AWS"))
             .args([
                 "--endpoint-url",
-                &gw.endpoint,
+                &gw.url,
                 "--region",
                 "us-east-1",
                 "s3",
@@ -653,8 +595,8 @@ fn users_owners_policies_acls_and_cors_on_two_gateways() {
     let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/s3/access.py");
     let out = Command::new(tool("STRATA_TEST_BOTO3_PY"))
         .arg(&suite)
-        .env("S3_ENDPOINT", &gw1.endpoint)
-        .env("S3_ENDPOINT2", &gw2.endpoint)
+        .env("S3_ENDPOINT", &gw1.url)
+        .env("S3_ENDPOINT2", &gw2.url)
         .env("S3_ACCESS_KEY", KEY)
         .env("S3_SECRET_KEY", SECRET)
         .env("ALICE_SECRET", alice)
@@ -689,11 +631,11 @@ fn users_owners_policies_acls_and_cors_on_two_gateways() {
 #[test]
 fn objbench_measures_a_gateway_and_a_directory() {
     let vol = Volume::new();
-    let gw = Gateway::start(&vol, "gw", &["--multi-buckets"]);
+    let gw = gateway(&vol, "gw", &["--multi-buckets"]);
     aws(&gw, &["s3", "mb", "s3://bench"]);
     let local = vol.dir.path().join("local-bucket");
     std::fs::create_dir_all(&local).unwrap();
-    let url = format!("{}/bench", gw.endpoint);
+    let url = format!("{}/bench", gw.url);
     let runs: [(&str, &str); 2] = [(&url, "s3"), (local.to_str().unwrap(), "file")];
     for (bucket, storage) in runs {
         let out = run(Command::new(STRATA)

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)] // test code
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub const STRATA: &str = env!("CARGO_BIN_EXE_strata");
@@ -148,5 +148,70 @@ impl Drop for Mount {
                 .arg(&self.path)
                 .output();
         }
+    }
+}
+
+/// A `strata` server process (`gateway`, `webdav`) a test started; killed on drop.
+pub struct Daemon {
+    pub child: Child,
+    /// The URL it listens on, as it logged it.
+    pub url: String,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    /// Start `strata ARGS...` with `envs`, logging to `NAME.log` in the volume's
+    /// directory; returns once it logs the URL it listens on.
+    pub fn start(vol: &Volume, name: &str, args: &[&str], envs: &[(&str, &str)]) -> Daemon {
+        let log = vol.dir.path().join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(STRATA)
+            .args(args)
+            .envs(envs.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .unwrap();
+        let mut daemon = Daemon {
+            child,
+            url: String::new(),
+            log,
+        };
+        let started = Instant::now();
+        loop {
+            let text = daemon.log_text();
+            if let Some(at) = text.find("listening on http") {
+                let rest = &text[at + "listening on ".len()..];
+                daemon.url = rest.split_whitespace().next().unwrap().to_string();
+                return daemon;
+            }
+            if let Ok(Some(status)) = daemon.child.try_wait() {
+                panic!("strata {args:?} exited ({status}): {text}");
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "strata {args:?} did not start: {text}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Stop with SIGTERM and wait; the process must exit cleanly.
+    pub fn stop(mut self) {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "exit {status}: {}", self.log_text());
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }

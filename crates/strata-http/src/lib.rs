@@ -1,0 +1,239 @@
+//! HTTP plumbing shared by Strata's HTTP front ends (the S3 gateway and the WebDAV
+//! server): serving a request handler until cancelled — HTTP/1.1 and HTTP/2 on one
+//! listener, optionally over TLS (rustls), a bound on concurrent connections, a
+//! header-read timeout for slow clients, and a graceful stop that lets requests in
+//! flight finish — and loading a certificate and key for TLS.
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::body::{Body, Incoming};
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder as ConnBuilder;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_util::sync::CancellationToken;
+
+pub use tokio_rustls::TlsAcceptor;
+
+/// What can go wrong setting up a listener.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// The certificate or key cannot be used.
+    #[error("TLS: {0}")]
+    Tls(String),
+}
+
+/// Limits of the HTTP server.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// Connections served at once; more wait to be accepted.
+    pub max_connections: usize,
+    /// A client must send a request's headers within this.
+    pub header_timeout: Duration,
+    /// How long a stop waits for requests in flight.
+    pub grace: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            max_connections: 1024,
+            header_timeout: Duration::from_secs(30),
+            grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The certificate chain and private key (PEM files) of an HTTPS listener.
+pub fn load_tls(cert_file: &Path, key_file: &Path) -> Result<TlsAcceptor, HttpError> {
+    let tls_err = |what: String| HttpError::Tls(what);
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert_file)
+        .and_then(|certs| certs.collect::<Result<_, _>>())
+        .map_err(|e| tls_err(format!("{}: {e}", cert_file.display())))?;
+    if certs.is_empty() {
+        return Err(tls_err(format!(
+            "{}: no certificate in it",
+            cert_file.display()
+        )));
+    }
+    let key = PrivateKeyDer::from_pem_file(key_file)
+        .map_err(|e| tls_err(format!("{}: {e}", key_file.display())))?;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls_err(format!("protocol versions: {e}")))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| tls_err(format!("certificate and key: {e}")))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Serve `handler` on `listener` until `stop` is cancelled. The handler answers every
+/// request; an error it returns ends the connection.
+pub async fn serve<H, F, B, E>(
+    listener: TcpListener,
+    handler: H,
+    opts: ServeOptions,
+    tls: Option<TlsAcceptor>,
+    stop: CancellationToken,
+) where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Result<Response<B>, E>> + Send + 'static,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut http = ConnBuilder::new(TokioExecutor::new());
+    http.http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(opts.header_timeout);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(opts.max_connections.max(1)));
+    loop {
+        let permit = tokio::select! {
+            permit = slots.clone().acquire_owned() => permit,
+            () = stop.cancelled() => break,
+        };
+        let Ok(permit) = permit else {
+            break;
+        };
+        let socket = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((socket, _)) => {
+                    // Headers and body go out as separate writes: without NODELAY a small
+                    // GET waits out the client's delayed ACK (40 ms).
+                    if let Err(e) = socket.set_nodelay(true) {
+                        tracing::debug!("TCP_NODELAY: {e}");
+                    }
+                    socket
+                }
+                Err(e) => {
+                    tracing::warn!("accepting a connection: {e}");
+                    continue;
+                }
+            },
+            () = stop.cancelled() => break,
+        };
+        let (handler, http, watcher, tls) = (
+            handler.clone(),
+            http.clone(),
+            graceful.watcher(),
+            tls.clone(),
+        );
+        let handshake_timeout = opts.header_timeout;
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(handler);
+            let ended = match tls {
+                None => {
+                    watcher
+                        .watch(
+                            http.serve_connection(TokioIo::new(socket), service)
+                                .into_owned(),
+                        )
+                        .await
+                }
+                Some(acceptor) => {
+                    match tokio::time::timeout(handshake_timeout, acceptor.accept(socket)).await {
+                        Ok(Ok(stream)) => {
+                            watcher
+                                .watch(
+                                    http.serve_connection(TokioIo::new(stream), service)
+                                        .into_owned(),
+                                )
+                                .await
+                        }
+                        Ok(Err(e)) => {
+                            tracing::debug!("TLS handshake failed: {e}");
+                            Ok(())
+                        }
+                        Err(_) => {
+                            tracing::debug!("TLS handshake timed out");
+                            Ok(())
+                        }
+                    }
+                }
+            };
+            if let Err(e) = ended {
+                tracing::debug!("connection ended: {e}");
+            }
+            drop(permit);
+        });
+    }
+    if tokio::time::timeout(opts.grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            "stopping: requests still running after {:?} were cut off",
+            opts.grace
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code
+    use super::*;
+    use bytes::Bytes;
+    use http_body_util::Full;
+    use std::convert::Infallible;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    async fn hello(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+        Ok(Response::new(Full::new(Bytes::from_static(b"hello"))))
+    }
+
+    /// With `max_connections` 1, a second connection is not served while the first is
+    /// open, and is served as soon as it closes.
+    #[tokio::test]
+    async fn connections_beyond_the_limit_wait_their_turn() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        let opts = ServeOptions {
+            max_connections: 1,
+            ..ServeOptions::default()
+        };
+        let server = tokio::spawn(serve(listener, hello, opts, None, stop.clone()));
+        let first = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut probe = tokio::net::TcpStream::connect(addr).await.unwrap();
+        probe
+            .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        let waited =
+            tokio::time::timeout(Duration::from_millis(300), probe.read_to_end(&mut answer)).await;
+        assert!(waited.is_err(), "served past the limit: {answer:?}");
+        drop(first);
+        tokio::time::timeout(Duration::from_secs(10), probe.read_to_end(&mut answer))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
+        assert!(answer.ends_with(b"hello"), "{answer:?}");
+        stop.cancel();
+        server.await.unwrap();
+    }
+
+    /// A missing certificate file is a clear error naming the file.
+    #[test]
+    fn a_missing_certificate_names_the_file() {
+        let err = load_tls(
+            Path::new("/nonexistent/cert.pem"),
+            Path::new("/nonexistent/key.pem"),
+        )
+        .err()
+        .unwrap();
+        assert!(err.to_string().contains("/nonexistent/cert.pem"), "{err}");
+    }
+}

@@ -1,0 +1,487 @@
+//! The volume as a dav-server file system: paths to inodes (walked with a cache that
+//! lives for one request), attributes as DAV metadata, directory listings streamed a page
+//! at a time, directories, deletes, renames and metadata-only copies. Opening files is in
+//! [`crate::file`], dead properties in [`crate::props`].
+//!
+//! Names beginning with `.strata-` are the servers' own (the WebDAV server's hidden
+//! directory, the S3 gateway's): never listed, never reachable by a path.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use dav_server::davpath::DavPath;
+use dav_server::fs::{
+    DavDirEntry, DavFile, DavFileSystem, DavMetaData, DavProp, FsFuture, FsResult, FsStream,
+    OpenOptions, ReadDirMeta,
+};
+use futures::FutureExt;
+use http::StatusCode;
+use parking_lot::Mutex;
+use strata_types::{Attr, Errno, FileType, Ino, Nanos};
+use strata_vfs::{Ctx, Vfs};
+
+use crate::error::fs_error;
+
+/// Names with this prefix are the servers' own and hidden.
+pub(crate) const RESERVED_PREFIX: &[u8] = b".strata-";
+/// The WebDAV server's directory under the served root (temporary files of PUTs).
+pub(crate) const HIDDEN_DIR: &[u8] = b".strata-webdav";
+/// Mode of directories the server creates.
+pub(crate) const DIR_MODE: u32 = 0o755;
+/// Mode of files the server creates.
+pub(crate) const FILE_MODE: u32 = 0o644;
+/// Entries read per page of a listing.
+const PAGE: usize = 1000;
+
+/// What every request of one server shares: the VFS, who the server acts as, its root.
+#[derive(Debug)]
+pub(crate) struct Volume {
+    pub vfs: Arc<Vfs>,
+    pub ctx: Ctx,
+    pub root: Ino,
+    /// The directory of temporary files, once made.
+    tmp_dir: tokio::sync::OnceCell<Ino>,
+}
+
+/// The file system one request sees.
+#[derive(Clone, Debug)]
+pub struct VolumeFs {
+    pub(crate) vol: Arc<Volume>,
+    /// Directories and files found by this request, by path (`/a/b`): a path is walked
+    /// once per request.
+    walked: Arc<Mutex<HashMap<Vec<u8>, Ino>>>,
+}
+
+/// The path's segments, or ENOENT for a reserved name.
+pub(crate) fn segments(path: &DavPath) -> Result<Vec<&[u8]>, Errno> {
+    let segs: Vec<&[u8]> = path
+        .as_bytes()
+        .split(|&b| b == b'/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    for s in &segs {
+        // dav-server resolves `.` and `..` (never above the root); refuse them anyway.
+        if *s == b"." || *s == b".." || s.contains(&0) {
+            return Err(Errno::EINVAL);
+        }
+        if s.starts_with(RESERVED_PREFIX) {
+            return Err(Errno::ENOENT);
+        }
+    }
+    Ok(segs)
+}
+
+/// The key of a path in the walk cache.
+fn key_of(segs: &[&[u8]]) -> Vec<u8> {
+    let mut key = Vec::new();
+    for s in segs {
+        key.push(b'/');
+        key.extend_from_slice(s);
+    }
+    key
+}
+
+impl VolumeFs {
+    /// The volume `vfs` serves (its root or `--subdir`), acting as `ctx`.
+    pub fn new(vfs: Arc<Vfs>, ctx: Ctx) -> VolumeFs {
+        let root = vfs.options().root;
+        VolumeFs {
+            vol: Arc::new(Volume {
+                vfs,
+                ctx,
+                root,
+                tmp_dir: tokio::sync::OnceCell::new(),
+            }),
+            walked: Arc::default(),
+        }
+    }
+
+    /// The same file system with an empty walk cache, for a new request.
+    pub fn for_request(&self) -> VolumeFs {
+        VolumeFs {
+            vol: self.vol.clone(),
+            walked: Arc::default(),
+        }
+    }
+
+    pub(crate) fn vfs(&self) -> &Vfs {
+        &self.vol.vfs
+    }
+
+    pub(crate) fn ctx(&self) -> &Ctx {
+        &self.vol.ctx
+    }
+
+    /// Forget what this request walked (after a change to the namespace).
+    pub(crate) fn changed(&self) {
+        self.walked.lock().clear();
+    }
+
+    /// The inode at `segs` below the root.
+    async fn walk(&self, segs: &[&[u8]]) -> Result<Ino, Errno> {
+        let mut at = self.vol.root;
+        // The longest prefix walked already.
+        let mut start = 0;
+        {
+            let walked = self.walked.lock();
+            for n in (1..=segs.len()).rev() {
+                if let Some(ino) = walked.get(&key_of(&segs[..n])) {
+                    at = *ino;
+                    start = n;
+                    break;
+                }
+            }
+        }
+        for n in start..segs.len() {
+            let entry = self.vfs().lookup(self.ctx(), at, segs[n]).await?;
+            at = entry.ino;
+            self.walked.lock().insert(key_of(&segs[..=n]), at);
+        }
+        Ok(at)
+    }
+
+    /// The inode of `path`.
+    pub(crate) async fn resolve(&self, path: &DavPath) -> Result<Ino, Errno> {
+        self.walk(&segments(path)?).await
+    }
+
+    /// The inode and fresh attributes of `path`.
+    pub(crate) async fn stat(&self, path: &DavPath) -> Result<(Ino, Attr), Errno> {
+        let segs = segments(path)?;
+        let Some((name, dirs)) = segs.split_last() else {
+            let root = self.vol.root;
+            return Ok((root, self.vfs().getattr(root).await?));
+        };
+        let parent = self.walk(dirs).await?;
+        let entry = self.vfs().lookup(self.ctx(), parent, name).await?;
+        self.walked.lock().insert(key_of(&segs), entry.ino);
+        Ok((entry.ino, entry.attr))
+    }
+
+    /// The parent directory of `path` and the last name; EPERM for the root.
+    pub(crate) async fn parent_of(&self, path: &DavPath) -> Result<(Ino, Vec<u8>), Errno> {
+        let segs = segments(path)?;
+        let Some((name, dirs)) = segs.split_last() else {
+            return Err(Errno::EPERM);
+        };
+        Ok((self.walk(dirs).await?, name.to_vec()))
+    }
+
+    /// The directory holding temporary files of PUTs, made on first use.
+    pub(crate) async fn tmp_dir(&self) -> Result<Ino, Errno> {
+        let vol = &self.vol;
+        vol.tmp_dir
+            .get_or_try_init(|| async {
+                let hidden = make_dir(&vol.vfs, &vol.ctx, vol.root, HIDDEN_DIR, 0o700).await?;
+                make_dir(&vol.vfs, &vol.ctx, hidden, b"tmp", 0o700).await
+            })
+            .await
+            .copied()
+    }
+}
+
+/// `dir/name` as a directory, made if missing (one made at the same moment by another
+/// server is used as found).
+pub(crate) async fn make_dir(
+    vfs: &Vfs,
+    ctx: &Ctx,
+    dir: Ino,
+    name: &[u8],
+    mode: u32,
+) -> Result<Ino, Errno> {
+    match vfs.lookup(ctx, dir, name).await {
+        Ok(e) if e.attr.is_dir() => return Ok(e.ino),
+        Ok(_) => return Err(Errno::ENOTDIR),
+        Err(Errno::ENOENT) => {}
+        Err(e) => return Err(e),
+    }
+    match vfs.mkdir(ctx, dir, name, mode).await {
+        Ok(e) => Ok(e.ino),
+        Err(Errno::EEXIST) => {
+            let e = vfs.lookup(ctx, dir, name).await?;
+            if e.attr.is_dir() {
+                Ok(e.ino)
+            } else {
+                Err(Errno::ENOTDIR)
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Time of a nanosecond timestamp.
+fn time_of(ns: Nanos) -> SystemTime {
+    let Ok(ns) = u64::try_from(ns) else {
+        return UNIX_EPOCH;
+    };
+    UNIX_EPOCH + Duration::from_nanos(ns)
+}
+
+/// A file's or directory's attributes as DAV metadata.
+#[derive(Clone, Debug)]
+pub(crate) struct Meta {
+    pub ino: Ino,
+    pub attr: Attr,
+}
+
+impl DavMetaData for Meta {
+    fn len(&self) -> u64 {
+        if self.attr.is_dir() {
+            0
+        } else {
+            self.attr.length
+        }
+    }
+
+    fn modified(&self) -> FsResult<SystemTime> {
+        Ok(time_of(self.attr.mtime))
+    }
+
+    fn is_dir(&self) -> bool {
+        self.attr.is_dir()
+    }
+
+    fn is_symlink(&self) -> bool {
+        self.attr.kind == FileType::Symlink
+    }
+
+    /// Inode, length and modification time: a new version of a file (a PUT makes a new
+    /// inode) never repeats an earlier tag.
+    fn etag(&self) -> Option<String> {
+        Some(format!(
+            "{:x}-{:x}-{:x}",
+            self.ino.0,
+            self.len(),
+            self.attr.mtime
+        ))
+    }
+
+    fn accessed(&self) -> FsResult<SystemTime> {
+        Ok(time_of(self.attr.atime))
+    }
+
+    fn status_changed(&self) -> FsResult<SystemTime> {
+        Ok(time_of(self.attr.ctime))
+    }
+
+    fn executable(&self) -> FsResult<bool> {
+        Ok(self.attr.mode & 0o100 != 0)
+    }
+}
+
+/// One entry of a listing, with the attributes the listing read.
+struct ListedEntry {
+    name: Vec<u8>,
+    meta: Meta,
+}
+
+impl DavDirEntry for ListedEntry {
+    fn name(&self) -> Vec<u8> {
+        self.name.clone()
+    }
+
+    fn metadata(&self) -> FsFuture<'_, Box<dyn DavMetaData>> {
+        let meta: Box<dyn DavMetaData> = Box::new(self.meta.clone());
+        futures::future::ready(Ok(meta)).boxed()
+    }
+}
+
+/// Where a streamed listing is.
+struct Listing {
+    fs: VolumeFs,
+    dir: Ino,
+    /// The path of the directory, as a walk-cache key.
+    key: Vec<u8>,
+    next_from: Option<Vec<u8>>,
+    buffered: VecDeque<Box<dyn DavDirEntry>>,
+    done: bool,
+}
+
+impl Listing {
+    /// The next entry, reading a page when the buffer is empty.
+    async fn next(mut self) -> Option<(FsResult<Box<dyn DavDirEntry>>, Listing)> {
+        loop {
+            if let Some(entry) = self.buffered.pop_front() {
+                return Some((Ok(entry), self));
+            }
+            if self.done {
+                return None;
+            }
+            if let Err(e) = self.read_page().await {
+                self.done = true;
+                return Some((Err(fs_error(e)), self));
+            }
+        }
+    }
+
+    async fn read_page(&mut self) -> Result<(), Errno> {
+        let vfs = self.fs.vfs();
+        let page = vfs
+            .list_page(self.dir, self.next_from.as_deref(), PAGE)
+            .await?;
+        self.done = page.len() < PAGE;
+        self.next_from = page.last().map(|e| [&e.name[..], &[0]].concat());
+        for e in page {
+            if e.name.starts_with(RESERVED_PREFIX) {
+                continue;
+            }
+            let attr = match e.attr {
+                Some(attr) => attr,
+                None => match vfs.getattr(e.ino).await {
+                    Ok(attr) => attr,
+                    Err(Errno::ENOENT) => continue,
+                    Err(err) => return Err(err),
+                },
+            };
+            let mut key = self.key.clone();
+            key.push(b'/');
+            key.extend_from_slice(&e.name);
+            self.fs.walked.lock().insert(key, e.ino);
+            self.buffered.push_back(Box::new(ListedEntry {
+                name: e.name,
+                meta: Meta { ino: e.ino, attr },
+            }));
+        }
+        Ok(())
+    }
+}
+
+impl DavFileSystem for VolumeFs {
+    fn open<'a>(
+        &'a self,
+        path: &'a DavPath,
+        options: OpenOptions,
+    ) -> FsFuture<'a, Box<dyn DavFile>> {
+        async move { crate::file::open(self, path, options).await }.boxed()
+    }
+
+    fn read_dir<'a>(
+        &'a self,
+        path: &'a DavPath,
+        _meta: ReadDirMeta,
+    ) -> FsFuture<'a, FsStream<Box<dyn DavDirEntry>>> {
+        async move {
+            let segs = segments(path).map_err(fs_error)?;
+            let dir = self.walk(&segs).await.map_err(fs_error)?;
+            let listing = Listing {
+                fs: self.clone(),
+                dir,
+                key: key_of(&segs),
+                next_from: None,
+                buffered: VecDeque::new(),
+                done: false,
+            };
+            let stream: FsStream<Box<dyn DavDirEntry>> =
+                Box::pin(futures::stream::unfold(listing, Listing::next));
+            Ok(stream)
+        }
+        .boxed()
+    }
+
+    fn metadata<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, Box<dyn DavMetaData>> {
+        async move {
+            let (ino, attr) = self.stat(path).await.map_err(fs_error)?;
+            let meta: Box<dyn DavMetaData> = Box::new(Meta { ino, attr });
+            Ok(meta)
+        }
+        .boxed()
+    }
+
+    fn create_dir<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, ()> {
+        async move {
+            let (parent, name) = self.parent_of(path).await.map_err(fs_error)?;
+            self.changed();
+            self.vfs()
+                .mkdir(self.ctx(), parent, &name, DIR_MODE)
+                .await
+                .map_err(fs_error)?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn remove_dir<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, ()> {
+        async move {
+            let (parent, name) = self.parent_of(path).await.map_err(fs_error)?;
+            self.changed();
+            self.vfs()
+                .rmdir(self.ctx(), parent, &name)
+                .await
+                .map_err(fs_error)
+        }
+        .boxed()
+    }
+
+    fn remove_file<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, ()> {
+        async move {
+            let (parent, name) = self.parent_of(path).await.map_err(fs_error)?;
+            self.changed();
+            self.vfs()
+                .unlink(self.ctx(), parent, &name)
+                .await
+                .map_err(fs_error)
+        }
+        .boxed()
+    }
+
+    fn rename<'a>(&'a self, from: &'a DavPath, to: &'a DavPath) -> FsFuture<'a, ()> {
+        async move {
+            let (from_dir, from_name) = self.parent_of(from).await.map_err(fs_error)?;
+            let (to_dir, to_name) = self.parent_of(to).await.map_err(fs_error)?;
+            self.changed();
+            self.vfs()
+                .rename(self.ctx(), from_dir, &from_name, to_dir, &to_name, 0)
+                .await
+                .map_err(fs_error)
+        }
+        .boxed()
+    }
+
+    /// Files only (dav-server makes the directories of a tree itself): a metadata-only
+    /// clone sharing the source's data, dead properties included.
+    fn copy<'a>(&'a self, from: &'a DavPath, to: &'a DavPath) -> FsFuture<'a, ()> {
+        async move {
+            let src = self.resolve(from).await.map_err(fs_error)?;
+            let (to_dir, to_name) = self.parent_of(to).await.map_err(fs_error)?;
+            self.changed();
+            self.vfs()
+                .clone_file(self.ctx(), src, to_dir, &to_name)
+                .await
+                .map_err(fs_error)
+        }
+        .boxed()
+    }
+
+    fn have_props<'a>(
+        &'a self,
+        _path: &'a DavPath,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'a>> {
+        futures::future::ready(true).boxed()
+    }
+
+    fn patch_props<'a>(
+        &'a self,
+        path: &'a DavPath,
+        patch: Vec<(bool, DavProp)>,
+    ) -> FsFuture<'a, Vec<(StatusCode, DavProp)>> {
+        async move { crate::props::patch(self, path, patch).await }.boxed()
+    }
+
+    fn get_props<'a>(&'a self, path: &'a DavPath, do_content: bool) -> FsFuture<'a, Vec<DavProp>> {
+        async move { crate::props::get_all(self, path, do_content).await }.boxed()
+    }
+
+    fn get_prop<'a>(&'a self, path: &'a DavPath, prop: DavProp) -> FsFuture<'a, Vec<u8>> {
+        async move { crate::props::get_one(self, path, &prop).await }.boxed()
+    }
+
+    fn get_quota(&self) -> FsFuture<'_, (u64, Option<u64>)> {
+        async move {
+            let st = self.vfs().statfs().await.map_err(fs_error)?;
+            let used = st.total_space.saturating_sub(st.avail_space);
+            Ok((used, Some(st.total_space)))
+        }
+        .boxed()
+    }
+}

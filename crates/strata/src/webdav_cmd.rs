@@ -1,0 +1,128 @@
+//! `strata webdav`: the volume as a WebDAV server (JuiceFS's command shape), with locks
+//! kept in the volume so several servers of one volume agree.
+
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use clap::Args;
+use strata_types::{MetaUrl, Secret};
+use strata_vfs::{Ctx, VfsOptions};
+use strata_webdav::{Auth, LockOptions, ServeOptions, WebDavOptions, WebDavServer};
+use tokio_util::sync::CancellationToken;
+
+use crate::client::{Client, ClientArgs};
+use crate::http_front::{Listening, listen, run_until_signal};
+use crate::{units, wiring};
+
+#[derive(Debug, Args)]
+pub struct WebDavArgs {
+    /// Metadata engine URL, e.g. sqlite3://strata.db (a password may come from
+    /// META_PASSWORD instead)
+    meta_url: MetaUrl,
+    /// Address to listen on, e.g. localhost:9007 or 0.0.0.0:9007. Clients log in with
+    /// WEBDAV_USER and WEBDAV_PASSWORD from the environment (HTTP basic auth)
+    address: String,
+    #[command(flatten)]
+    client: ClientArgs,
+    /// Serve without asking for credentials (only without WEBDAV_USER)
+    #[arg(long)]
+    anonymous: bool,
+    /// Refuse every change (403)
+    #[arg(long)]
+    read_only: bool,
+    /// Longest lock timeout granted (an infinite request gets this): the locks of a
+    /// client that went away lapse within it
+    #[arg(long, default_value = "1h", value_parser = units::parse_duration)]
+    max_lock_timeout: Duration,
+    /// Connections served at once (more wait to be accepted)
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+    /// Serve HTTPS with this certificate chain (PEM; needs --key-file)
+    #[arg(long, requires = "key_file")]
+    cert_file: Option<std::path::PathBuf>,
+    /// The private key of --cert-file (PEM)
+    #[arg(long, requires = "cert_file")]
+    key_file: Option<std::path::PathBuf>,
+}
+
+/// Who may log in, from the environment and `--anonymous`.
+fn auth(anonymous: bool) -> Result<Auth> {
+    let user = std::env::var("WEBDAV_USER").unwrap_or_default();
+    let password = std::env::var("WEBDAV_PASSWORD").unwrap_or_default();
+    match (user.is_empty(), anonymous) {
+        (true, true) => Ok(Auth::Anonymous),
+        (true, false) => bail!(
+            "set WEBDAV_USER and WEBDAV_PASSWORD to the credentials clients log in with, or pass --anonymous to serve without"
+        ),
+        (false, true) => bail!("--anonymous and WEBDAV_USER exclude each other"),
+        (false, false) if password.is_empty() => bail!("WEBDAV_USER needs WEBDAV_PASSWORD"),
+        (false, false) => Ok(Auth::Basic {
+            user,
+            password: Secret::new(password),
+        }),
+    }
+}
+
+pub fn run_webdav(a: WebDavArgs) -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let auth = auth(a.anonymous)?;
+    let rt = wiring::runtime()?;
+    rt.block_on(serve(a, auth))
+}
+
+async fn serve(a: WebDavArgs, auth: Auth) -> Result<()> {
+    let Listening {
+        listener,
+        tls,
+        scheme,
+        local,
+    } = listen(&a.address, a.cert_file.as_deref(), a.key_file.as_deref()).await?;
+    let vfs_opts = VfsOptions {
+        read_only: a.read_only,
+        hide_internal: true,
+        ..VfsOptions::default()
+    };
+    let client = Client::open(
+        &a.meta_url,
+        &a.client,
+        vfs_opts,
+        &format!("webdav://{local}"),
+    )
+    .await?;
+    let ctx = Ctx::user(
+        nix::unistd::geteuid().as_raw(),
+        nix::unistd::getegid().as_raw(),
+    );
+    let opts = WebDavOptions {
+        auth,
+        read_only: a.read_only,
+        locks: LockOptions {
+            max_timeout: a.max_lock_timeout,
+            ..LockOptions::for_subdir(a.client.subdir.as_deref())
+        },
+    };
+    let server = WebDavServer::new(client.vfs.clone(), ctx, opts);
+    let stop = CancellationToken::new();
+    let serve_opts = ServeOptions {
+        max_connections: a.max_connections,
+        ..ServeOptions::default()
+    };
+    let task = tokio::spawn(strata_webdav::serve(
+        listener,
+        server,
+        serve_opts,
+        tls,
+        stop.clone(),
+    ));
+    tracing::info!(
+        "WebDAV server for volume {} listening on {scheme}://{local}/",
+        client.format.name
+    );
+    run_until_signal("the WebDAV server", task, stop, client).await;
+    Ok(())
+}

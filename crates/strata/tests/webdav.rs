@@ -1,0 +1,304 @@
+//! End-to-end tests of `strata webdav` with real clients: the `litmus` suite (all five
+//! groups), rclone (copy, sync, check) and curl; files seen through a FUSE mount of the
+//! same volume; two servers on one volume sharing locks, and a lock of a killed server
+//! lapsing on time; bad input. The clients come from the README's test command
+//! (`scripts/test.sh`); a missing one fails the test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+mod common;
+
+use common::*;
+
+const USER: &str = "dav-user";
+const PASSWORD: &str = "dav-password-1";
+
+/// Start a `strata webdav` of `vol` with the test's credentials.
+fn webdav(vol: &Volume, name: &str, extra: &[&str]) -> Daemon {
+    let mut args = vec!["webdav", &vol.meta_url, "127.0.0.1:0", "--cache-size", "0"];
+    args.extend_from_slice(extra);
+    let envs = [("WEBDAV_USER", USER), ("WEBDAV_PASSWORD", PASSWORD)];
+    Daemon::start(vol, name, &args, &envs)
+}
+
+/// One curl request; returns the status code and the body.
+fn curl(args: &[&str]) -> (u16, String) {
+    let out = Command::new("curl")
+        .args(["-s", "-o", "-", "-w", "\n%{http_code}"])
+        .args(args)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap();
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+/// curl with the server's credentials.
+fn dav(args: &[&str]) -> (u16, String) {
+    let creds = format!("{USER}:{PASSWORD}");
+    let mut all = vec!["-u", &creds];
+    all.extend_from_slice(args);
+    curl(&all)
+}
+
+#[test]
+fn litmus_passes_all_five_groups() {
+    let vol = Volume::new();
+    let server = webdav(&vol, "dav", &[]);
+    let out = Command::new("litmus")
+        .arg(&server.url)
+        .args([USER, PASSWORD])
+        .env("TESTS", "basic copymove props locks http")
+        .current_dir(vol.dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    for group in ["basic", "copymove", "props", "locks", "http"] {
+        assert!(
+            text.contains(&format!("summary for `{group}'")),
+            "group {group} did not run:\n{text}"
+        );
+    }
+    assert!(
+        out.status.success() && !text.contains("FAIL"),
+        "litmus failed:\n{text}\n{}",
+        server.log_text()
+    );
+    server.stop();
+}
+
+/// The lock token in a LOCK answer.
+fn lock_token(body: &str) -> String {
+    let at = body
+        .find("<D:href>")
+        .unwrap_or_else(|| panic!("no token: {body}"));
+    let rest = &body[at + "<D:href>".len()..];
+    rest[..rest.find('<').unwrap()].trim().to_string()
+}
+
+const LOCK_BODY: &str = r#"<?xml version="1.0" encoding="utf-8"?>
+<D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner>test</D:owner></D:lockinfo>"#;
+
+#[test]
+fn two_servers_share_locks_and_a_dead_servers_lock_lapses() {
+    let vol = Volume::new();
+    let a = webdav(&vol, "a", &[]);
+    let b = webdav(&vol, "b", &[]);
+    let doc_a = format!("{}doc.txt", a.url);
+    let doc_b = format!("{}doc.txt", b.url);
+    assert_eq!(dav(&["-T", "-", &doc_a]).0, 201);
+    let (code, body) = dav(&[
+        "-X",
+        "LOCK",
+        "-H",
+        "Timeout: Second-4",
+        "-H",
+        "Content-Type: application/xml",
+        "--data",
+        LOCK_BODY,
+        &doc_a,
+    ]);
+    assert_eq!(code, 200, "{body}");
+    let locked_at = Instant::now();
+    let token = lock_token(&body);
+    // The other server honours the lock...
+    let (code, _) = dav(&["-X", "PUT", "--data", "from b", &doc_b]);
+    assert_eq!(code, 423);
+    let (code, _) = dav(&["-X", "DELETE", &doc_b]);
+    assert_eq!(code, 423);
+    let (code, body) = dav(&["-X", "PROPFIND", "-H", "Depth: 0", &doc_b]);
+    assert!(code == 207 && body.contains(&token), "{body}");
+    // ... and accepts its token.
+    let if_header = format!("If: (<{token}>)");
+    let (code, _) = dav(&[
+        "-X",
+        "PUT",
+        "-H",
+        &if_header,
+        "--data",
+        "with token",
+        &doc_b,
+    ]);
+    assert_eq!(code, 204);
+    // A second exclusive lock through the other server is refused.
+    let (code, _) = dav(&[
+        "-X",
+        "LOCK",
+        "-H",
+        "Content-Type: application/xml",
+        "--data",
+        LOCK_BODY,
+        &doc_b,
+    ]);
+    assert_eq!(code, 423);
+    // The granting server dies; its lock still holds until the timeout, then lapses.
+    drop(a);
+    let (code, _) = dav(&["-X", "PUT", "--data", "too early", &doc_b]);
+    assert!(code == 423 || locked_at.elapsed() >= Duration::from_secs(4));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (code, _) = dav(&["-X", "PUT", "--data", "after", &doc_b]);
+        if code == 204 {
+            break;
+        }
+        assert_eq!(code, 423);
+        assert!(Instant::now() < deadline, "the lock never lapsed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        locked_at.elapsed() >= Duration::from_secs(4),
+        "lapsed after {:?}",
+        locked_at.elapsed()
+    );
+    assert_eq!(dav(&[&doc_b]), (200, "after".to_string()));
+    b.stop();
+}
+
+#[test]
+fn rclone_and_the_mount_see_the_same_files() {
+    let vol = Volume::new();
+    let m = vol.mount("fuse");
+    let server = webdav(&vol, "dav", &[]);
+    let dir = vol.dir.path();
+    let obscured = run(Command::new("rclone").args(["obscure", PASSWORD]));
+    let obscured = String::from_utf8_lossy(&obscured.stdout).trim().to_string();
+    let conf = dir.join("rclone.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[dav]\ntype = webdav\nurl = {}\nvendor = other\nuser = {USER}\npass = {obscured}\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let src = dir.join("tree");
+    std::fs::create_dir_all(src.join("a/b")).unwrap();
+    for i in 0..40 {
+        std::fs::write(
+            src.join(format!("a/b/f{i}")),
+            format!("file {i}").repeat(i + 1),
+        )
+        .unwrap();
+    }
+    std::fs::write(src.join("big"), vec![7u8; 9 << 20]).unwrap();
+    let rclone = |args: &[&str]| {
+        run(Command::new("rclone").arg("--config").arg(&conf).args(args));
+    };
+    rclone(&["copy", src.to_str().unwrap(), "dav:tree"]);
+    rclone(&["check", src.to_str().unwrap(), "dav:tree"]);
+    // Written through WebDAV, read through the mount.
+    assert_eq!(
+        std::fs::read(m.path.join("tree/a/b/f3")).unwrap(),
+        b"file 3".repeat(4)
+    );
+    assert_eq!(
+        std::fs::read(m.path.join("tree/big")).unwrap().len(),
+        9 << 20
+    );
+    // sync removes what the source no longer has.
+    std::fs::remove_file(src.join("a/b/f0")).unwrap();
+    std::fs::write(src.join("a/new"), b"new file").unwrap();
+    rclone(&["sync", src.to_str().unwrap(), "dav:tree"]);
+    rclone(&["check", src.to_str().unwrap(), "dav:tree"]);
+    assert!(!m.path.join("tree/a/b/f0").exists());
+    // Written through the mount, read through WebDAV.
+    std::fs::write(m.path.join("tree/from-fuse"), b"written by the mount").unwrap();
+    let (code, body) = dav(&[&format!("{}tree/from-fuse", server.url)]);
+    assert_eq!((code, body.as_str()), (200, "written by the mount"));
+    // Dead properties are xattrs the mount sees.
+    let (code, _) = dav(&[
+        "-X",
+        "PROPPATCH",
+        "--data",
+        r#"<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:Z="urn:test"><D:set><D:prop><Z:color>blue</Z:color></D:prop></D:set></D:propertyupdate>"#,
+        &format!("{}tree/from-fuse", server.url),
+    ]);
+    assert_eq!(code, 207);
+    let xattr = sh(
+        &m.path,
+        "getfattr --only-values -n 'user.dav:{urn:test}color' tree/from-fuse",
+    );
+    assert!(xattr.contains(">blue<"), "{xattr}");
+    server.stop();
+}
+
+#[test]
+fn bad_input_is_refused_and_nothing_leaves_the_served_tree() {
+    let vol = Volume::new();
+    let m = vol.mount("fuse");
+    std::fs::create_dir(m.path.join("shared")).unwrap();
+    std::fs::write(m.path.join("secret"), b"outside").unwrap();
+    std::fs::write(m.path.join("shared/inside"), b"inside").unwrap();
+    let server = webdav(&vol, "dav", &["--subdir", "/shared"]);
+    let url = &server.url;
+    // Credentials are required and checked.
+    assert_eq!(curl(&[&format!("{url}inside")]).0, 401);
+    assert_eq!(
+        curl(&["-u", "dav-user:wrong", &format!("{url}inside")]).0,
+        401
+    );
+    assert_eq!(dav(&[&format!("{url}inside")]), (200, "inside".into()));
+    // Nothing above the served directory, however spelled.
+    for path in [
+        "../secret",
+        "%2e%2e/secret",
+        "..%2fsecret",
+        "a/../../secret",
+    ] {
+        let (code, body) = dav(&["--path-as-is", &format!("{url}{path}")]);
+        assert_ne!(body, "outside", "{path}");
+        assert!(code >= 400, "{path}: {code}");
+    }
+    assert_eq!(dav(&[&format!("{url}/inside")]).1, "inside");
+    // The server's own directory is not reachable.
+    assert_eq!(dav(&[&format!("{url}.strata-webdav/")]).0, 404);
+    assert_eq!(
+        dav(&["-X", "MKCOL", &format!("{url}.strata-webdav")]).0,
+        409
+    );
+    // Malformed XML and an over-long name.
+    let (code, _) = dav(&[
+        "-X",
+        "PROPFIND",
+        "--data",
+        "<propfind xmlns=\"DAV:\"><prop>",
+        url,
+    ]);
+    assert_eq!(code, 400);
+    let long = "n".repeat(300);
+    let (code, _) = dav(&["-T", "-", &format!("{url}{long}")]);
+    assert!(code >= 400 && code != 500, "{code}");
+    // A request body beyond the limit is refused, not buffered.
+    let huge = vol.dir.path().join("huge.xml");
+    std::fs::write(&huge, "x".repeat(1 << 20)).unwrap();
+    let body = format!("@{}", huge.display());
+    let (code, _) = dav(&["-X", "PROPPATCH", "--data-binary", &body, url]);
+    assert_eq!(code, 413);
+    // A directory listing for browsers.
+    let (code, body) = dav(&[url.as_str()]);
+    assert!(code == 200 && body.contains("inside"), "{body}");
+    assert!(!body.contains(".strata"), "{body}");
+    server.stop();
+    // A read-only server refuses changes.
+    let ro = webdav(&vol, "ro", &["--read-only"]);
+    let (code, _) = dav(&["-X", "PUT", "--data", "x", &format!("{}new", ro.url)]);
+    assert_eq!(code, 403);
+    assert_eq!(dav(&[&format!("{}secret", ro.url)]).1, "outside");
+    ro.stop();
+}
+
+#[test]
+fn the_server_refuses_to_start_without_credentials_or_anonymous() {
+    let vol = Volume::new();
+    let out = Command::new(STRATA)
+        .args(["webdav", &vol.meta_url, "127.0.0.1:0"])
+        .env_remove("WEBDAV_USER")
+        .env_remove("WEBDAV_PASSWORD")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("WEBDAV_USER"), "{err}");
+}
