@@ -1,5 +1,5 @@
-//! HTTP plumbing shared by Strata's HTTP front ends (the S3 gateway and the WebDAV
-//! server): serving a request handler until cancelled — HTTP/1.1 and HTTP/2 on one
+//! What Strata's HTTP front ends (the S3 gateway and the WebDAV server) share: the users
+//! kept in the volume ([`users`]), and serving a request handler until cancelled — HTTP/1.1 and HTTP/2 on one
 //! listener, optionally over TLS (rustls), a bound on concurrent connections, a
 //! header-read timeout for slow clients, and a graceful stop that lets requests in
 //! flight finish — and loading a certificate and key for TLS.
@@ -22,12 +22,29 @@ use tokio_util::sync::CancellationToken;
 
 pub use tokio_rustls::TlsAcceptor;
 
-/// What can go wrong setting up a listener.
+pub mod users;
+
+pub use users::{User, UserInfo, UserStore, WebDavLimits};
+
+/// What can go wrong outside a request: setting up a listener, managing users.
 #[derive(Debug, thiserror::Error)]
-pub enum HttpError {
+pub enum FrontError {
     /// The certificate or key cannot be used.
     #[error("TLS: {0}")]
     Tls(String),
+    #[error("user {0} already exists")]
+    UserExists(String),
+    #[error("no user {0}")]
+    NoSuchUser(String),
+    #[error("{0}")]
+    InvalidUser(String),
+    #[error("{what}: {errno}")]
+    Fs {
+        what: String,
+        errno: strata_types::Errno,
+    },
+    #[error("damaged user record {what}: {why}")]
+    Corrupt { what: String, why: String },
 }
 
 /// Limits of the HTTP server.
@@ -52,8 +69,8 @@ impl Default for ServeOptions {
 }
 
 /// The certificate chain and private key (PEM files) of an HTTPS listener.
-pub fn load_tls(cert_file: &Path, key_file: &Path) -> Result<TlsAcceptor, HttpError> {
-    let tls_err = |what: String| HttpError::Tls(what);
+pub fn load_tls(cert_file: &Path, key_file: &Path) -> Result<TlsAcceptor, FrontError> {
+    let tls_err = |what: String| FrontError::Tls(what);
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert_file)
         .and_then(|certs| certs.collect::<Result<_, _>>())
         .map_err(|e| tls_err(format!("{}: {e}", cert_file.display())))?;

@@ -1,23 +1,9 @@
-//! The gateway's errors: [`GatewayError`] outside requests (users), and the one place
-//! where a file system errno becomes an S3 error code ([`fs_error`]).
+//! The one place where a file system errno becomes an S3 error code ([`fs_error`]). The
+//! gateway has no errors of its own outside requests (users and serving are
+//! `strata-http`'s).
 
 use s3s::{S3Error, S3ErrorCode};
 use strata_types::Errno;
-
-/// Errors of the gateway outside a request.
-#[derive(Debug, thiserror::Error)]
-pub enum GatewayError {
-    #[error("user {0} already exists")]
-    UserExists(String),
-    #[error("no user {0}")]
-    NoSuchUser(String),
-    #[error("{0}")]
-    InvalidUser(String),
-    #[error("{what}: {errno}")]
-    Fs { what: String, errno: Errno },
-    #[error("damaged user record {what}: {why}")]
-    Corrupt { what: String, why: String },
-}
 
 /// What a request's file system call failed with, as an S3 error. `key` names the
 /// object in messages.

@@ -25,17 +25,14 @@ mod read;
 mod serve;
 mod service;
 mod tags;
-pub mod users;
 
 use std::sync::Arc;
 
 use strata_vfs::{Ctx, Vfs};
 
-pub use error::GatewayError;
 pub use serve::serve;
 pub use service::{Credentials, GatewayService, build_service};
 pub use strata_http::ServeOptions;
-pub use users::{UserInfo, UserStore};
 
 /// How a gateway serves its volume.
 #[derive(Clone, Debug)]

@@ -4,7 +4,7 @@
 
 use s3s::{S3Error, S3ErrorCode, S3Result};
 use strata_types::{Errno, Ino};
-use strata_vfs::{Ctx, DirEntry, Entry, Vfs};
+use strata_vfs::Entry;
 
 use crate::Gateway;
 use crate::error::fs_error;
@@ -79,15 +79,13 @@ impl Gateway {
         dir: Ino,
         what: &str,
     ) -> S3Result<Vec<strata_vfs::DirEntry>> {
-        all_entries(&self.vfs, dir)
-            .await
-            .map_err(|e| fs_error(e, what))
+        self.vfs.list_all(dir).await.map_err(|e| fs_error(e, what))
     }
 
     /// Like [`Gateway::walk`], creating missing directories (`mkdir -p`). A directory
     /// another request creates at the same moment is used as found.
     pub(crate) async fn make_dirs(&self, from: Ino, dirs: &[&str]) -> Result<Ino, Errno> {
-        make_dir_chain(&self.vfs, &self.ctx, from, dirs, DIR_MODE).await
+        self.vfs.make_dirs(&self.ctx, from, dirs, DIR_MODE).await
     }
 
     /// The gateway's own directory `sub` (`tmp`, `uploads`) under the served root.
@@ -120,48 +118,4 @@ pub(crate) fn no_such_bucket(bucket: &str) -> S3Error {
         S3ErrorCode::NoSuchBucket,
         format!("no such bucket: {bucket}"),
     )
-}
-
-/// Every entry of `dir`, read a page at a time.
-pub(crate) async fn all_entries(vfs: &Vfs, dir: Ino) -> Result<Vec<DirEntry>, Errno> {
-    const PAGE: usize = 1000;
-    let mut all = Vec::new();
-    let mut from: Option<Vec<u8>> = None;
-    loop {
-        let page = vfs.list_page(dir, from.as_deref(), PAGE).await?;
-        let full = page.len() == PAGE;
-        from = page.last().map(|e| [&e.name[..], &[0]].concat());
-        all.extend(page);
-        if !full {
-            return Ok(all);
-        }
-    }
-}
-
-/// The directory at `dirs` below `from`, creating missing ones with `mode` (`mkdir -p`);
-/// one another client creates at the same moment is used as found. ENOTDIR if a part
-/// is not a directory.
-pub(crate) async fn make_dir_chain(
-    vfs: &Vfs,
-    ctx: &Ctx,
-    from: Ino,
-    dirs: &[&str],
-    mode: u32,
-) -> Result<Ino, Errno> {
-    let mut at = from;
-    for part in dirs {
-        let name = part.as_bytes();
-        let entry = match vfs.lookup(ctx, at, name).await {
-            Err(Errno::ENOENT) => match vfs.mkdir(ctx, at, name, mode).await {
-                Err(Errno::EEXIST) => vfs.lookup(ctx, at, name).await?,
-                made => made?,
-            },
-            found => found?,
-        };
-        if !entry.attr.is_dir() {
-            return Err(Errno::ENOTDIR);
-        }
-        at = entry.ino;
-    }
-    Ok(at)
 }

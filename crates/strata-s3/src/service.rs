@@ -9,7 +9,7 @@ use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 
 use crate::Gateway;
 use crate::access::Access;
-use crate::users::UserStore;
+use strata_http::UserStore;
 
 /// An access key and its secret; the secret never shows in `Debug` or logs.
 #[derive(Clone)]

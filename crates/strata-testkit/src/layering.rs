@@ -22,7 +22,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     ("strata-fuse", &["strata-types", "strata-vfs"]),
-    ("strata-http", &[]),
+    ("strata-http", &["strata-types", "strata-vfs"]),
     ("strata-s3", &["strata-types", "strata-vfs", "strata-http"]),
     (
         "strata-webdav",

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use strata_meta::{Ctx, DirEntry, Meta};
-use strata_types::{Attr, FileType, Ino};
+use strata_types::{Attr, Errno, FileType, Ino};
 use tokio::task::JoinHandle;
 
 use crate::errno::from_meta;
@@ -236,5 +236,50 @@ impl Vfs {
             }
         }
         Ok(page)
+    }
+
+    /// Every entry of `dir`, read a page at a time (for the front ends' own small
+    /// directories: buckets, uploads, users).
+    pub async fn list_all(&self, dir: Ino) -> Result<Vec<DirEntry>> {
+        const PAGE: usize = 1000;
+        let mut all = Vec::new();
+        let mut from: Option<Vec<u8>> = None;
+        loop {
+            let page = self.list_page(dir, from.as_deref(), PAGE).await?;
+            let full = page.len() == PAGE;
+            from = page.last().map(|e| [&e.name[..], &[0]].concat());
+            all.extend(page);
+            if !full {
+                return Ok(all);
+            }
+        }
+    }
+
+    /// The directory at `dirs` below `from`, making missing ones with `mode` (`mkdir
+    /// -p`); one another client makes at the same moment is used as found. ENOTDIR if a
+    /// part is not a directory.
+    pub async fn make_dirs<N: AsRef<[u8]>>(
+        &self,
+        ctx: &Ctx,
+        from: Ino,
+        dirs: &[N],
+        mode: u32,
+    ) -> Result<Ino> {
+        let mut at = from;
+        for part in dirs {
+            let name = part.as_ref();
+            let entry = match self.lookup(ctx, at, name).await {
+                Err(Errno::ENOENT) => match self.mkdir(ctx, at, name, mode).await {
+                    Err(Errno::EEXIST) => self.lookup(ctx, at, name).await?,
+                    made => made?,
+                },
+                found => found?,
+            };
+            if !entry.attr.is_dir() {
+                return Err(Errno::ENOTDIR);
+            }
+            at = entry.ino;
+        }
+        Ok(at)
     }
 }

@@ -48,6 +48,8 @@ pub(crate) struct Volume {
 #[derive(Clone, Debug)]
 pub struct VolumeFs {
     pub(crate) vol: Arc<Volume>,
+    /// The directory this request sees as `/`: the server's root, or a user's directory.
+    root: Ino,
     /// Directories and files found by this request, by path (`/a/b`): a path is walked
     /// once per request.
     walked: Arc<Mutex<HashMap<Vec<u8>, Ino>>>,
@@ -93,16 +95,24 @@ impl VolumeFs {
                 root,
                 tmp_dir: tokio::sync::OnceCell::new(),
             }),
+            root,
             walked: Arc::default(),
         }
     }
 
-    /// The same file system with an empty walk cache, for a new request.
-    pub fn for_request(&self) -> VolumeFs {
+    /// The same file system with an empty walk cache, for a new request that sees `root`
+    /// as `/`.
+    pub fn for_request(&self, root: Ino) -> VolumeFs {
         VolumeFs {
             vol: self.vol.clone(),
+            root,
             walked: Arc::default(),
         }
+    }
+
+    /// The server's root.
+    pub fn server_root(&self) -> Ino {
+        self.vol.root
     }
 
     pub(crate) fn vfs(&self) -> &Vfs {
@@ -120,7 +130,7 @@ impl VolumeFs {
 
     /// The inode at `segs` below the root.
     async fn walk(&self, segs: &[&[u8]]) -> Result<Ino, Errno> {
-        let mut at = self.vol.root;
+        let mut at = self.root;
         // The longest prefix walked already.
         let mut start = 0;
         {
@@ -150,7 +160,7 @@ impl VolumeFs {
     pub(crate) async fn stat(&self, path: &DavPath) -> Result<(Ino, Attr), Errno> {
         let segs = segments(path)?;
         let Some((name, dirs)) = segs.split_last() else {
-            let root = self.vol.root;
+            let root = self.root;
             return Ok((root, self.vfs().getattr(root).await?));
         };
         let parent = self.walk(dirs).await?;
@@ -172,41 +182,12 @@ impl VolumeFs {
     pub(crate) async fn tmp_dir(&self) -> Result<Ino, Errno> {
         let vol = &self.vol;
         vol.tmp_dir
-            .get_or_try_init(|| async {
-                let hidden = make_dir(&vol.vfs, &vol.ctx, vol.root, HIDDEN_DIR, 0o700).await?;
-                make_dir(&vol.vfs, &vol.ctx, hidden, b"tmp", 0o700).await
+            .get_or_try_init(|| {
+                let parts: [&[u8]; 2] = [HIDDEN_DIR, b"tmp"];
+                async move { vol.vfs.make_dirs(&vol.ctx, vol.root, &parts, 0o700).await }
             })
             .await
             .copied()
-    }
-}
-
-/// `dir/name` as a directory, made if missing (one made at the same moment by another
-/// server is used as found).
-pub(crate) async fn make_dir(
-    vfs: &Vfs,
-    ctx: &Ctx,
-    dir: Ino,
-    name: &[u8],
-    mode: u32,
-) -> Result<Ino, Errno> {
-    match vfs.lookup(ctx, dir, name).await {
-        Ok(e) if e.attr.is_dir() => return Ok(e.ino),
-        Ok(_) => return Err(Errno::ENOTDIR),
-        Err(Errno::ENOENT) => {}
-        Err(e) => return Err(e),
-    }
-    match vfs.mkdir(ctx, dir, name, mode).await {
-        Ok(e) => Ok(e.ino),
-        Err(Errno::EEXIST) => {
-            let e = vfs.lookup(ctx, dir, name).await?;
-            if e.attr.is_dir() {
-                Ok(e.ino)
-            } else {
-                Err(Errno::ENOTDIR)
-            }
-        }
-        Err(e) => Err(e),
     }
 }
 

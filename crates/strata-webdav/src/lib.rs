@@ -2,9 +2,11 @@
 //! from `dav-server`; this crate gives it the volume through the VFS ([`fs`], [`file`]),
 //! dead properties kept in xattrs ([`props`]), and locks kept in the volume's metadata so
 //! that every server of a volume sees the same locks ([`locks`], rules in
-//! [`locktable`]). [`server`] answers one request (authentication, read-only);
+//! [`locktable`]). [`server`] answers one request (who asks is [`auth`]'s: the server's
+//! user or the volume's users, with their directory and read-only flag);
 //! [`serve`] runs the HTTP server (shared with the S3 gateway, `strata-http`).
 
+mod auth;
 mod error;
 mod file;
 mod fs;
@@ -16,11 +18,12 @@ mod server;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+pub use auth::Auth;
 pub use error::WebDavError;
 pub use fs::VolumeFs;
-pub use locks::{LockOptions, VolumeLocks};
+pub use locks::{LockOptions, VolumeLocks, lock_prefix};
 pub use props::PROP_PREFIX;
-pub use server::{Auth, WebDavOptions, WebDavServer};
+pub use server::{WebDavOptions, WebDavServer};
 pub use strata_http::{ServeOptions, TlsAcceptor};
 
 /// Serve `server` on `listener` until `stop` is cancelled.

@@ -21,7 +21,7 @@ use strata_vfs::{Ctx, Vfs};
 use xmltree::Element;
 
 use crate::error::WebDavError;
-use crate::fs::{HIDDEN_DIR, make_dir};
+use crate::fs::HIDDEN_DIR;
 use crate::locktable::{LockTable, StoredLock, Submitted, TABLE_VERSION};
 
 /// The file whose xattr holds the table.
@@ -43,27 +43,32 @@ pub struct LockOptions {
     pub max_timeout: Duration,
 }
 
+/// The volume path of the directory `subdir` (`None`: the volume root), URL-encoded as
+/// the paths of a server of the volume root are, without a trailing slash.
+pub fn lock_prefix(subdir: Option<&str>) -> String {
+    let mut encoded = String::new();
+    for part in subdir.unwrap_or("").split('/').filter(|p| !p.is_empty()) {
+        encoded.push('/');
+        for b in part.bytes() {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+                encoded.push(char::from(b));
+            } else {
+                encoded.push_str(&format!("%{b:02X}"));
+            }
+        }
+    }
+    // The same spelling as the paths of a server of the volume root.
+    match DavPath::new(&encoded) {
+        Ok(p) if !encoded.is_empty() => p.as_url_string().trim_end_matches('/').to_string(),
+        _ => String::new(),
+    }
+}
+
 impl LockOptions {
     /// The options of a server of `subdir` (`--subdir`; `None` for the volume root).
     pub fn for_subdir(subdir: Option<&str>) -> LockOptions {
-        let mut encoded = String::new();
-        for part in subdir.unwrap_or("").split('/').filter(|p| !p.is_empty()) {
-            encoded.push('/');
-            for b in part.bytes() {
-                if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-                    encoded.push(char::from(b));
-                } else {
-                    encoded.push_str(&format!("%{b:02X}"));
-                }
-            }
-        }
-        // The same spelling as the paths of a server of the volume root.
-        let prefix = match DavPath::new(&encoded) {
-            Ok(p) if !encoded.is_empty() => p.as_url_string().trim_end_matches('/').to_string(),
-            _ => String::new(),
-        };
         LockOptions {
-            prefix,
+            prefix: lock_prefix(subdir),
             ..LockOptions::default()
         }
     }
@@ -85,6 +90,8 @@ pub struct VolumeLocks {
     /// The table as this request first read it: a PROPFIND of many entries reads it
     /// once. Changes always read afresh.
     seen: Arc<Mutex<Option<Snapshot>>>,
+    /// The volume path of the request's `/` ([`lock_prefix`]).
+    prefix: Arc<str>,
 }
 
 #[derive(Debug)]
@@ -112,6 +119,7 @@ impl VolumeLocks {
     /// The lock system of a server of the volume `vfs`, acting as `ctx`.
     pub fn new(vfs: Arc<Vfs>, ctx: Ctx, opts: LockOptions) -> VolumeLocks {
         VolumeLocks {
+            prefix: opts.prefix.as_str().into(),
             inner: Arc::new(Inner {
                 vfs,
                 ctx,
@@ -123,11 +131,13 @@ impl VolumeLocks {
         }
     }
 
-    /// The same lock system for a new request.
-    pub fn for_request(&self) -> VolumeLocks {
+    /// The same lock system for a new request whose `/` is the volume path `prefix`
+    /// (the server's root when `None`).
+    pub fn for_request(&self, prefix: Option<&str>) -> VolumeLocks {
         VolumeLocks {
             inner: self.inner.clone(),
             seen: Arc::default(),
+            prefix: prefix.unwrap_or(&self.inner.opts.prefix).into(),
         }
     }
 
@@ -144,20 +154,20 @@ impl VolumeLocks {
     async fn dir(&self) -> Result<Ino, Errno> {
         let i = &self.inner;
         i.dir
-            .get_or_try_init(|| make_dir(&i.vfs, &i.ctx, Ino::ROOT, HIDDEN_DIR, 0o700))
+            .get_or_try_init(|| i.vfs.make_dirs(&i.ctx, Ino::ROOT, &[HIDDEN_DIR], 0o700))
             .await
             .copied()
     }
 
     /// The volume path of a request path.
     fn volume_path(&self, path: &DavPath) -> String {
-        format!("{}{}", self.inner.opts.prefix, path.as_url_string())
+        format!("{}{}", self.prefix, path.as_url_string())
     }
 
     /// The request path of a volume path (which is at or below the served directory).
     fn dav_path(&self, volume_path: &str) -> Option<DavPath> {
         let own = volume_path
-            .strip_prefix(&self.inner.opts.prefix)
+            .strip_prefix(&*self.prefix)
             .unwrap_or(volume_path);
         DavPath::new(if own.is_empty() { "/" } else { own }).ok()
     }
@@ -318,7 +328,9 @@ impl VolumeLocks {
     /// The timeout granted for the one asked for, and in milliseconds.
     fn granted_timeout(&self, asked: Option<Duration>) -> (Duration, i64) {
         let max = self.inner.opts.max_timeout;
-        let granted = asked.map_or(max, |t| t.min(max)).max(Duration::from_secs(1));
+        let granted = asked
+            .map_or(max, |t| t.min(max))
+            .max(Duration::from_secs(1));
         let ms = i64::try_from(granted.as_millis()).unwrap_or(i64::MAX);
         (granted, ms)
     }

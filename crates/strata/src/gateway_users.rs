@@ -1,11 +1,12 @@
-//! `strata gateway user add|list|remove`: the S3 gateway's users, kept in the volume so
-//! every gateway process of it accepts them at once (strata-s3's `UserStore`).
+//! `strata gateway user add|list|remove` (also `strata webdav user ...`): the users of the
+//! S3 gateway and the WebDAV server, kept in the volume so every gateway and WebDAV
+//! process of it accepts them at once (strata-http's `UserStore`).
 
 use std::io::{BufRead, IsTerminal};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use strata_s3::UserStore;
+use strata_http::{UserStore, WebDavLimits};
 use strata_types::{MetaUrl, Secret};
 use strata_vfs::{Ctx, VfsOptions};
 
@@ -32,6 +33,13 @@ pub struct AddArgs {
     /// instead of generating one
     #[arg(long)]
     secret_stdin: bool,
+    /// Through WebDAV, show the user only this directory of the volume (e.g.
+    /// /projects/a) as the root. The S3 gateway has bucket policies instead
+    #[arg(long, value_name = "PATH")]
+    webdav_subdir: Option<String>,
+    /// Through WebDAV, let the user read but change nothing
+    #[arg(long)]
+    webdav_read_only: bool,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -118,7 +126,11 @@ async fn run(cmd: UserCommand) -> Result<()> {
                 (generate_secret(), true)
             };
             let (client, store) = open(&a.meta_url, &a.client).await?;
-            let added = store.add(&a.access_key, &secret).await;
+            let limits = WebDavLimits {
+                subdir: a.webdav_subdir.clone(),
+                read_only: a.webdav_read_only,
+            };
+            let added = store.add(&a.access_key, &secret, &limits).await;
             client.close().await;
             added?;
             if generated {
@@ -134,7 +146,7 @@ async fn run(cmd: UserCommand) -> Result<()> {
             let users = store.list().await;
             client.close().await;
             let users = users?;
-            println!("{:<40} ADDED (UTC)", "ACCESS KEY");
+            println!("{:<40} {:<19} WEBDAV", "ACCESS KEY", "ADDED (UTC)");
             for u in users {
                 let added = time::OffsetDateTime::from_unix_timestamp(u.created)
                     .map(|t| {
@@ -149,7 +161,11 @@ async fn run(cmd: UserCommand) -> Result<()> {
                         )
                     })
                     .unwrap_or_else(|_| u.created.to_string());
-                println!("{:<40} {added}", u.access_key);
+                let mut webdav = u.webdav.subdir.clone().unwrap_or_else(|| "/".into());
+                if u.webdav.read_only {
+                    webdav.push_str(" (read-only)");
+                }
+                println!("{:<40} {added:<19} {webdav}", u.access_key);
             }
         }
         UserCommand::Remove(a) => {

@@ -51,10 +51,10 @@ enum Command {
     Umount(mount_cmd::UmountArgs),
     /// Serve a volume as an S3 endpoint (foreground; SIGTERM or Ctrl-C stops it), or
     /// manage its users (`strata gateway user add|list|remove`).
-    Gateway(gateway_cmd::GatewayArgs),
+    Gateway(Box<gateway_cmd::GatewayArgs>),
     /// Serve a volume over WebDAV (foreground; SIGTERM or Ctrl-C stops it). Locks are
     /// kept in the volume: several servers of one volume agree on them.
-    Webdav(webdav_cmd::WebDavArgs),
+    Webdav(Box<webdav_cmd::WebDavArgs>),
     /// Show a volume's settings and live sessions.
     Status(format_cmd::StatusArgs),
     /// Show what a file or directory on a mounted volume is made of (inode, slices, objects).
@@ -121,8 +121,8 @@ fn main() -> ExitCode {
         Command::Format(a) => format_cmd::run_format(a),
         Command::Mount(a) => mount_cmd::run_mount(a),
         Command::Umount(a) => mount_cmd::run_umount(a),
-        Command::Gateway(a) => gateway_cmd::run_gateway(a),
-        Command::Webdav(a) => webdav_cmd::run_webdav(a),
+        Command::Gateway(a) => gateway_cmd::run_gateway(*a),
+        Command::Webdav(a) => webdav_cmd::run_webdav(*a),
         Command::Status(a) => format_cmd::run_status(a),
         Command::Info(a) => info_cmd::run_info(a),
         Command::Config(a) => format_cmd::run_config(a),

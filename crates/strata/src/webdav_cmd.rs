@@ -19,14 +19,22 @@ pub struct WebDavArgs {
     /// Metadata engine URL, e.g. sqlite3://strata.db (a password may come from
     /// META_PASSWORD instead)
     meta_url: MetaUrl,
-    /// Address to listen on, e.g. localhost:9007 or 0.0.0.0:9007. Clients log in with
-    /// WEBDAV_USER and WEBDAV_PASSWORD from the environment (HTTP basic auth)
+    /// Address to listen on, e.g. localhost:9007 or 0.0.0.0:9007. Clients log in (HTTP
+    /// basic auth) as WEBDAV_USER with WEBDAV_PASSWORD from the environment, or as a user
+    /// kept in the volume (`strata gateway user add`: access key and secret key)
     address: String,
     #[command(flatten)]
     client: ClientArgs,
     /// Serve without asking for credentials (only without WEBDAV_USER)
     #[arg(long)]
     anonymous: bool,
+    /// Refuse directory listings (PROPFIND with a depth, GET of a directory)
+    #[arg(long = "disallowList", alias = "disallow-list")]
+    disallow_list: bool,
+    /// Accepted for JuiceFS compatibility: dead properties (PROPPATCH) are always kept,
+    /// in xattrs
+    #[arg(long)]
+    enable_proppatch: bool,
     /// Refuse every change (403)
     #[arg(long)]
     read_only: bool,
@@ -51,16 +59,28 @@ fn auth(anonymous: bool) -> Result<Auth> {
     let password = std::env::var("WEBDAV_PASSWORD").unwrap_or_default();
     match (user.is_empty(), anonymous) {
         (true, true) => Ok(Auth::Anonymous),
-        (true, false) => bail!(
-            "set WEBDAV_USER and WEBDAV_PASSWORD to the credentials clients log in with, or pass --anonymous to serve without"
-        ),
+        (true, false) => Ok(Auth::Users { own: None }),
         (false, true) => bail!("--anonymous and WEBDAV_USER exclude each other"),
         (false, false) if password.is_empty() => bail!("WEBDAV_USER needs WEBDAV_PASSWORD"),
-        (false, false) => Ok(Auth::Basic {
-            user,
-            password: Secret::new(password),
+        (false, false) => Ok(Auth::Users {
+            own: Some((user, Secret::new(password))),
         }),
     }
+}
+
+/// Refuse to serve nobody: without WEBDAV_USER and --anonymous, the volume must have
+/// users.
+async fn check_someone_can_log_in(auth: &Auth, client: &Client, ctx: &Ctx) -> Result<()> {
+    if !matches!(auth, Auth::Users { own: None }) {
+        return Ok(());
+    }
+    let users = strata_http::UserStore::new(client.vfs.clone(), ctx.clone());
+    if users.list().await?.is_empty() {
+        bail!(
+            "nobody could log in: set WEBDAV_USER and WEBDAV_PASSWORD, add users with `strata gateway user add`, or pass --anonymous"
+        );
+    }
+    Ok(())
 }
 
 pub fn run_webdav(a: WebDavArgs) -> Result<()> {
@@ -98,9 +118,15 @@ async fn serve(a: WebDavArgs, auth: Auth) -> Result<()> {
         nix::unistd::geteuid().as_raw(),
         nix::unistd::getegid().as_raw(),
     );
+    if let Err(e) = check_someone_can_log_in(&auth, &client, &ctx).await {
+        client.close().await;
+        return Err(e);
+    }
     let opts = WebDavOptions {
         auth,
         read_only: a.read_only,
+        subdir: a.client.subdir.clone(),
+        disallow_list: a.disallow_list,
         locks: LockOptions {
             max_timeout: a.max_lock_timeout,
             ..LockOptions::for_subdir(a.client.subdir.as_deref())

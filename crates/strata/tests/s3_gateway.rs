@@ -7,7 +7,7 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 mod common;
 
@@ -507,25 +507,6 @@ fn https_with_a_certificate() {
         "plain HTTP must not be served"
     );
     gw.stop();
-}
-
-/// Run `strata gateway user ARGS...` on `vol`, feeding `stdin`; its output.
-fn gateway_user(vol: &Volume, args: &[&str], stdin: &str) -> std::process::Output {
-    let mut child = Command::new(STRATA)
-        .args(["gateway", "user", args[0], &vol.meta_url])
-        .args(&args[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
 }
 
 /// Users added once (while two gateways run) are accepted by both; bucket owners,

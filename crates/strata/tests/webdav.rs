@@ -302,3 +302,123 @@ fn the_server_refuses_to_start_without_credentials_or_anonymous() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("WEBDAV_USER"), "{err}");
 }
+
+/// Users kept in the volume (`strata gateway user add`, shared with the S3 gateway) log
+/// in with their access and secret keys, each in its own directory and read-only if
+/// added so; the server runs without WEBDAV_USER.
+#[test]
+fn volume_users_log_in_with_their_directory_and_read_only_flag() {
+    let vol = Volume::new();
+    let m = vol.mount("fuse");
+    std::fs::create_dir_all(m.path.join("teams/a")).unwrap();
+    std::fs::write(m.path.join("teams/a/plan"), b"team a").unwrap();
+    std::fs::write(m.path.join("top"), b"top level").unwrap();
+    let add = |args: &[&str], secret: &str| {
+        let out = gateway_user(&vol, args, &format!("{secret}\n"));
+        assert!(out.status.success(), "{out:?}");
+    };
+    add(
+        &[
+            "add",
+            "alice",
+            "--secret-stdin",
+            "--webdav-subdir",
+            "/teams/a",
+            "--webdav-read-only",
+        ],
+        "alice-secret-1",
+    );
+    add(&["add", "bob", "--secret-stdin"], "bob-secret-22");
+    let listed = gateway_user(&vol, &["list"], "");
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.contains("/teams/a (read-only)"), "{listed}");
+    let server = Daemon::start(
+        &vol,
+        "dav",
+        &["webdav", &vol.meta_url, "127.0.0.1:0", "--cache-size", "0"],
+        &[],
+    );
+    let url = &server.url;
+    // alice sees her directory as the root, and changes nothing.
+    let (code, body) = curl(&["-u", "alice:alice-secret-1", &format!("{url}plan")]);
+    assert_eq!((code, body.as_str()), (200, "team a"));
+    assert_eq!(
+        curl(&["-u", "alice:alice-secret-1", &format!("{url}top")]).0,
+        404
+    );
+    let put = curl(&[
+        "-u",
+        "alice:alice-secret-1",
+        "-X",
+        "PUT",
+        "--data",
+        "x",
+        &format!("{url}new"),
+    ]);
+    assert_eq!(put.0, 403);
+    assert_eq!(
+        curl(&["-u", "alice:bob-secret-22", &format!("{url}plan")]).0,
+        401
+    );
+    // bob sees the whole volume and may write.
+    let (code, _) = curl(&[
+        "-u",
+        "bob:bob-secret-22",
+        "-X",
+        "PUT",
+        "--data",
+        "from bob",
+        &format!("{url}teams/a/bob"),
+    ]);
+    assert_eq!(code, 201);
+    assert_eq!(
+        std::fs::read(m.path.join("teams/a/bob")).unwrap(),
+        b"from bob"
+    );
+    // A lock bob takes in alice's directory is the one alice's view shows.
+    let (code, body) = curl(&[
+        "-u",
+        "bob:bob-secret-22",
+        "-X",
+        "LOCK",
+        "-H",
+        "Content-Type: application/xml",
+        "--data",
+        LOCK_BODY,
+        &format!("{url}teams/a/plan"),
+    ]);
+    assert_eq!(code, 200, "{body}");
+    let token = lock_token(&body);
+    let (code, body) = curl(&[
+        "-u",
+        "alice:alice-secret-1",
+        "-X",
+        "PROPFIND",
+        "-H",
+        "Depth: 0",
+        &format!("{url}plan"),
+    ]);
+    assert!(code == 207 && body.contains(&token), "{body}");
+    assert!(body.contains("<D:href>/plan</D:href>"), "{body}");
+    // A removed user is refused at once.
+    let out = gateway_user(&vol, &["remove", "bob"], "");
+    assert!(out.status.success());
+    assert_eq!(
+        curl(&["-u", "bob:bob-secret-22", &format!("{url}top")]).0,
+        401
+    );
+    server.stop();
+}
+
+#[test]
+fn listings_can_be_disallowed() {
+    let vol = Volume::new();
+    let server = webdav(&vol, "dav", &["--disallowList"]);
+    let url = &server.url;
+    assert_eq!(dav(&["-T", "-", &format!("{url}file")]).0, 201);
+    assert_eq!(dav(&["-X", "PROPFIND", "-H", "Depth: 1", url]).0, 403);
+    assert_eq!(dav(&["-X", "PROPFIND", "-H", "Depth: 0", url]).0, 207);
+    assert!(dav(&[url.as_str()]).0 >= 400);
+    assert_eq!(dav(&[&format!("{url}file")]).0, 200);
+    server.stop();
+}

@@ -2,6 +2,7 @@
 //! through the `strata` binary, shell steps. Mounts are unmounted on drop.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, dead_code)] // test code
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -214,4 +215,23 @@ impl Drop for Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Run `strata gateway user ARGS...` on `vol`, feeding `stdin`; its output.
+pub fn gateway_user(vol: &Volume, args: &[&str], stdin: &str) -> std::process::Output {
+    let mut child = Command::new(STRATA)
+        .args(["gateway", "user", args[0], &vol.meta_url])
+        .args(&args[1..])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
 }

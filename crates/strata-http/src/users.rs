@@ -1,5 +1,6 @@
-//! Gateway users kept in the volume, so every gateway process of one volume accepts the
-//! same keys: one empty file per user in `.strata-s3/users/` at the volume root (mode
+//! Users kept in the volume, so every S3 gateway and WebDAV server of one volume accepts
+//! the same keys (S3: access key and secret; WebDAV basic auth: the access key as user
+//! name, the secret as password): one empty file per user in `.strata-s3/users/` at the volume root (mode
 //! 0600, directory 0700), its record in the xattr `user.s3.user` (FORMAT.md "s3 v1").
 //! A user is added under a temporary name and renamed into place without replacing, so
 //! a reader never sees half a user and two `user add` of one name cannot both succeed.
@@ -11,10 +12,10 @@ use serde::{Deserialize, Serialize};
 use strata_types::{Errno, Ino, Secret};
 use strata_vfs::{Ctx, Vfs};
 
-use crate::error::GatewayError;
-use crate::keys::HIDDEN_DIR;
-use crate::paths::{all_entries, make_dir_chain};
+use crate::FrontError;
 
+/// The S3 gateway's hidden directory at the volume root, which holds the users.
+const HIDDEN_DIR: &str = ".strata-s3";
 /// The directory of users under the hidden directory.
 const USERS_DIR: &str = "users";
 /// The xattr holding a user's record.
@@ -24,6 +25,23 @@ const USER_VERSION: u32 = 1;
 /// RENAME_NOREPLACE.
 const NOREPLACE: u32 = 1;
 
+/// What a user may do through WebDAV (the S3 gateway has bucket policies instead).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebDavLimits {
+    /// The directory of the volume the user sees as the root (`/projects/a`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subdir: Option<String>,
+    /// The user may not change anything.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
+}
+
+impl WebDavLimits {
+    fn is_none(&self) -> bool {
+        *self == WebDavLimits::default()
+    }
+}
+
 /// A user's record as stored.
 #[derive(Serialize, Deserialize)]
 struct UserRecord {
@@ -32,6 +50,8 @@ struct UserRecord {
     secret_key: String,
     /// Seconds since the epoch.
     created: i64,
+    #[serde(default, skip_serializing_if = "WebDavLimits::is_none")]
+    webdav: WebDavLimits,
 }
 
 /// A user as listed (no secret).
@@ -40,15 +60,23 @@ pub struct UserInfo {
     pub access_key: String,
     /// Seconds since the epoch.
     pub created: i64,
+    pub webdav: WebDavLimits,
+}
+
+/// A user as a server checks it.
+#[derive(Clone, Debug)]
+pub struct User {
+    pub secret: Secret,
+    pub webdav: WebDavLimits,
 }
 
 /// An access key: 3 to 128 of `A-Z a-z 0-9 . _ -`, not starting with a dot.
-pub fn check_access_key(key: &str) -> Result<(), GatewayError> {
+pub fn check_access_key(key: &str) -> Result<(), FrontError> {
     let ok_chars = key
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
     if !(3..=128).contains(&key.len()) || !ok_chars || key.starts_with('.') {
-        return Err(GatewayError::InvalidUser(format!(
+        return Err(FrontError::InvalidUser(format!(
             "access key {key:?}: use 3 to 128 letters, digits, '.', '_' or '-' (not starting with '.')"
         )));
     }
@@ -56,10 +84,10 @@ pub fn check_access_key(key: &str) -> Result<(), GatewayError> {
 }
 
 /// A secret key: 8 to 128 printable ASCII characters without spaces.
-pub fn check_secret_key(secret: &Secret) -> Result<(), GatewayError> {
+pub fn check_secret_key(secret: &Secret) -> Result<(), FrontError> {
     let s = secret.expose();
     if !(8..=128).contains(&s.len()) || !s.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(GatewayError::InvalidUser(
+        return Err(FrontError::InvalidUser(
             "a secret key is 8 to 128 printable ASCII characters without spaces".into(),
         ));
     }
@@ -79,23 +107,24 @@ impl UserStore {
         UserStore { vfs, ctx }
     }
 
-    fn fs(what: &str, errno: Errno) -> GatewayError {
-        GatewayError::Fs {
+    fn fs(what: &str, errno: Errno) -> FrontError {
+        FrontError::Fs {
             what: what.to_string(),
             errno,
         }
     }
 
     /// `.strata-s3/users` at the volume root, made (0700) if missing.
-    async fn make_users_dir(&self) -> Result<Ino, GatewayError> {
+    async fn make_users_dir(&self) -> Result<Ino, FrontError> {
         let parts = [HIDDEN_DIR, USERS_DIR];
-        make_dir_chain(&self.vfs, &self.ctx, Ino::ROOT, &parts, 0o700)
+        self.vfs
+            .make_dirs(&self.ctx, Ino::ROOT, &parts, 0o700)
             .await
             .map_err(|e| Self::fs(USERS_DIR, e))
     }
 
     /// `.strata-s3/users` at the volume root, `None` when there is none yet.
-    async fn users_dir(&self) -> Result<Option<Ino>, GatewayError> {
+    async fn users_dir(&self) -> Result<Option<Ino>, FrontError> {
         let parts = [HIDDEN_DIR, USERS_DIR];
         let mut at = Ino::ROOT;
         for part in parts {
@@ -110,9 +139,21 @@ impl UserStore {
     }
 
     /// Add a user; `UserExists` if the access key is taken.
-    pub async fn add(&self, access_key: &str, secret: &Secret) -> Result<(), GatewayError> {
+    pub async fn add(
+        &self,
+        access_key: &str,
+        secret: &Secret,
+        webdav: &WebDavLimits,
+    ) -> Result<(), FrontError> {
         check_access_key(access_key)?;
         check_secret_key(secret)?;
+        if let Some(subdir) = &webdav.subdir
+            && !subdir.starts_with('/')
+        {
+            return Err(FrontError::InvalidUser(format!(
+                "WebDAV directory {subdir:?}: give a path from the volume root, e.g. /projects/a"
+            )));
+        }
         let dir = self.make_users_dir().await?;
         let created = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -122,8 +163,9 @@ impl UserStore {
             access_key: access_key.to_string(),
             secret_key: secret.expose().to_string(),
             created,
+            webdav: webdav.clone(),
         };
-        let value = serde_json::to_vec(&record).map_err(|e| GatewayError::Corrupt {
+        let value = serde_json::to_vec(&record).map_err(|e| FrontError::Corrupt {
             what: access_key.to_string(),
             why: e.to_string(),
         })?;
@@ -154,7 +196,7 @@ impl UserStore {
                 tracing::warn!("cannot remove the temporary user file {temp}: {cleanup}");
             }
             return Err(match e {
-                Errno::EEXIST => GatewayError::UserExists(access_key.to_string()),
+                Errno::EEXIST => FrontError::UserExists(access_key.to_string()),
                 e => Self::fs(access_key, e),
             });
         }
@@ -162,24 +204,26 @@ impl UserStore {
     }
 
     /// Remove a user; `NoSuchUser` if there is none.
-    pub async fn remove(&self, access_key: &str) -> Result<(), GatewayError> {
+    pub async fn remove(&self, access_key: &str) -> Result<(), FrontError> {
         check_access_key(access_key)?;
         let Some(dir) = self.users_dir().await? else {
-            return Err(GatewayError::NoSuchUser(access_key.to_string()));
+            return Err(FrontError::NoSuchUser(access_key.to_string()));
         };
         match self.vfs.unlink(&self.ctx, dir, access_key.as_bytes()).await {
             Ok(()) => Ok(()),
-            Err(Errno::ENOENT) => Err(GatewayError::NoSuchUser(access_key.to_string())),
+            Err(Errno::ENOENT) => Err(FrontError::NoSuchUser(access_key.to_string())),
             Err(e) => Err(Self::fs(access_key, e)),
         }
     }
 
     /// Every user, by access key.
-    pub async fn list(&self) -> Result<Vec<UserInfo>, GatewayError> {
+    pub async fn list(&self) -> Result<Vec<UserInfo>, FrontError> {
         let Some(dir) = self.users_dir().await? else {
             return Ok(Vec::new());
         };
-        let entries = all_entries(&self.vfs, dir)
+        let entries = self
+            .vfs
+            .list_all(dir)
             .await
             .map_err(|e| Self::fs(USERS_DIR, e))?;
         let mut out = Vec::new();
@@ -194,6 +238,7 @@ impl UserStore {
                 out.push(UserInfo {
                     access_key: record.access_key,
                     created: record.created,
+                    webdav: record.webdav,
                 });
             }
         }
@@ -201,7 +246,12 @@ impl UserStore {
     }
 
     /// The secret of `access_key`, or `None` if there is no such user.
-    pub async fn secret(&self, access_key: &str) -> Result<Option<Secret>, GatewayError> {
+    pub async fn secret(&self, access_key: &str) -> Result<Option<Secret>, FrontError> {
+        Ok(self.user(access_key).await?.map(|u| u.secret))
+    }
+
+    /// The user `access_key`, or `None` if there is no such user.
+    pub async fn user(&self, access_key: &str) -> Result<Option<User>, FrontError> {
         if check_access_key(access_key).is_err() {
             return Ok(None);
         }
@@ -214,17 +264,20 @@ impl UserStore {
             Err(e) => return Err(Self::fs(access_key, e)),
         };
         let record = self.record(entry.ino, access_key).await?;
-        Ok(record.map(|r| Secret::new(r.secret_key)))
+        Ok(record.map(|r| User {
+            secret: Secret::new(r.secret_key),
+            webdav: r.webdav,
+        }))
     }
 
     /// The record on the file `ino` named `name`; `None` when it has none.
-    async fn record(&self, ino: Ino, name: &str) -> Result<Option<UserRecord>, GatewayError> {
+    async fn record(&self, ino: Ino, name: &str) -> Result<Option<UserRecord>, FrontError> {
         let raw = match self.vfs.getxattr(&self.ctx, ino, USER_XATTR, 0).await {
             Ok(raw) => raw,
             Err(Errno::ENODATA) => return Ok(None),
             Err(e) => return Err(Self::fs(name, e)),
         };
-        let corrupt = |why: String| GatewayError::Corrupt {
+        let corrupt = |why: String| FrontError::Corrupt {
             what: name.to_string(),
             why,
         };
@@ -252,21 +305,25 @@ mod tests {
     #[tokio::test]
     async fn users_are_added_found_listed_and_removed() {
         let users = store().await;
+        let none = WebDavLimits::default();
+        let limited = WebDavLimits {
+            subdir: Some("/projects/b".into()),
+            read_only: true,
+        };
         assert!(users.list().await.unwrap().is_empty());
         assert!(users.secret("alice").await.unwrap().is_none());
         users
-            .add("alice", &Secret::new("alice-secret-1"))
+            .add("alice", &Secret::new("alice-secret-1"), &none)
             .await
             .unwrap();
         users
-            .add("bob", &Secret::new("bob-secret-22"))
+            .add("bob", &Secret::new("bob-secret-22"), &limited)
             .await
             .unwrap();
-        let again = users.add("alice", &Secret::new("other-secret")).await;
-        assert!(
-            matches!(again, Err(GatewayError::UserExists(_))),
-            "{again:?}"
-        );
+        let again = users
+            .add("alice", &Secret::new("other-secret"), &none)
+            .await;
+        assert!(matches!(again, Err(FrontError::UserExists(_))), "{again:?}");
         let secret = users.secret("alice").await.unwrap().unwrap();
         assert_eq!(secret.expose(), "alice-secret-1");
         let names: Vec<String> = users
@@ -277,26 +334,35 @@ mod tests {
             .map(|u| u.access_key)
             .collect();
         assert_eq!(names, ["alice", "bob"]);
+        // WebDAV limits are kept with the user.
+        assert_eq!(users.user("bob").await.unwrap().unwrap().webdav, limited);
+        assert_eq!(users.user("alice").await.unwrap().unwrap().webdav, none);
+        let relative = WebDavLimits {
+            subdir: Some("projects".into()),
+            read_only: false,
+        };
+        let r = users
+            .add("dave", &Secret::new("dave-secret-1"), &relative)
+            .await;
+        assert!(matches!(r, Err(FrontError::InvalidUser(_))), "{r:?}");
         users.remove("alice").await.unwrap();
         assert!(users.secret("alice").await.unwrap().is_none());
         let gone = users.remove("alice").await;
-        assert!(matches!(gone, Err(GatewayError::NoSuchUser(_))), "{gone:?}");
+        assert!(matches!(gone, Err(FrontError::NoSuchUser(_))), "{gone:?}");
     }
 
     #[tokio::test]
     async fn bad_names_and_secrets_are_refused() {
+        let none = WebDavLimits::default();
         let users = store().await;
         for bad in ["ab", "../x", ".hidden", "a/b", "sp ace", &"x".repeat(129)] {
-            let r = users.add(bad, &Secret::new("good-secret")).await;
-            assert!(
-                matches!(r, Err(GatewayError::InvalidUser(_))),
-                "{bad}: {r:?}"
-            );
+            let r = users.add(bad, &Secret::new("good-secret"), &none).await;
+            assert!(matches!(r, Err(FrontError::InvalidUser(_))), "{bad}: {r:?}");
             assert!(users.secret(bad).await.unwrap().is_none());
         }
         for bad in ["short", "has space in it", "tab\there-x"] {
-            let r = users.add("carol", &Secret::new(bad)).await;
-            assert!(matches!(r, Err(GatewayError::InvalidUser(_))), "{r:?}");
+            let r = users.add("carol", &Secret::new(bad), &none).await;
+            assert!(matches!(r, Err(FrontError::InvalidUser(_))), "{r:?}");
         }
     }
 }

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# `strata webdav` against `juicefs webdav`, same machine, same volume type (SQLite
+# metadata, local-directory bucket), one run: 1 GiB PUT and GET with curl (MiB/s), 4 KiB
+# PUT/GET ops/s with p50/p99 at 1 and 16 connections (benches/webdav_bench.py, a Python
+# client: compare ratios), PROPFIND Depth 1 of a 10,000-entry directory (allprop, and the
+# four properties file managers ask for). Server peak RSS and CPU time at the end.
+#
+# Usage: benches/webdav.sh [WORKDIR]
+#   STRATA=path/to/strata (default target/release/strata), JUICEFS=juicefs,
+#   SMALL_OPS=2000 (4 KiB operations at 16 connections; a quarter at 1), ENTRIES=10000
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+STRATA=${STRATA:-$ROOT/target/release/strata}
+JUICEFS=${JUICEFS:-juicefs}
+WORK=${1:-/tmp/strata-webdav-bench}
+SMALL_OPS=${SMALL_OPS:-2000}
+ENTRIES=${ENTRIES:-10000}
+export WEBDAV_USER=bench WEBDAV_PASSWORD=bench-password
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+rm -rf "$WORK"; mkdir -p "$WORK"/strata "$WORK"/juicefs
+
+"$STRATA" format "sqlite3://$WORK/strata/meta.db" svol --bucket "$WORK/strata/data" >/dev/null
+"$STRATA" webdav "sqlite3://$WORK/strata/meta.db" 127.0.0.1:19011 --cache-size 0 \
+  >"$WORK/strata/dav.log" 2>&1 &
+PIDS+=($!); echo $! > "$WORK/strata/pid"
+"$JUICEFS" format "sqlite3://$WORK/juicefs/meta.db" jvol --storage file --bucket "$WORK/juicefs/data/" \
+  >/dev/null 2>&1
+"$JUICEFS" webdav "sqlite3://$WORK/juicefs/meta.db" 127.0.0.1:19012 --cache-size 0 --no-usage-report \
+  --log "$WORK/juicefs/dav.log" >"$WORK/juicefs/out.log" 2>&1 &
+PIDS+=($!); echo $! > "$WORK/juicefs/pid"
+for port in 19011 19012; do
+  for _ in $(seq 1 300); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' -u "$WEBDAV_USER:$WEBDAV_PASSWORD" \
+      -X PROPFIND -H 'Depth: 0' "http://127.0.0.1:$port/" || true)
+    [ "$code" = 207 ] && break
+    sleep 0.1
+  done
+  [ "$code" = 207 ] || { echo "WebDAV server on port $port did not start" >&2; exit 1; }
+done
+
+head -c 1G /dev/urandom > "$WORK/big"
+for fs in strata juicefs; do
+  if [ $fs = strata ]; then port=19011; else port=19012; fi
+  url="http://127.0.0.1:$port"
+  echo "### $fs"
+  for run in 1 2; do
+    put=$(curl -s -o /dev/null -w '%{speed_upload}' -u "$WEBDAV_USER:$WEBDAV_PASSWORD" \
+      -T "$WORK/big" "$url/big-$run")
+    get=$(curl -s -o /dev/null -w '%{speed_download}' -u "$WEBDAV_USER:$WEBDAV_PASSWORD" \
+      "$url/big-$run")
+    echo "1 GiB run $run: PUT $((${put%.*} >> 20)) MiB/s, GET $((${get%.*} >> 20)) MiB/s"
+  done
+  python3 "$ROOT/benches/webdav_bench.py" "$url" "$WEBDAV_USER" "$WEBDAV_PASSWORD" small 1 $((SMALL_OPS / 4))
+  curl -s -o /dev/null -u "$WEBDAV_USER:$WEBDAV_PASSWORD" -X DELETE "$url/bench-small/"
+  python3 "$ROOT/benches/webdav_bench.py" "$url" "$WEBDAV_USER" "$WEBDAV_PASSWORD" small 16 "$SMALL_OPS"
+  python3 "$ROOT/benches/webdav_bench.py" "$url" "$WEBDAV_USER" "$WEBDAV_PASSWORD" propfind dir10k "$ENTRIES"
+  pid=$(cat "$WORK/$fs/pid")
+  rss=$(awk '/VmHWM/ {print int($2/1024)}' "/proc/$pid/status")
+  cpu=$(awk '{printf "%.1f", ($14+$15)/100}' "/proc/$pid/stat")
+  echo "server peak RSS ${rss} MiB, CPU ${cpu} s"
+done
