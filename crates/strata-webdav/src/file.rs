@@ -1,8 +1,8 @@
 //! Files opened by GET and PUT. A whole-file PUT writes a temporary file in the server's
 //! hidden directory and renames it over the target only when the body arrived in full and
 //! was committed: a reader sees the old file or the new one, never a part, and an upload
-//! cut short leaves the old file as it was. The dead properties of the file replaced
-//! carry over to the new one. A ranged PUT (`Content-Range`, SabreDAV's PATCH) writes in
+//! cut short leaves the old file as it was. The permission bits and dead properties of
+//! the file replaced carry over to the new one. A ranged PUT (`Content-Range`, SabreDAV's PATCH) writes in
 //! place.
 
 use std::io::SeekFrom;
@@ -34,8 +34,12 @@ struct Pending {
     tmp_name: Vec<u8>,
     parent: Ino,
     name: Vec<u8>,
-    /// The file being replaced, if any (its dead properties carry over).
+    /// The file being replaced, if it has extended attributes (its dead properties
+    /// carry over).
     replaced: Option<Ino>,
+    /// The permission bits of the file being replaced (kept, as a truncating write
+    /// would keep them).
+    replaced_mode: Option<u16>,
     /// Fail rather than replace a file that appeared meanwhile (`If-None-Match: *`).
     create_new: bool,
     /// The length the request announced: a body that ends short is not installed.
@@ -121,6 +125,7 @@ async fn open_replace(fs: &VolumeFs, path: &DavPath, o: &OpenOptions) -> Result<
         tmp_name,
         parent,
         name,
+        replaced_mode: replaced.as_ref().map(|e| e.attr.mode),
         replaced: replaced.filter(|e| e.attr.xattrs).map(|e| e.ino),
         create_new: o.create_new,
         expected: o.size,
@@ -209,6 +214,13 @@ impl File {
         }
         if let Some(old) = p.replaced {
             copy_props(&self.vfs, &self.ctx, old, self.ino).await?;
+        }
+        if let Some(mode) = p.replaced_mode.filter(|m| u32::from(*m) != FILE_MODE) {
+            let set = SetAttr {
+                mode: Some(mode),
+                ..SetAttr::default()
+            };
+            self.vfs.setattr(&self.ctx, self.ino, &set).await?;
         }
         let flags = if p.create_new { NOREPLACE } else { 0 };
         self.fs.changed();

@@ -115,6 +115,19 @@ fn now_ms() -> i64 {
     i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// A stored table, of this version.
+fn parse_table(raw: &[u8]) -> Result<LockTable, WebDavError> {
+    let table: LockTable = serde_json::from_slice(raw)
+        .map_err(|e| WebDavError::LockTable(format!("not a lock table: {e}")))?;
+    if table.v != TABLE_VERSION {
+        return Err(WebDavError::LockTable(format!(
+            "version {} (this server reads {TABLE_VERSION})",
+            table.v
+        )));
+    }
+    Ok(table)
+}
+
 impl VolumeLocks {
     /// The lock system of a server of the volume `vfs`, acting as `ctx`.
     pub fn new(vfs: Arc<Vfs>, ctx: Ctx, opts: LockOptions) -> VolumeLocks {
@@ -180,32 +193,30 @@ impl VolumeLocks {
         };
         let i = &self.inner;
         let dir = self.dir().await.map_err(fail)?;
-        let ino = match i.vfs.lookup(&i.ctx, dir, TABLE_FILE).await {
-            Ok(e) => e.ino,
-            Err(Errno::ENOENT) => return Ok((None, Arc::new(LockTable::new()))),
-            Err(e) => return Err(fail(e)),
-        };
-        if let Some((cached_ino, table)) = i.cached.lock().as_ref()
-            && *cached_ino == ino
-        {
-            return Ok((Some(ino), table.clone()));
+        for _ in 0..MAX_ATTEMPTS {
+            let ino = match i.vfs.lookup(&i.ctx, dir, TABLE_FILE).await {
+                Ok(e) => e.ino,
+                Err(Errno::ENOENT) => return Ok((None, Arc::new(LockTable::new()))),
+                Err(e) => return Err(fail(e)),
+            };
+            if let Some((cached_ino, table)) = i.cached.lock().as_ref()
+                && *cached_ino == ino
+            {
+                return Ok((Some(ino), table.clone()));
+            }
+            let raw = match i.vfs.getxattr(&i.ctx, ino, TABLE_XATTR, 0).await {
+                Ok(raw) => raw,
+                // Replaced by another server between the lookup and the read: again.
+                Err(Errno::ENOENT) => continue,
+                Err(e) => return Err(fail(e)),
+            };
+            let table = Arc::new(parse_table(&raw)?);
+            *i.cached.lock() = Some((ino, table.clone()));
+            return Ok((Some(ino), table));
         }
-        let raw = i
-            .vfs
-            .getxattr(&i.ctx, ino, TABLE_XATTR, 0)
-            .await
-            .map_err(fail)?;
-        let table: LockTable = serde_json::from_slice(&raw)
-            .map_err(|e| WebDavError::LockTable(format!("not a lock table: {e}")))?;
-        if table.v != TABLE_VERSION {
-            return Err(WebDavError::LockTable(format!(
-                "version {} (this server reads {TABLE_VERSION})",
-                table.v
-            )));
-        }
-        let table = Arc::new(table);
-        *i.cached.lock() = Some((ino, table.clone()));
-        Ok((Some(ino), table))
+        Err(WebDavError::LockTable(format!(
+            "replaced {MAX_ATTEMPTS} times while being read"
+        )))
     }
 
     /// Store `table` in place of the one read from `old`: false if another server

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{STRATA, Volume, sh};
+use common::{STRATA, Volume, network_meta_url, sh};
 
 /// Run strata; returns (success, stdout + stderr).
 fn strata(args: &[&str]) -> (bool, String) {
@@ -323,18 +323,6 @@ fn rmr_removes_a_tree_through_the_trash() {
     assert_eq!(checksums(&m.path), before);
 }
 
-fn unique_prefix() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("l{}x{nanos}", std::process::id())
-}
-
-fn server(var: &str) -> String {
-    std::env::var(var).unwrap_or_else(|_| panic!("{var} must be set (scripts/test.sh starts it)"))
-}
-
 #[test]
 fn dump_and_load_move_a_volume_to_redis() {
     let vol = volume_with_trash();
@@ -374,7 +362,7 @@ fn dump_and_load_move_a_volume_to_redis() {
     ]);
     assert!(sh(vol.dir.path(), "cat with-secret.json").contains("hunter2"));
 
-    let redis = format!("{}?prefix={}", server("STRATA_TEST_REDIS"), unique_prefix());
+    let redis = network_meta_url("redis", "l");
     let out = strata_ok(&["load", &redis, dump.to_str().unwrap()]);
     assert!(out.contains("loaded volume e2e-vol"), "{out}");
     let (ok, out) = strata(&["load", &redis, dump.to_str().unwrap()]);

@@ -10,21 +10,9 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use common::*;
-
-fn unique_prefix() -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("e{}x{nanos}", std::process::id())
-}
-
-fn server(var: &str) -> String {
-    std::env::var(var).unwrap_or_else(|_| panic!("{var} must be set (scripts/test.sh starts it)"))
-}
 
 /// Run two shell scripts at once, one in each directory; both must succeed.
 fn concurrently(a: (&Path, &str), b: (&Path, &str)) {
@@ -205,22 +193,15 @@ fn two_clients_on_sqlite() {
 
 #[test]
 fn two_clients_on_redis() {
-    let url = format!("{}?prefix={}", server("STRATA_TEST_REDIS"), unique_prefix());
-    two_clients_share_one_volume(&url);
+    two_clients_share_one_volume(&network_meta_url("redis", "e"));
 }
 
 #[test]
 fn two_clients_on_postgres() {
-    let url = format!(
-        "{}?prefix={}",
-        server("STRATA_TEST_POSTGRES"),
-        unique_prefix()
-    );
-    two_clients_share_one_volume(&url);
+    two_clients_share_one_volume(&network_meta_url("postgres", "e"));
 }
 
 #[test]
 fn two_clients_on_etcd() {
-    let url = format!("etcd://{}/{}", server("STRATA_TEST_ETCD"), unique_prefix());
-    two_clients_share_one_volume(&url);
+    two_clients_share_one_volume(&network_meta_url("etcd", "e"));
 }

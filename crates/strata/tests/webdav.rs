@@ -221,6 +221,33 @@ fn rclone_and_the_mount_see_the_same_files() {
         "getfattr --only-values -n 'user.dav:{urn:test}color' tree/from-fuse",
     );
     assert!(xattr.contains(">blue<"), "{xattr}");
+    // A PUT over the file keeps its permission bits and dead properties.
+    sh(&m.path, "chmod 0640 tree/from-fuse");
+    let put = dav(&[
+        "-X",
+        "PUT",
+        "--data",
+        "replaced",
+        &format!("{}tree/from-fuse", server.url),
+    ]);
+    assert_eq!(put.0, 204);
+    // The mount may show the old file until its kernel entry cache (1 s) lapses.
+    let script = "cat tree/from-fuse; echo; stat -c %a tree/from-fuse; getfattr --only-values -n 'user.dav:{urn:test}color' tree/from-fuse";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = String::new();
+    while !seen.starts_with("replaced") && Instant::now() < deadline {
+        let out = Command::new("bash")
+            .args(["-c", script])
+            .current_dir(&m.path)
+            .output()
+            .unwrap();
+        seen = String::from_utf8_lossy(&out.stdout).into_owned();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        seen.starts_with("replaced\n640\n") && seen.contains(">blue<"),
+        "{seen}"
+    );
     server.stop();
 }
 
@@ -421,4 +448,85 @@ fn listings_can_be_disallowed() {
     assert!(dav(&[url.as_str()]).0 >= 400);
     assert_eq!(dav(&[&format!("{url}file")]).0, 200);
     server.stop();
+}
+
+/// Two servers of one volume hand out each lock once: 8 clients racing for one file
+/// through both servers get exactly one lock between them; 8 clients locking 8 files at
+/// once all get theirs (the lock table's compare-and-swap retries), and both servers
+/// show every lock.
+fn locks_race_on(meta_url: &str) {
+    let vol = Volume::on_engine(meta_url);
+    let a = webdav(&vol, "a", &[]);
+    let b = webdav(&vol, "b", &[]);
+    let urls = [a.url.clone(), b.url.clone()];
+    for i in 0..8 {
+        assert_eq!(dav(&["-T", "-", &format!("{}f{i}", urls[0])]).0, 201);
+    }
+    assert_eq!(dav(&["-T", "-", &format!("{}contended", urls[0])]).0, 201);
+    let lock_all = |paths: Vec<String>| -> Vec<u16> {
+        let threads: Vec<_> = paths
+            .into_iter()
+            .map(|url| {
+                std::thread::spawn(move || {
+                    let args = ["-X", "LOCK", "-H", "Content-Type: application/xml"];
+                    let mut all = args.to_vec();
+                    all.extend(["--data", LOCK_BODY, &url]);
+                    dav(&all).0
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    };
+    let contended = lock_all(
+        (0..8)
+            .map(|i| format!("{}contended", urls[i % 2]))
+            .collect(),
+    );
+    assert_eq!(
+        contended.iter().filter(|c| **c == 200).count(),
+        1,
+        "{contended:?}"
+    );
+    assert_eq!(
+        contended.iter().filter(|c| **c == 423).count(),
+        7,
+        "{contended:?}"
+    );
+    let distinct = lock_all((0..8).map(|i| format!("{}f{i}", urls[i % 2])).collect());
+    assert_eq!(distinct, vec![200; 8], "{}\n{}", a.log_text(), b.log_text());
+    for url in &urls {
+        for i in 0..8 {
+            let (code, body) = dav(&["-X", "PROPFIND", "-H", "Depth: 0", &format!("{url}f{i}")]);
+            assert!(
+                code == 207 && body.contains("<D:locktoken>"),
+                "{url}f{i}: {body}"
+            );
+        }
+    }
+    a.stop();
+    b.stop();
+}
+
+#[test]
+fn locks_race_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    locks_race_on(&format!(
+        "sqlite3://{}",
+        dir.path().join("shared.db").display()
+    ));
+}
+
+#[test]
+fn locks_race_on_redis() {
+    locks_race_on(&network_meta_url("redis", "w"));
+}
+
+#[test]
+fn locks_race_on_postgres() {
+    locks_race_on(&network_meta_url("postgres", "w"));
+}
+
+#[test]
+fn locks_race_on_etcd() {
+    locks_race_on(&network_meta_url("etcd", "w"));
 }

@@ -235,3 +235,40 @@ pub fn gateway_user(vol: &Volume, args: &[&str], stdin: &str) -> std::process::O
         .unwrap();
     child.wait_with_output().unwrap()
 }
+
+/// The address of a server `scripts/test.sh` started (`STRATA_TEST_REDIS`, ...).
+pub fn test_server(var: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| panic!("{var} must be set (scripts/test.sh starts it)"))
+}
+
+/// A key prefix no other test uses (`tag` tells the tests apart in a shared server).
+pub fn unique_prefix(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{tag}{}x{nanos}", std::process::id())
+}
+
+/// The META-URL of a fresh volume on the network engine `engine` (`redis`, `postgres`,
+/// `etcd`) of the servers `scripts/test.sh` started.
+pub fn network_meta_url(engine: &str, tag: &str) -> String {
+    match engine {
+        "redis" => format!(
+            "{}?prefix={}",
+            test_server("STRATA_TEST_REDIS"),
+            unique_prefix(tag)
+        ),
+        "postgres" => format!(
+            "{}?prefix={}",
+            test_server("STRATA_TEST_POSTGRES"),
+            unique_prefix(tag)
+        ),
+        "etcd" => format!(
+            "etcd://{}/{}",
+            test_server("STRATA_TEST_ETCD"),
+            unique_prefix(tag)
+        ),
+        other => panic!("no test server for engine {other}"),
+    }
+}
