@@ -61,6 +61,6 @@ for fs in strata juicefs; do
   python3 "$ROOT/benches/webdav_bench.py" "$url" "$WEBDAV_USER" "$WEBDAV_PASSWORD" propfind dir10k "$ENTRIES"
   pid=$(cat "$WORK/$fs/pid")
   rss=$(awk '/VmHWM/ {print int($2/1024)}' "/proc/$pid/status")
-  cpu=$(awk '{printf "%.1f", ($14+$15)/100}' "/proc/$pid/stat")
+  cpu=$(awk -v hz="$(getconf CLK_TCK)" '{printf "%.1f", ($14+$15)/hz}' "/proc/$pid/stat")
   echo "server peak RSS ${rss} MiB, CPU ${cpu} s"
 done

@@ -103,17 +103,14 @@ async fn open_read(fs: &VolumeFs, path: &DavPath) -> Result<File, Errno> {
 /// A whole-file PUT: a temporary file, installed at flush.
 async fn open_replace(fs: &VolumeFs, path: &DavPath, o: &OpenOptions) -> Result<File, Errno> {
     let (parent, name) = fs.parent_of(path).await?;
-    let replaced = match fs.vfs().lookup(fs.ctx(), parent, &name).await {
-        Ok(e) if e.attr.is_dir() => return Err(Errno::EISDIR),
-        Ok(_) if o.create_new => return Err(Errno::EEXIST),
-        Ok(e) => Some(e),
-        Err(Errno::ENOENT) if !o.create && !o.create_new => return Err(Errno::ENOENT),
-        Err(Errno::ENOENT) => None,
-        Err(e) => return Err(e),
+    // Whether the name is taken is checked again by the rename at the end.
+    let replaced = match fs.entry_at(path, parent, &name).await? {
+        Some(e) if e.attr.is_dir() => return Err(Errno::EISDIR),
+        Some(_) if o.create_new => return Err(Errno::EEXIST),
+        Some(e) => Some(e),
+        None if !o.create && !o.create_new => return Err(Errno::ENOENT),
+        None => None,
     };
-    // The caller must be allowed to write where the file goes: checked now, so a refused
-    // PUT does not read its body first.
-    fs.vfs().access(fs.ctx(), parent, 2 | 1).await?;
     let tmp_dir = fs.tmp_dir().await?;
     let tmp_name = uuid::Uuid::new_v4().simple().to_string().into_bytes();
     let (entry, fh) = fs

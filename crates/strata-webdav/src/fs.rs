@@ -19,7 +19,7 @@ use futures::FutureExt;
 use http::StatusCode;
 use parking_lot::Mutex;
 use strata_types::{Attr, Errno, FileType, Ino, Nanos};
-use strata_vfs::{Ctx, Vfs};
+use strata_vfs::{Ctx, Entry, Vfs};
 
 use crate::error::fs_error;
 
@@ -53,6 +53,9 @@ pub struct VolumeFs {
     /// Directories and files found by this request, by path (`/a/b`): a path is walked
     /// once per request.
     walked: Arc<Mutex<HashMap<Vec<u8>, Ino>>>,
+    /// What this request's stats found at each path (`None`: nothing there): a PUT
+    /// opens the name dav-server has just looked up without looking it up again.
+    stated: Arc<Mutex<HashMap<Vec<u8>, Option<Entry>>>>,
 }
 
 /// The path's segments, or ENOENT for a reserved name.
@@ -97,6 +100,7 @@ impl VolumeFs {
             }),
             root,
             walked: Arc::default(),
+            stated: Arc::default(),
         }
     }
 
@@ -107,6 +111,7 @@ impl VolumeFs {
             vol: self.vol.clone(),
             root,
             walked: Arc::default(),
+            stated: Arc::default(),
         }
     }
 
@@ -126,6 +131,7 @@ impl VolumeFs {
     /// Forget what this request walked (after a change to the namespace).
     pub(crate) fn changed(&self) {
         self.walked.lock().clear();
+        self.stated.lock().clear();
     }
 
     /// The inode at `segs` below the root.
@@ -164,9 +170,37 @@ impl VolumeFs {
             return Ok((root, self.vfs().getattr(root).await?));
         };
         let parent = self.walk(dirs).await?;
-        let entry = self.vfs().lookup(self.ctx(), parent, name).await?;
-        self.walked.lock().insert(key_of(&segs), entry.ino);
-        Ok((entry.ino, entry.attr))
+        let key = key_of(&segs);
+        let found = match self.vfs().lookup(self.ctx(), parent, name).await {
+            Ok(entry) => entry,
+            Err(Errno::ENOENT) => {
+                self.stated.lock().insert(key, None);
+                return Err(Errno::ENOENT);
+            }
+            Err(e) => return Err(e),
+        };
+        self.walked.lock().insert(key.clone(), found.ino);
+        self.stated.lock().insert(key, Some(found.clone()));
+        Ok((found.ino, found.attr))
+    }
+
+    /// What is at `name` in `parent` (the parent of `path`): what this request's stat
+    /// of `path` found, or a fresh lookup.
+    pub(crate) async fn entry_at(
+        &self,
+        path: &DavPath,
+        parent: Ino,
+        name: &[u8],
+    ) -> Result<Option<Entry>, Errno> {
+        let key = key_of(&segments(path)?);
+        if let Some(known) = self.stated.lock().get(&key) {
+            return Ok(known.clone());
+        }
+        match self.vfs().lookup(self.ctx(), parent, name).await {
+            Ok(entry) => Ok(Some(entry)),
+            Err(Errno::ENOENT) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// The parent directory of `path` and the last name; EPERM for the root.
