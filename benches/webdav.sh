@@ -3,7 +3,9 @@
 # metadata, local-directory bucket), one run: 1 GiB PUT and GET with curl (MiB/s), 4 KiB
 # PUT/GET ops/s with p50/p99 at 1 and 16 connections (benches/webdav_bench.py, a Python
 # client: compare ratios), PROPFIND Depth 1 of a 10,000-entry directory (allprop, and the
-# four properties file managers ask for). Server peak RSS and CPU time at the end.
+# four properties file managers ask for). With `wrk` installed (Debian package), 4 KiB
+# GETs of one file at 1 and 16 connections from a client that is not the limit (the
+# Python client is, at 16 threads). Server peak RSS and CPU time at the end.
 #
 # Usage: benches/webdav.sh [WORKDIR]
 #   STRATA=path/to/strata (default target/release/strata), JUICEFS=juicefs,
@@ -59,6 +61,14 @@ for fs in strata juicefs; do
   curl -s -o /dev/null -u "$WEBDAV_USER:$WEBDAV_PASSWORD" -X DELETE "$url/bench-small/"
   python3 "$ROOT/benches/webdav_bench.py" "$url" "$WEBDAV_USER" "$WEBDAV_PASSWORD" small 16 "$SMALL_OPS"
   python3 "$ROOT/benches/webdav_bench.py" "$url" "$WEBDAV_USER" "$WEBDAV_PASSWORD" propfind dir10k "$ENTRIES"
+  if command -v wrk >/dev/null 2>&1; then
+    head -c 4096 /dev/urandom | curl -s -o /dev/null -u "$WEBDAV_USER:$WEBDAV_PASSWORD" -T - "$url/wrk-4k"
+    auth="Authorization: Basic $(printf '%s:%s' "$WEBDAV_USER" "$WEBDAV_PASSWORD" | base64)"
+    for c in 1 16; do
+      echo "wrk 4 KiB GET c=$c: $(wrk -t1 -c$c -d5s -H "$auth" "$url/wrk-4k" |
+        awk '/Requests\/sec/ {r=$2} /Latency/ {l=$2} END {print r " req/s, mean latency " l}')"
+    done
+  fi
   pid=$(cat "$WORK/$fs/pid")
   rss=$(awk '/VmHWM/ {print int($2/1024)}' "/proc/$pid/status")
   cpu=$(awk -v hz="$(getconf CLK_TCK)" '{printf "%.1f", ($14+$15)/hz}' "/proc/$pid/stat")

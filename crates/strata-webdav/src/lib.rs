@@ -3,13 +3,15 @@
 //! dead properties kept in xattrs ([`props`]), and locks kept in the volume's metadata so
 //! that every server of a volume sees the same locks ([`locks`], rules in
 //! [`locktable`]). [`server`] answers one request (who asks is [`auth`]'s: the server's
-//! user or the volume's users, with their directory and read-only flag);
+//! user or the volume's users, with their directory and read-only flag; `--gzip` is
+//! [`gzip`]'s);
 //! [`serve`] runs the HTTP server (shared with the S3 gateway, `strata-http`).
 
 mod auth;
 mod error;
 mod file;
 mod fs;
+mod gzip;
 pub mod locks;
 pub mod locktable;
 mod props;
@@ -21,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 pub use auth::Auth;
 pub use error::WebDavError;
 pub use fs::VolumeFs;
+pub use gzip::AnyBody;
 pub use locks::{LockOptions, VolumeLocks, lock_prefix};
 pub use props::PROP_PREFIX;
 pub use server::{WebDavOptions, WebDavServer};

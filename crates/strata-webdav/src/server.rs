@@ -15,6 +15,7 @@ use strata_vfs::{Ctx, Vfs};
 
 use crate::auth::{Auth, Authenticator, Login, Refusal};
 use crate::fs::VolumeFs;
+use crate::gzip::{AnyBody, accepts_gzip, finish};
 use crate::locks::{LockOptions, VolumeLocks};
 
 /// Size of each read of a file served by GET.
@@ -31,6 +32,8 @@ pub struct WebDavOptions {
     /// Refuse directory listings: PROPFIND with a depth and GET of a directory (JuiceFS's
     /// `--disallowList`).
     pub disallow_list: bool,
+    /// Compress GET answers for clients that accept gzip (`--gzip`).
+    pub gzip: bool,
     pub locks: LockOptions,
 }
 
@@ -127,7 +130,14 @@ impl WebDavServer {
     }
 
     /// Answer one request.
-    pub async fn handle(&self, mut req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    pub async fn handle(&self, req: Request<Incoming>) -> Result<Response<AnyBody>, Infallible> {
+        let method = req.method().clone();
+        let gzip = self.inner.opts.gzip && accepts_gzip(req.headers());
+        let resp = self.answer(req).await;
+        Ok(finish(&method, gzip, resp))
+    }
+
+    async fn answer(&self, mut req: Request<Incoming>) -> Response<Body> {
         let inner = &self.inner;
         let login: Login = match inner
             .auth
@@ -135,12 +145,12 @@ impl WebDavServer {
             .await
         {
             Ok(login) => login,
-            Err(why) => return Ok(refusal(why)),
+            Err(why) => return refusal(why),
         };
         if (login.read_only && !reads_only(req.method()))
             || (inner.opts.disallow_list && lists(&req))
         {
-            return Ok(status(StatusCode::FORBIDDEN));
+            return status(StatusCode::FORBIDDEN);
         }
         // dav-server answers PROPFIND with Depth: infinity only for litmus (which marks
         // its requests); the answer is streamed, so the server allows it for everyone.
@@ -164,6 +174,6 @@ impl WebDavServer {
         if inner.opts.read_only && resp.status() == StatusCode::METHOD_NOT_ALLOWED {
             *resp.status_mut() = StatusCode::FORBIDDEN;
         }
-        Ok(resp)
+        resp
     }
 }

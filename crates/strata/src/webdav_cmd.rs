@@ -31,6 +31,9 @@ pub struct WebDavArgs {
     /// Refuse directory listings (PROPFIND with a depth, GET of a directory)
     #[arg(long = "disallowList", alias = "disallow-list")]
     disallow_list: bool,
+    /// Compress GET answers for clients that accept gzip (whole files, not ranges)
+    #[arg(long)]
+    gzip: bool,
     /// Accepted for JuiceFS compatibility: dead properties (PROPPATCH) are always kept,
     /// in xattrs
     #[arg(long)]
@@ -127,6 +130,7 @@ async fn serve(a: WebDavArgs, auth: Auth) -> Result<()> {
         read_only: a.read_only,
         subdir: a.client.subdir.clone(),
         disallow_list: a.disallow_list,
+        gzip: a.gzip,
         locks: LockOptions {
             max_timeout: a.max_lock_timeout,
             ..LockOptions::for_subdir(a.client.subdir.as_deref())

@@ -530,3 +530,33 @@ fn locks_race_on_postgres() {
 fn locks_race_on_etcd() {
     locks_race_on(&network_meta_url("etcd", "w"));
 }
+
+/// `--gzip`: a client that accepts gzip gets whole files compressed, ranges as they are.
+#[test]
+fn gzip_compresses_whole_files_for_clients_that_accept_it() {
+    let vol = Volume::new();
+    let server = webdav(&vol, "dav", &["--gzip"]);
+    let text = "a line of text that compresses well\n".repeat(5_000);
+    let file = vol.dir.path().join("text");
+    std::fs::write(&file, &text).unwrap();
+    let url = format!("{}text", server.url);
+    assert_eq!(dav(&["-T", file.to_str().unwrap(), &url]).0, 201);
+    // curl --compressed asks for gzip and decodes it; the size on the wire is smaller.
+    let out = Command::new("curl")
+        .args(["-s", "--compressed", "-u", &format!("{USER}:{PASSWORD}")])
+        .args(["-w", "\n%{size_download} %header{content-encoding}", &url])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, stats) = out.rsplit_once('\n').unwrap();
+    assert_eq!(body, text);
+    let (wire, encoding) = stats.split_once(' ').unwrap();
+    assert_eq!(encoding, "gzip");
+    assert!(wire.parse::<usize>().unwrap() < text.len() / 10, "{stats}");
+    // A range is the file's own bytes.
+    let (code, part) = dav(&["-H", "Accept-Encoding: gzip", "-r", "0-9", &url]);
+    assert_eq!((code, part.as_str()), (206, &text[..10]));
+    // Without Accept-Encoding the file comes as it is.
+    assert_eq!(dav(&[&url]).1, text);
+    server.stop();
+}
