@@ -33,6 +33,18 @@ pub(crate) const DIR_MODE: u32 = 0o755;
 pub(crate) const FILE_MODE: u32 = 0o644;
 /// Entries read per page of a listing.
 const PAGE: usize = 1000;
+/// Most paths one request remembers: a PROPFIND of a whole tree forgets and walks again
+/// rather than growing without bound.
+const MAX_REMEMBERED: usize = 65_536;
+
+/// Remember `value` at `key`, forgetting everything first when the map is full.
+fn remember<V>(map: &Mutex<HashMap<Vec<u8>, V>>, key: Vec<u8>, value: V) {
+    let mut map = map.lock();
+    if map.len() >= MAX_REMEMBERED {
+        map.clear();
+    }
+    map.insert(key, value);
+}
 
 /// What every request of one server shares: the VFS, who the server acts as, its root.
 #[derive(Debug)]
@@ -152,7 +164,7 @@ impl VolumeFs {
         for n in start..segs.len() {
             let entry = self.vfs().lookup(self.ctx(), at, segs[n]).await?;
             at = entry.ino;
-            self.walked.lock().insert(key_of(&segs[..=n]), at);
+            remember(&self.walked, key_of(&segs[..=n]), at);
         }
         Ok(at)
     }
@@ -174,13 +186,13 @@ impl VolumeFs {
         let found = match self.vfs().lookup(self.ctx(), parent, name).await {
             Ok(entry) => entry,
             Err(Errno::ENOENT) => {
-                self.stated.lock().insert(key, None);
+                remember(&self.stated, key, None);
                 return Err(Errno::ENOENT);
             }
             Err(e) => return Err(e),
         };
-        self.walked.lock().insert(key.clone(), found.ino);
-        self.stated.lock().insert(key, Some(found.clone()));
+        remember(&self.walked, key.clone(), found.ino);
+        remember(&self.stated, key, Some(found.clone()));
         Ok((found.ino, found.attr))
     }
 
@@ -352,7 +364,7 @@ impl Listing {
             let mut key = self.key.clone();
             key.push(b'/');
             key.extend_from_slice(&e.name);
-            self.fs.walked.lock().insert(key, e.ino);
+            remember(&self.fs.walked, key, e.ino);
             self.buffered.push_back(Box::new(ListedEntry {
                 name: e.name,
                 meta: Meta { ino: e.ino, attr },
@@ -498,5 +510,29 @@ impl DavFileSystem for VolumeFs {
             Ok((used, Some(st.total_space)))
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code
+    use super::*;
+
+    #[test]
+    fn a_full_walk_cache_starts_over_instead_of_growing() {
+        let map: Mutex<HashMap<Vec<u8>, u64>> = Mutex::default();
+        for i in 0..MAX_REMEMBERED + 10 {
+            remember(&map, i.to_string().into_bytes(), 1);
+        }
+        assert_eq!(map.lock().len(), 10);
+    }
+
+    #[test]
+    fn reserved_names_and_dots_are_refused() {
+        let path = |p: &str| DavPath::new(p).unwrap();
+        assert_eq!(segments(&path("/a/b/")).unwrap(), [&b"a"[..], b"b"]);
+        assert_eq!(segments(&path("/.strata-webdav/x")), Err(Errno::ENOENT));
+        assert_eq!(segments(&path("/a/.strata-s3")), Err(Errno::ENOENT));
+        assert!(segments(&path("/")).unwrap().is_empty());
     }
 }
