@@ -9,7 +9,9 @@
 #
 # Usage: benches/webdav.sh [WORKDIR]
 #   STRATA=path/to/strata (default target/release/strata), JUICEFS=juicefs,
-#   SMALL_OPS=2000 (4 KiB operations at 16 connections; a quarter at 1), ENTRIES=10000
+#   SMALL_OPS=2000 (4 KiB operations at 16 connections; a quarter at 1), ENTRIES=10000,
+#   REDIS=redis://HOST:PORT (both volumes' metadata on this Redis, databases 1 and 2,
+#   flushed first, instead of SQLite: where round trips decide)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 STRATA=${STRATA:-$ROOT/target/release/strata}
@@ -26,13 +28,19 @@ cleanup() {
 trap cleanup EXIT
 rm -rf "$WORK"; mkdir -p "$WORK"/strata "$WORK"/juicefs
 
-"$STRATA" format "sqlite3://$WORK/strata/meta.db" svol --bucket "$WORK/strata/data" >/dev/null
-"$STRATA" webdav "sqlite3://$WORK/strata/meta.db" 127.0.0.1:19011 --cache-size 0 \
+if [ -n "${REDIS:-}" ]; then
+  SMETA="$REDIS/1"; JMETA="$REDIS/2"
+  redis-cli -u "$SMETA" flushdb >/dev/null; redis-cli -u "$JMETA" flushdb >/dev/null
+else
+  SMETA="sqlite3://$WORK/strata/meta.db"; JMETA="sqlite3://$WORK/juicefs/meta.db"
+fi
+"$STRATA" format "$SMETA" svol --bucket "$WORK/strata/data" >/dev/null
+"$STRATA" webdav "$SMETA" 127.0.0.1:19011 --cache-size 0 \
   >"$WORK/strata/dav.log" 2>&1 &
 PIDS+=($!); echo $! > "$WORK/strata/pid"
-"$JUICEFS" format "sqlite3://$WORK/juicefs/meta.db" jvol --storage file --bucket "$WORK/juicefs/data/" \
+"$JUICEFS" format "$JMETA" jvol --storage file --bucket "$WORK/juicefs/data/" \
   >/dev/null 2>&1
-"$JUICEFS" webdav "sqlite3://$WORK/juicefs/meta.db" 127.0.0.1:19012 --cache-size 0 --no-usage-report \
+"$JUICEFS" webdav "$JMETA" 127.0.0.1:19012 --cache-size 0 --no-usage-report \
   --log "$WORK/juicefs/dav.log" >"$WORK/juicefs/out.log" 2>&1 &
 PIDS+=($!); echo $! > "$WORK/juicefs/pid"
 for port in 19011 19012; do

@@ -196,6 +196,12 @@ impl VolumeFs {
         Ok((found.ino, found.attr))
     }
 
+    /// What this request's stat or listing found at `path`, if it looked.
+    pub(crate) fn known(&self, path: &DavPath) -> Option<Option<Entry>> {
+        let key = key_of(&segments(path).ok()?);
+        self.stated.lock().get(&key).cloned()
+    }
+
     /// What is at `name` in `parent` (the parent of `path`): what this request's stat
     /// of `path` found, or a fresh lookup.
     pub(crate) async fn entry_at(
@@ -364,7 +370,12 @@ impl Listing {
             let mut key = self.key.clone();
             key.push(b'/');
             key.extend_from_slice(&e.name);
-            remember(&self.fs.walked, key, e.ino);
+            remember(&self.fs.walked, key.clone(), e.ino);
+            let entry = Entry {
+                ino: e.ino,
+                attr: attr.clone(),
+            };
+            remember(&self.fs.stated, key, Some(entry));
             self.buffered.push_back(Box::new(ListedEntry {
                 name: e.name,
                 meta: Meta { ino: e.ino, attr },

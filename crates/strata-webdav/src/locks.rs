@@ -192,11 +192,27 @@ impl VolumeLocks {
             errno: e,
         };
         let i = &self.inner;
-        let dir = self.dir().await.map_err(fail)?;
+        let dir = match self.dir().await {
+            Ok(dir) => dir,
+            // A read-only server of a volume that never had a lock: there are none.
+            Err(Errno::EROFS) => return Ok((None, Arc::new(LockTable::new()))),
+            Err(e) => return Err(fail(e)),
+        };
         for _ in 0..MAX_ATTEMPTS {
             let ino = match i.vfs.lookup(&i.ctx, dir, TABLE_FILE).await {
                 Ok(e) => e.ino,
-                Err(Errno::ENOENT) => return Ok((None, Arc::new(LockTable::new()))),
+                Err(Errno::ENOENT) => {
+                    // Made empty once, so later lookups find it (and a client with a
+                    // change feed answers them from its cache): a missing name would be
+                    // asked of the engine on every request.
+                    match self.swap(None, LockTable::new()).await {
+                        Ok(_) => continue,
+                        Err(e) => {
+                            tracing::debug!("cannot create the lock table ({e}): none yet");
+                            return Ok((None, Arc::new(LockTable::new())));
+                        }
+                    }
+                }
                 Err(e) => return Err(fail(e)),
             };
             if let Some((cached_ino, table)) = i.cached.lock().as_ref()

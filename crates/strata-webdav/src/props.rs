@@ -65,6 +65,13 @@ pub(crate) async fn get_all(
     path: &DavPath,
     with_content: bool,
 ) -> FsResult<Vec<DavProp>> {
+    // A listing just read the entry's attributes: one without extended attributes has
+    // no dead properties, and a PROPFIND of a big directory asks nothing more of it.
+    if let Some(Some(entry)) = fs.known(path)
+        && !entry.attr.xattrs
+    {
+        return Ok(Vec::new());
+    }
     let ino = fs.resolve(path).await.map_err(fs_error)?;
     let (vfs, ctx) = (fs.vfs(), fs.ctx());
     let mut props = Vec::new();
