@@ -247,15 +247,16 @@ impl VolumeLocks {
         let json = serde_json::to_vec(&table)
             .map_err(|e| WebDavError::LockTable(format!("encoding: {e}")))?;
         let tmp = format!("locks.{}", uuid::Uuid::new_v4().simple()).into_bytes();
-        let (entry, fh) = i.vfs.create(&i.ctx, dir, &tmp, 0o600).await.map_err(fail)?;
-        let written = match i.vfs.release(fh).await {
-            Ok(()) => {
-                i.vfs
-                    .setxattr(&i.ctx, entry.ino, TABLE_XATTR, &json, 0)
-                    .await
-            }
-            Err(e) => Err(e),
-        };
+        // An empty regular file (no handle to open and release), its table in an xattr.
+        let entry = i
+            .vfs
+            .mknod(&i.ctx, dir, &tmp, 0o100600, 0)
+            .await
+            .map_err(fail)?;
+        let written = i
+            .vfs
+            .setxattr(&i.ctx, entry.ino, TABLE_XATTR, &json, 0)
+            .await;
         let renamed = match (written, old) {
             (Err(e), _) => Err(e),
             (Ok(()), Some(old)) => {

@@ -81,6 +81,29 @@ fn lock_token(body: &str) -> String {
 const LOCK_BODY: &str = r#"<?xml version="1.0" encoding="utf-8"?>
 <D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype><D:owner>test</D:owner></D:lockinfo>"#;
 
+/// An exclusive LOCK of `url` as `creds` (`user:password`), with extra headers; the
+/// status and the answer.
+fn lock(creds: &str, url: &str, headers: &[&str]) -> (u16, String) {
+    let mut args = vec![
+        "-u",
+        creds,
+        "-X",
+        "LOCK",
+        "-H",
+        "Content-Type: application/xml",
+    ];
+    for h in headers {
+        args.extend(["-H", h]);
+    }
+    args.extend(["--data", LOCK_BODY, url]);
+    curl(&args)
+}
+
+/// [`lock`] with the server's own credentials.
+fn dav_lock(url: &str, headers: &[&str]) -> (u16, String) {
+    lock(&format!("{USER}:{PASSWORD}"), url, headers)
+}
+
 #[test]
 fn two_servers_share_locks_and_a_dead_servers_lock_lapses() {
     let vol = Volume::new();
@@ -89,17 +112,7 @@ fn two_servers_share_locks_and_a_dead_servers_lock_lapses() {
     let doc_a = format!("{}doc.txt", a.url);
     let doc_b = format!("{}doc.txt", b.url);
     assert_eq!(dav(&["-T", "-", &doc_a]).0, 201);
-    let (code, body) = dav(&[
-        "-X",
-        "LOCK",
-        "-H",
-        "Timeout: Second-4",
-        "-H",
-        "Content-Type: application/xml",
-        "--data",
-        LOCK_BODY,
-        &doc_a,
-    ]);
+    let (code, body) = dav_lock(&doc_a, &["Timeout: Second-4"]);
     assert_eq!(code, 200, "{body}");
     let locked_at = Instant::now();
     let token = lock_token(&body);
@@ -123,15 +136,7 @@ fn two_servers_share_locks_and_a_dead_servers_lock_lapses() {
     ]);
     assert_eq!(code, 204);
     // A second exclusive lock through the other server is refused.
-    let (code, _) = dav(&[
-        "-X",
-        "LOCK",
-        "-H",
-        "Content-Type: application/xml",
-        "--data",
-        LOCK_BODY,
-        &doc_b,
-    ]);
+    let (code, _) = dav_lock(&doc_b, &[]);
     assert_eq!(code, 423);
     // The granting server dies; its lock still holds until the timeout, then lapses.
     drop(a);
@@ -403,17 +408,7 @@ fn volume_users_log_in_with_their_directory_and_read_only_flag() {
         b"from bob"
     );
     // A lock bob takes in alice's directory is the one alice's view shows.
-    let (code, body) = curl(&[
-        "-u",
-        "bob:bob-secret-22",
-        "-X",
-        "LOCK",
-        "-H",
-        "Content-Type: application/xml",
-        "--data",
-        LOCK_BODY,
-        &format!("{url}teams/a/plan"),
-    ]);
+    let (code, body) = lock("bob:bob-secret-22", &format!("{url}teams/a/plan"), &[]);
     assert_eq!(code, 200, "{body}");
     let token = lock_token(&body);
     let (code, body) = curl(&[
@@ -466,14 +461,7 @@ fn locks_race_on(meta_url: &str) {
     let lock_all = |paths: Vec<String>| -> Vec<u16> {
         let threads: Vec<_> = paths
             .into_iter()
-            .map(|url| {
-                std::thread::spawn(move || {
-                    let args = ["-X", "LOCK", "-H", "Content-Type: application/xml"];
-                    let mut all = args.to_vec();
-                    all.extend(["--data", LOCK_BODY, &url]);
-                    dav(&all).0
-                })
-            })
+            .map(|url| std::thread::spawn(move || dav_lock(&url, &[]).0))
             .collect();
         threads.into_iter().map(|t| t.join().unwrap()).collect()
     };
