@@ -3,7 +3,8 @@
 # metadata, local-directory bucket), one run: 1 GiB PUT and GET with curl (MiB/s), 4 KiB
 # PUT/GET ops/s with p50/p99 at 1 and 16 connections (benches/webdav_bench.py, a Python
 # client: compare ratios), PROPFIND Depth 1 of a 10,000-entry directory (allprop, and the
-# four properties file managers ask for). With `wrk` installed (Debian package), 4 KiB
+# four properties file managers ask for), random ranged GETs of 4 KiB and 128 KiB within
+# the 1 GiB file (benches/webdav_bench.py ranged: random access). With `wrk` installed (Debian package), 4 KiB
 # GETs of one file at 1 and 16 connections from a client that is not the limit (the
 # Python client is, at 16 threads). Server peak RSS and CPU time at the end.
 #
@@ -64,6 +65,9 @@ for fs in strata juicefs; do
     get=$(curl -s -o /dev/null -w '%{speed_download}' -u "$WEBDAV_USER:$WEBDAV_PASSWORD" \
       "$url/big-$run")
     echo "1 GiB run $run: PUT $((${put%.*} >> 20)) MiB/s, GET $((${get%.*} >> 20)) MiB/s"
+  done
+  for size in 4096 131072; do
+    python3 "$ROOT/benches/webdav_bench.py" "$url" "$WEBDAV_USER" "$WEBDAV_PASSWORD" ranged /big-2 $size 1000
   done
   python3 "$ROOT/benches/webdav_bench.py" "$url" "$WEBDAV_USER" "$WEBDAV_PASSWORD" small 1 $((SMALL_OPS / 4))
   curl -s -o /dev/null -u "$WEBDAV_USER:$WEBDAV_PASSWORD" -X DELETE "$url/bench-small/"

@@ -4,6 +4,9 @@
   webdav_bench.py URL USER PASSWORD small THREADS OPS
       4 KiB PUTs then GETs of the same files, OPS in all over THREADS connections:
       ops/s, p50 and p99 latency of each.
+  webdav_bench.py URL USER PASSWORD ranged PATH SIZE COUNT
+      COUNT GETs of SIZE bytes at random offsets of the file PATH (one connection):
+      ops/s, MiB/s, p50 and p99.
   webdav_bench.py URL USER PASSWORD propfind DIR ENTRIES
       make DIR with ENTRIES small files (16 connections), then PROPFIND Depth 1 of it,
       allprop and the properties file managers ask for: seconds (best of 3).
@@ -118,8 +121,33 @@ def propfind(directory, entries):
               f"({count} responses, {len(data) >> 10} KiB)")
 
 
+def ranged(path, size, count):
+    import random
+    conn = connect()
+    conn.request("HEAD", path, headers={"Authorization": AUTH})
+    resp = conn.getresponse()
+    resp.read()
+    length = int(resp.getheader("Content-Length"))
+    rng = random.Random(1)
+    lat = []
+    start = time.perf_counter()
+    for _ in range(count):
+        off = rng.randrange(0, length - size) // 4096 * 4096
+        t = time.perf_counter()
+        data = request(conn, "GET", path, None, {"Range": f"bytes={off}-{off + size - 1}"})
+        lat.append(time.perf_counter() - t)
+        if len(data) != size:
+            raise RuntimeError(f"range at {off}: {len(data)} bytes")
+    secs = time.perf_counter() - start
+    print(f"random {size >> 10} KiB ranged GET: {count / secs:,.0f} ops/s "
+          f"{count * size / secs / 2**20:,.0f} MiB/s p50 {pct(lat, 0.5):.2f} ms "
+          f"p99 {pct(lat, 0.99):.2f} ms")
+
+
 if MODE == "small":
     small(int(sys.argv[5]), int(sys.argv[6]))
+elif MODE == "ranged":
+    ranged(sys.argv[5], int(sys.argv[6]), int(sys.argv[7]))
 elif MODE == "propfind":
     propfind(sys.argv[5], int(sys.argv[6]))
 else:
