@@ -28,6 +28,25 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
         "strata-webdav",
         &["strata-types", "strata-vfs", "strata-http"],
     ),
+    // Opening a volume from a META-URL: the one library naming concrete engines and
+    // stores, shared by the binary and the Python SDK.
+    (
+        "strata-client",
+        &[
+            "strata-types",
+            "strata-meta",
+            "strata-meta-redis",
+            "strata-meta-postgres",
+            "strata-meta-etcd",
+            "strata-object",
+            "strata-chunk",
+            "strata-vfs",
+        ],
+    ),
+    (
+        "strata-py",
+        &["strata-types", "strata-vfs", "strata-client"],
+    ),
     (
         "strata",
         &[
@@ -43,6 +62,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
             "strata-s3",
             "strata-webdav",
             "strata-http",
+            "strata-client",
         ],
     ),
     ("strata-testkit", &[]),
@@ -58,6 +78,7 @@ pub const CONFINED: &[(&str, &str)] = &[
     ("fuser", "strata-fuse"),
     ("s3s", "strata-s3"),
     ("dav-server", "strata-webdav"),
+    ("pyo3", "strata-py"),
     ("anyhow", "strata"),
     ("clap", "strata"),
 ];

@@ -301,6 +301,7 @@ impl Errno {
     pub const ELOOP: Errno = Errno(40);
     pub const ENODATA: Errno = Errno(61);
     pub const EPROTO: Errno = Errno(71);
+    pub const EOVERFLOW: Errno = Errno(75);
     pub const EOPNOTSUPP: Errno = Errno(95);
     pub const ETIMEDOUT: Errno = Errno(110);
     pub const EDQUOT: Errno = Errno(122);

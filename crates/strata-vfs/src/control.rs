@@ -228,6 +228,18 @@ impl Vfs {
         }
     }
 
+    /// Run a path tool's operation in this process, as `ctx`, without a `.control`
+    /// file (for front ends with no mount to write to, such as the Python SDK). Inode
+    /// numbers in `op` are the front end's (its root is 1).
+    pub async fn run_tool(
+        &self,
+        ctx: &Ctx,
+        op: ControlOp,
+    ) -> std::result::Result<ControlResult, (Errno, String)> {
+        let handle = ControlHandle::default();
+        self.run_control(ctx, op, &handle).await
+    }
+
     async fn run_control(
         &self,
         ctx: &Ctx,

@@ -46,7 +46,7 @@ pub fn run_dump(a: DumpArgs) -> Result<()> {
     rt.block_on(async {
         let (meta, _) = wiring::load_meta(&a.meta_url).await?;
         let subdir = match &a.subdir {
-            Some(path) => Some(crate::mount_cmd::resolve_subdir(&meta, Some(path)).await?),
+            Some(path) => Some(strata_client::resolve_subdir(&meta, Some(path)).await?),
             None => None,
         };
         let opts = DumpOptions {

@@ -7,7 +7,7 @@ use strata_types::MetaUrl;
 use strata_vfs::{Ctx, VfsOptions};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Client, ClientArgs};
+use crate::client::ClientArgs;
 use crate::gateway_users::{UserCommand, run_user};
 use crate::http_front::{Listening, listen, run_until_signal};
 use crate::wiring;
@@ -106,7 +106,8 @@ async fn serve(a: GatewayArgs, root: Credentials) -> Result<()> {
         hide_internal: true,
         ..VfsOptions::default()
     };
-    let client = Client::open(meta_url, &a.client, vfs_opts, &format!("s3://{local}")).await?;
+    let client =
+        crate::client::open_client(meta_url, &a.client, vfs_opts, &format!("s3://{local}")).await?;
     let ctx = Ctx::user(
         nix::unistd::geteuid().as_raw(),
         nix::unistd::getegid().as_raw(),

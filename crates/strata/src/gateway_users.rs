@@ -106,7 +106,7 @@ async fn open(meta_url: &MetaUrl, client: &ClientArgs) -> Result<(Client, UserSt
         hide_internal: true,
         ..VfsOptions::default()
     };
-    let client = Client::open(meta_url, client, opts, "gateway-user").await?;
+    let client = crate::client::open_client(meta_url, client, opts, "gateway-user").await?;
     // As the gateway does: the users' files belong to the OS user running the commands,
     // so run them as the user the gateways run as.
     let ctx = Ctx::user(
@@ -131,7 +131,7 @@ async fn run(cmd: UserCommand) -> Result<()> {
                 read_only: a.webdav_read_only,
             };
             let added = store.add(&a.access_key, &secret, &limits).await;
-            client.close().await;
+            client.close().await.ok();
             added?;
             if generated {
                 println!("access key: {}", a.access_key);
@@ -144,7 +144,7 @@ async fn run(cmd: UserCommand) -> Result<()> {
         UserCommand::List(a) => {
             let (client, store) = open(&a.meta_url, &a.client).await?;
             let users = store.list().await;
-            client.close().await;
+            client.close().await.ok();
             let users = users?;
             println!("{:<40} {:<19} WEBDAV", "ACCESS KEY", "ADDED (UTC)");
             for u in users {
@@ -171,7 +171,7 @@ async fn run(cmd: UserCommand) -> Result<()> {
         UserCommand::Remove(a) => {
             let (client, store) = open(&a.meta_url, &a.client).await?;
             let removed = store.remove(&a.access_key).await;
-            client.close().await;
+            client.close().await.ok();
             removed?;
             println!("removed user {}", a.access_key);
         }

@@ -54,7 +54,7 @@ pub async fn run_until_signal(
     if let Err(e) = task.await {
         tracing::error!("the server task failed: {e}");
     }
-    client.close().await;
+    client.close().await.ok();
 }
 
 async fn wait_for_signal() {

@@ -10,7 +10,7 @@ use strata_fuse::FuseOptions;
 use strata_types::MetaUrl;
 use strata_vfs::{AtimeMode, VfsOptions};
 
-use crate::client::{Client, ClientArgs};
+use crate::client::ClientArgs;
 use crate::{units, wiring};
 
 #[derive(Debug, Args)]
@@ -197,7 +197,7 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         ..VfsOptions::default()
     };
     let label = mountpoint.to_string_lossy().into_owned();
-    let client = Client::open(&a.meta_url, &a.client, vfs_opts, &label).await?;
+    let client = crate::client::open_client(&a.meta_url, &a.client, vfs_opts, &label).await?;
     let (vfs, meta, format) = (
         client.vfs.clone(),
         client.meta.clone(),
@@ -224,7 +224,7 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
     let session = match strata_fuse::mount(vfs.clone(), rt, &mountpoint, &fuse_opts) {
         Ok(session) => session,
         Err(e) => {
-            client.close().await;
+            client.close().await.ok();
             return Err(e).with_context(|| format!("cannot mount at {}", mountpoint.display()));
         }
     };
@@ -234,7 +234,7 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         "unmounting {}: flushing buffered writes",
         mountpoint.display()
     );
-    client.close().await;
+    client.close().await.ok();
     if session.guard.is_finished() {
         // Unmounted from outside: dropping the session would unmount the path again, and
         // by now a new mount may sit there.
@@ -243,28 +243,6 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         drop(session);
     }
     Ok(())
-}
-
-/// The inode of `--subdir` (the volume root without it); it must be a directory.
-pub async fn resolve_subdir(
-    meta: &strata_meta::Meta,
-    subdir: Option<&str>,
-) -> Result<strata_types::Ino> {
-    let mut ino = strata_types::Ino::ROOT;
-    for part in subdir.unwrap_or("").split('/').filter(|p| !p.is_empty()) {
-        let entry = meta
-            .lookup(&strata_meta::Ctx::root(), ino, part.as_bytes())
-            .await
-            .map_err(|e| anyhow::anyhow!("--subdir {}: {e}", subdir.unwrap_or("")))?;
-        if !entry.attr.is_dir() {
-            bail!(
-                "--subdir {}: {part} is not a directory",
-                subdir.unwrap_or("")
-            );
-        }
-        ino = entry.ino;
-    }
-    Ok(ino)
 }
 
 /// What `.config` shows: the volume, the session and this mount's settings.
@@ -391,7 +369,7 @@ fn parse_fuse_options(options: &[String]) -> Result<FuseFlags> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::session_timeout;
+    use strata_client::session_timeout;
 
     #[test]
     fn fuse_options_are_taken_or_passed_through() {

@@ -75,7 +75,7 @@ struct CheckArgs {
 async fn target_of(meta: &Meta, t: &TargetArgs) -> Result<QuotaTarget> {
     match (&t.path, t.uid, t.gid) {
         (Some(path), None, None) => {
-            let ino = crate::mount_cmd::resolve_subdir(meta, Some(path)).await?;
+            let ino = strata_client::resolve_subdir(meta, Some(path)).await?;
             Ok(QuotaTarget::Dir(ino))
         }
         (None, Some(uid), None) => Ok(QuotaTarget::User(uid)),

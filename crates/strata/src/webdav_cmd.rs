@@ -110,7 +110,7 @@ async fn serve(a: WebDavArgs, auth: Auth) -> Result<()> {
         hide_internal: true,
         ..VfsOptions::default()
     };
-    let client = Client::open(
+    let client = crate::client::open_client(
         &a.meta_url,
         &a.client,
         vfs_opts,
@@ -122,7 +122,7 @@ async fn serve(a: WebDavArgs, auth: Auth) -> Result<()> {
         nix::unistd::getegid().as_raw(),
     );
     if let Err(e) = check_someone_can_log_in(&auth, &client, &ctx).await {
-        client.close().await;
+        client.close().await.ok();
         return Err(e);
     }
     let opts = WebDavOptions {

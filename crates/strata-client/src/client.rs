@@ -1,0 +1,292 @@
+//! An open client of a volume — metadata session, object store stack, block cache, VFS
+//! and background jobs — built from plain options, so the CLI's front ends and the
+//! Python SDK open volumes the same way.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use strata_chunk::ChunkStore;
+use strata_chunk::cache::disk::DiskCache;
+use strata_chunk::cache::memory::MemoryCache;
+use strata_chunk::cache::{BlockCache, NoCache};
+use strata_chunk::reader::ChunkOptions;
+use strata_meta::{Ctx, Format, Meta, MetaOptions, SessionInfo};
+use strata_object::compress::Codec;
+use strata_object::limit::Limits;
+use strata_object::prefix::Prefixed;
+use strata_object::retry::RetryPolicy;
+use strata_object::stack::{StackOptions, build};
+use strata_types::{Ino, MetaUrl};
+use strata_vfs::{BackgroundJobs, Vfs, VfsOptions};
+
+use crate::error::{OpenError, Result};
+use crate::volume::{check_backend, home_path, load_meta_with, open_backend};
+
+/// A client's settings: caches, buffers, object-store limits, session. The defaults are
+/// the mount's defaults.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Cache directories separated by ':' ("memory" keeps blocks in RAM); `None` is
+    /// `~/.strata/cache`.
+    pub cache_dir: Option<String>,
+    /// Cache size in bytes; 0 disables the block cache.
+    pub cache_size: u64,
+    /// Fraction of the cache disk kept free.
+    pub free_space_ratio: f64,
+    /// Write buffer in bytes (a quarter more holds hot pieces of randomly read blocks).
+    pub buffer_size: u64,
+    /// Cache only pieces fetched by random reads, not whole blocks of sequential scans.
+    pub cache_partial_only: bool,
+    /// Largest readahead window in bytes.
+    pub max_readahead: u64,
+    /// Concurrent block prefetches.
+    pub prefetch: usize,
+    /// Concurrent uploads.
+    pub max_uploads: usize,
+    /// Concurrent downloads.
+    pub max_downloads: usize,
+    /// Upload bandwidth limit in Mbps (0 = unlimited).
+    pub upload_limit: u64,
+    /// Download bandwidth limit in Mbps (0 = unlimited).
+    pub download_limit: u64,
+    /// Retries of a failed object request.
+    pub io_retries: u32,
+    /// Timeout of one GET.
+    pub get_timeout: Duration,
+    /// Timeout of one PUT.
+    pub put_timeout: Duration,
+    /// A directory of the volume used as the root.
+    pub subdir: Option<String>,
+    /// Skip background jobs (data deletion, compaction, trash purge, metadata backup).
+    pub no_bgjob: bool,
+    /// Metadata backup interval into the bucket; zero turns it off.
+    pub backup_meta: Duration,
+    /// Session heartbeat interval.
+    pub heartbeat: Duration,
+    /// Cache lookups and attributes, kept current by the engine's change feed.
+    pub meta_cache: bool,
+    /// How long read-only opens may trust cached attributes (zero: strict close-to-open).
+    pub open_cache: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> ClientOptions {
+        ClientOptions {
+            cache_dir: None,
+            cache_size: 100 << 30,
+            free_space_ratio: 0.1,
+            buffer_size: 300 << 20,
+            cache_partial_only: false,
+            max_readahead: 256 << 20,
+            prefetch: 8,
+            max_uploads: 20,
+            max_downloads: 200,
+            upload_limit: 0,
+            download_limit: 0,
+            io_retries: 10,
+            get_timeout: Duration::from_secs(60),
+            put_timeout: Duration::from_secs(60),
+            subdir: None,
+            no_bgjob: false,
+            backup_meta: Duration::from_secs(3600),
+            heartbeat: Duration::from_secs(12),
+            meta_cache: true,
+            open_cache: Duration::ZERO,
+        }
+    }
+}
+
+/// An open client: its metadata, its VFS and its background jobs.
+#[derive(Debug)]
+pub struct Client {
+    pub meta: Arc<Meta>,
+    pub format: Arc<Format>,
+    pub vfs: Arc<Vfs>,
+    jobs: BackgroundJobs,
+}
+
+impl Client {
+    /// Open the volume at `url` as a client registered under `label` (a mount point, a
+    /// gateway address, "python"). `vfs_opts` gives the front end's own settings; its
+    /// root and readahead come from `o`.
+    pub async fn open(
+        url: &MetaUrl,
+        o: &ClientOptions,
+        vfs_opts: VfsOptions,
+        label: &str,
+    ) -> Result<Client> {
+        let meta_opts = MetaOptions {
+            session_timeout: session_timeout(o.heartbeat),
+            deferred_sync: true,
+            cache_metadata: o.meta_cache,
+            open_cache: o.open_cache,
+            ..MetaOptions::default()
+        };
+        let (meta, format) = load_meta_with(url, meta_opts).await?;
+        let backend = open_backend(&format)?;
+        check_backend(&format, &backend).await?;
+        let raw: Arc<dyn strata_object::ObjectStore> =
+            Arc::new(Prefixed::new(backend.clone(), &format.name));
+        let (store, object_stats) = build(backend, &stack_options(o, &format)?);
+        let chunk_opts = ChunkOptions {
+            block_size: format.block_size_kib << 10,
+            buffer_size: o.buffer_size,
+            max_prefetch: o.prefetch,
+            segment_buffer: o.buffer_size / 4,
+            cache_partial_only: o.cache_partial_only,
+            ..ChunkOptions::default()
+        };
+        let chunks = ChunkStore::new(store, cache_for(o, &format)?, chunk_opts);
+        meta.new_session(session_info(label))
+            .await
+            .map_err(|source| OpenError::Meta {
+                context: "cannot register session".into(),
+                source,
+            })?;
+        let vfs_opts = VfsOptions {
+            max_readahead: o.max_readahead,
+            root: resolve_subdir(&meta, o.subdir.as_deref()).await?,
+            ..vfs_opts
+        };
+        let vfs = Arc::new(Vfs::new(meta.clone(), chunks, vfs_opts));
+        vfs.set_object_stats(object_stats);
+        let jobs = BackgroundJobs::start(
+            vfs.clone(),
+            o.heartbeat.max(Duration::from_secs(1)),
+            !o.no_bgjob,
+            (!o.no_bgjob && !o.backup_meta.is_zero()).then(|| strata_vfs::MetaBackup {
+                every: o.backup_meta,
+                store: raw,
+            }),
+        );
+        Ok(Client {
+            meta,
+            format,
+            vfs,
+            jobs,
+        })
+    }
+
+    /// Flush what is buffered, stop background work between two operations, close the
+    /// session and make everything durable. Every failure is logged; the first one of
+    /// the flush is returned (as an errno) so a caller can report lost writes.
+    pub async fn close(self) -> std::result::Result<(), strata_types::Errno> {
+        let flushed = self.vfs.flush_all().await;
+        if let Err(e) = &flushed {
+            tracing::error!("flushing buffered writes: errno {e} (every failure is logged above)");
+        }
+        self.jobs.stop().await;
+        if let Err(e) = self.meta.close_session().await {
+            tracing::warn!("closing the session: {e}");
+        }
+        if let Err(e) = self.vfs.sync().await {
+            tracing::warn!("syncing: errno {e}");
+        }
+        flushed
+    }
+}
+
+fn stack_options(o: &ClientOptions, format: &Format) -> Result<StackOptions> {
+    Ok(StackOptions {
+        prefix: format.name.clone(),
+        compression: Codec::parse(&format.compression)
+            .map_err(|e| OpenError::Compression(e.to_string()))?,
+        limits: Limits {
+            max_uploads: o.max_uploads,
+            max_downloads: o.max_downloads,
+            upload_mbps: o.upload_limit,
+            download_mbps: o.download_limit,
+        },
+        retry: RetryPolicy {
+            retries: o.io_retries,
+            get_timeout: o.get_timeout,
+            put_timeout: o.put_timeout,
+            ..RetryPolicy::default()
+        },
+    })
+}
+
+fn session_info(label: &str) -> SessionInfo {
+    SessionInfo {
+        host: nix::unistd::gethostname()
+            .map(|h| h.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        pid: std::process::id(),
+        mount_point: label.to_owned(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        started_at: strata_meta::now_ns(),
+        ..SessionInfo::default()
+    }
+}
+
+/// The inode of `subdir` (a `/`-separated path from the volume's root), which must be a
+/// directory; the root itself when `None`.
+pub async fn resolve_subdir(meta: &Meta, subdir: Option<&str>) -> Result<Ino> {
+    let mut ino = Ino::ROOT;
+    let shown = subdir.unwrap_or("");
+    for part in shown.split('/').filter(|p| !p.is_empty()) {
+        let entry = meta
+            .lookup(&Ctx::root(), ino, part.as_bytes())
+            .await
+            .map_err(|e| OpenError::Subdir {
+                subdir: shown.to_owned(),
+                reason: e.to_string(),
+            })?;
+        if !entry.attr.is_dir() {
+            return Err(OpenError::Subdir {
+                subdir: shown.to_owned(),
+                reason: format!("{part} is not a directory"),
+            });
+        }
+        ino = entry.ino;
+    }
+    Ok(ino)
+}
+
+/// The block cache of a client. A disk cache on the same device as a local-directory
+/// bucket would only hold a second copy of blocks read from that very disk, so there is
+/// none.
+fn cache_for(o: &ClientOptions, format: &Format) -> Result<Arc<dyn BlockCache>> {
+    let (uuid, storage, bucket) = (&format.uuid, &format.storage, &format.bucket);
+    let size = o.cache_size;
+    if size == 0 {
+        return Ok(Arc::new(NoCache::default()));
+    }
+    let dirs = o
+        .cache_dir
+        .clone()
+        .unwrap_or_else(|| home_path("cache").to_string_lossy().into_owned());
+    if dirs == "memory" {
+        return Ok(Arc::new(MemoryCache::new(size)));
+    }
+    let dirs: Vec<PathBuf> = dirs
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(|d| Path::new(d).join(uuid))
+        .collect();
+    if storage == "file" && dirs.iter().all(|d| same_device(d, Path::new(bucket))) {
+        tracing::info!("the cache would sit on the bucket's own disk: blocks are not cached twice");
+        return Ok(Arc::new(NoCache::default()));
+    }
+    let cache = DiskCache::open(&dirs, size, o.free_space_ratio).map_err(OpenError::Cache)?;
+    Ok(Arc::new(cache))
+}
+
+fn same_device(path: &Path, other: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let device = |p: &Path| {
+        p.ancestors()
+            .find_map(|a| std::fs::metadata(a).ok())
+            .map(|m| m.dev())
+    };
+    matches!((device(path), device(other)), (Some(a), Some(b)) if a == b)
+}
+
+/// How long a session may stay silent before other clients clean it: five heartbeats.
+pub fn session_timeout(heartbeat: Duration) -> Duration {
+    heartbeat
+        .max(Duration::from_secs(1))
+        .saturating_mul(5)
+        .max(Duration::from_secs(5))
+}

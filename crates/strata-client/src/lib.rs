@@ -1,0 +1,14 @@
+//! Opening a Strata volume from a META-URL: the metadata engine it names, the object
+//! store its format record names, the block cache, the session and the VFS. The `strata`
+//! binary and the Python SDK both open volumes through this crate; it is the only
+//! library that names concrete engines and stores.
+
+mod client;
+mod error;
+mod volume;
+
+pub use client::{Client, ClientOptions, resolve_subdir, session_timeout};
+pub use error::{OpenError, Result};
+pub use volume::{
+    check_backend, home_path, load_meta, load_meta_with, open_backend, open_engine, s3_config,
+};

@@ -1,0 +1,262 @@
+//! META-URL → metadata engine, format record → object store: the one place, with the
+//! binary's argument parsing aside, that names concrete backends.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use strata_meta::kv::sqlite::SqliteEngine;
+use strata_meta::kv::{KvEngine, KvError};
+use strata_meta::{Format, Meta, MetaError, MetaOptions};
+use strata_meta_etcd::{EtcdEngine, EtcdUrl};
+use strata_meta_postgres::{PostgresEngine, PostgresUrl};
+use strata_meta_redis::{RedisEngine, RedisUrl};
+use strata_object::ObjectStore;
+use strata_object::backend::{Backend, S3Config};
+use strata_types::{MetaUrl, Secret};
+
+use crate::error::{OpenError, Result};
+
+/// How long opening a network engine may take before the caller is told it failed.
+const ENGINE_OPEN_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Open the metadata engine named by a META-URL (a password may come from `META_PASSWORD`
+/// instead of the URL). Network engines are connected and checked here, in bounded time.
+/// Messages show the URL with its password hidden.
+pub async fn open_engine(url: &MetaUrl) -> Result<Arc<dyn KvEngine>> {
+    let Some((scheme, rest)) = url.expose().split_once("://") else {
+        return Err(OpenError::BadUrl(format!(
+            "malformed META-URL {url}: expected e.g. sqlite3://strata.db"
+        )));
+    };
+    let full = match std::env::var("META_PASSWORD") {
+        Ok(p) if !p.is_empty() => url.with_password(&p),
+        _ => url.clone(),
+    };
+    let bad = |e: &dyn std::fmt::Display| OpenError::BadUrl(e.to_string());
+    let opened: Result<Arc<dyn KvEngine>, KvError> = match scheme {
+        "sqlite" | "sqlite3" => {
+            let path = rest.split('?').next().unwrap_or(rest);
+            if path.is_empty() {
+                return Err(OpenError::BadUrl(format!(
+                    "malformed META-URL {url}: no database path"
+                )));
+            }
+            SqliteEngine::open(Path::new(path)).map(|e| Arc::new(e) as Arc<dyn KvEngine>)
+        }
+        "redis" | "rediss" => {
+            let parsed = RedisUrl::parse(full.expose()).map_err(|e| bad(&e))?;
+            timed_open(RedisEngine::connect(&parsed)).await
+        }
+        "postgres" | "postgresql" => {
+            let parsed = PostgresUrl::parse(full.expose()).map_err(|e| bad(&e))?;
+            timed_open(PostgresEngine::connect(&parsed)).await
+        }
+        "etcd" => {
+            let parsed = EtcdUrl::parse(full.expose()).map_err(|e| bad(&e))?;
+            timed_open(EtcdEngine::connect(&parsed)).await
+        }
+        other => return Err(OpenError::UnknownEngine(other.to_owned())),
+    };
+    opened.map_err(|source| OpenError::Engine {
+        url: url.to_string(),
+        source,
+    })
+}
+
+async fn timed_open<E: KvEngine + 'static>(
+    connecting: impl Future<Output = Result<E, KvError>>,
+) -> Result<Arc<dyn KvEngine>, KvError> {
+    strata_meta::kv::within(ENGINE_OPEN_TIMEOUT, "the engine", connecting)
+        .await
+        .map(|e| Arc::new(e) as Arc<dyn KvEngine>)
+}
+
+/// A metadata client of the volume at `url`, its format loaded.
+pub async fn load_meta(url: &MetaUrl) -> Result<(Arc<Meta>, Arc<Format>)> {
+    load_meta_with(url, MetaOptions::default()).await
+}
+
+/// [`load_meta`] with non-default metadata client options.
+pub async fn load_meta_with(url: &MetaUrl, opts: MetaOptions) -> Result<(Arc<Meta>, Arc<Format>)> {
+    let meta = Meta::new(open_engine(url).await?, opts);
+    let format = match meta.load().await {
+        Ok(f) => f,
+        Err(MetaError::NotFormatted) => {
+            return Err(OpenError::NotFormatted {
+                url: url.to_string(),
+            });
+        }
+        Err(source) => {
+            return Err(OpenError::Meta {
+                context: format!("cannot read volume at {url}"),
+                source,
+            });
+        }
+    };
+    Ok((Arc::new(meta), format))
+}
+
+/// The backend a volume's data lives in.
+pub fn open_backend(format: &Format) -> Result<Arc<dyn ObjectStore>> {
+    let bucket_error = |source| OpenError::Bucket {
+        bucket: format.bucket.clone(),
+        source,
+    };
+    match format.storage.as_str() {
+        "file" => {
+            let dir = PathBuf::from(&format.bucket);
+            Ok(Arc::new(Backend::local(&dir).map_err(bucket_error)?))
+        }
+        "mem" => Ok(Arc::new(Backend::memory())),
+        "s3" => Ok(Arc::new(
+            Backend::s3(&s3_config(format)?).map_err(bucket_error)?,
+        )),
+        other => Err(OpenError::UnknownStorage(other.to_owned())),
+    }
+}
+
+/// Check that a volume's bucket answers.
+pub async fn check_backend(format: &Format, backend: &Arc<dyn ObjectStore>) -> Result<()> {
+    backend.check().await.map_err(|source| OpenError::Bucket {
+        bucket: format.bucket.clone(),
+        source,
+    })
+}
+
+/// An S3 bucket URL: path style (`http://host:port/bucket`) or virtual-hosted
+/// (`https://BUCKET.s3.REGION.amazonaws.com`, `https://BUCKET.host`: no path).
+pub fn s3_config(format: &Format) -> Result<S3Config> {
+    let url = &format.bucket;
+    let bad = || {
+        OpenError::BadUrl(format!(
+            "s3 bucket {url:?}: expected http(s)://host[:port]/bucket or https://bucket.host"
+        ))
+    };
+    let (scheme, rest) = url.split_once("://").ok_or_else(bad)?;
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let path = path.trim_matches('/');
+    let env_region = std::env::var("AWS_REGION").unwrap_or_default();
+    let (endpoint, bucket, region, path_style) = if !path.is_empty() {
+        (
+            format!("{scheme}://{host}"),
+            path.to_string(),
+            env_region,
+            true,
+        )
+    } else {
+        let (bucket, domain) = host.split_once('.').ok_or_else(bad)?;
+        let region = aws_region(domain).unwrap_or(env_region);
+        (
+            url.trim_end_matches('/').to_string(),
+            bucket.to_string(),
+            region,
+            false,
+        )
+    };
+    if bucket.is_empty() || host.is_empty() {
+        return Err(bad());
+    }
+    let session_token = format
+        .session_token
+        .clone()
+        .or_else(|| std::env::var("AWS_SESSION_TOKEN").ok().map(Secret::new));
+    Ok(S3Config {
+        endpoint,
+        region,
+        bucket,
+        access_key: format.access_key.clone().unwrap_or_default(),
+        secret_key: format.secret_key.clone().unwrap_or_default(),
+        session_token,
+        path_style,
+    })
+}
+
+/// The region in an AWS S3 host name: `s3.REGION.amazonaws.com`, `s3-REGION.amazonaws.com`.
+fn aws_region(domain: &str) -> Option<String> {
+    let rest = domain.strip_suffix(".amazonaws.com")?;
+    let region = rest
+        .strip_prefix("s3.")
+        .or_else(|| rest.strip_prefix("s3-"))?;
+    let region = region.strip_prefix("dualstack.").unwrap_or(region);
+    (!region.is_empty() && !region.contains('.')).then(|| region.to_string())
+}
+
+/// `~/.strata/...`
+pub fn home_path(rest: &str) -> PathBuf {
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    PathBuf::from(home).join(".strata").join(rest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s3_format(bucket: &str) -> Format {
+        Format {
+            name: "v".into(),
+            uuid: "u".into(),
+            storage: "s3".into(),
+            bucket: bucket.into(),
+            access_key: Some("ak".into()),
+            secret_key: Some(Secret::new("sk")),
+            session_token: Some(Secret::new("token")),
+            block_size_kib: 4096,
+            compression: "none".into(),
+            trash_days: 0,
+            capacity: 0,
+            inodes: 0,
+            created_at: 0,
+            meta_version: 2,
+        }
+    }
+
+    #[test]
+    fn s3_buckets_in_path_and_virtual_hosted_style() {
+        let path = s3_config(&s3_format("http://127.0.0.1:9000/data")).unwrap();
+        assert_eq!(
+            (
+                path.endpoint.as_str(),
+                path.bucket.as_str(),
+                path.path_style
+            ),
+            ("http://127.0.0.1:9000", "data", true)
+        );
+        assert_eq!(path.session_token, Some(Secret::new("token")));
+        let aws = s3_config(&s3_format("https://my-data.s3.eu-west-2.amazonaws.com")).unwrap();
+        assert_eq!(
+            (
+                aws.endpoint.as_str(),
+                aws.bucket.as_str(),
+                aws.region.as_str(),
+                aws.path_style
+            ),
+            (
+                "https://my-data.s3.eu-west-2.amazonaws.com",
+                "my-data",
+                "eu-west-2",
+                false
+            )
+        );
+        let dashed = s3_config(&s3_format("https://b.s3-us-west-1.amazonaws.com/")).unwrap();
+        assert_eq!(
+            (dashed.bucket.as_str(), dashed.region.as_str()),
+            ("b", "us-west-1")
+        );
+        let other = s3_config(&s3_format("https://photos.minio.example.com")).unwrap();
+        assert_eq!(other.bucket, "photos");
+        assert!(!other.path_style);
+        assert!(s3_config(&s3_format("https://nodots")).is_err());
+        assert!(s3_config(&s3_format("no-scheme/bucket")).is_err());
+    }
+
+    #[tokio::test]
+    async fn bad_meta_urls_are_named_in_one_line() {
+        let malformed = open_engine(&MetaUrl::new("no-scheme")).await;
+        let malformed = malformed.err().map(|e| e.to_string());
+        assert!(malformed.is_some_and(|m| m.starts_with("malformed META-URL")));
+        let unknown = open_engine(&MetaUrl::new("ftp://x")).await;
+        let unknown = unknown.err().map(|e| e.to_string());
+        assert!(unknown.is_some_and(|m| m.starts_with("unknown metadata engine \"ftp\"")));
+    }
+}

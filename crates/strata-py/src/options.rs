@@ -1,0 +1,67 @@
+//! `strata.Client(...)` keyword options → [`ClientOptions`]. The Python layer turns
+//! sizes ("100G") and durations ("60s") into bytes and seconds first; here each value
+//! is checked for its type and range, and an unknown name is refused.
+
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use strata_client::ClientOptions;
+
+use crate::error::SdkError;
+
+fn bad(name: &str, what: &str) -> PyErr {
+    SdkError::BadArgument(format!("option {name}: {what}")).into()
+}
+
+fn seconds(name: &str, v: &Bound<'_, PyAny>) -> PyResult<Duration> {
+    let secs: f64 = v.extract().map_err(|_| bad(name, "expected seconds"))?;
+    Duration::try_from_secs_f64(secs).map_err(|_| bad(name, "expected a non-negative duration"))
+}
+
+/// Apply one option to `o`.
+fn apply(o: &mut ClientOptions, name: &str, v: &Bound<'_, PyAny>) -> PyResult<()> {
+    let int = |what: &str| -> PyResult<u64> { v.extract().map_err(|_| bad(name, what)) };
+    let count = || -> PyResult<usize> { v.extract().map_err(|_| bad(name, "expected a count")) };
+    let flag =
+        || -> PyResult<bool> { v.extract().map_err(|_| bad(name, "expected True or False")) };
+    match name {
+        "cache_dir" => o.cache_dir = v.extract().map_err(|_| bad(name, "expected a path"))?,
+        "cache_size" => o.cache_size = int("expected bytes")?,
+        "free_space_ratio" => {
+            o.free_space_ratio = v.extract().map_err(|_| bad(name, "expected a fraction"))?
+        }
+        "buffer_size" => o.buffer_size = int("expected bytes")?,
+        "cache_partial_only" => o.cache_partial_only = flag()?,
+        "max_readahead" => o.max_readahead = int("expected bytes")?,
+        "prefetch" => o.prefetch = count()?,
+        "max_uploads" => o.max_uploads = count()?,
+        "max_downloads" => o.max_downloads = count()?,
+        "upload_limit" => o.upload_limit = int("expected Mbps")?,
+        "download_limit" => o.download_limit = int("expected Mbps")?,
+        "io_retries" => o.io_retries = v.extract().map_err(|_| bad(name, "expected a count"))?,
+        "get_timeout" => o.get_timeout = seconds(name, v)?,
+        "put_timeout" => o.put_timeout = seconds(name, v)?,
+        "subdir" => o.subdir = v.extract().map_err(|_| bad(name, "expected a path"))?,
+        "no_bgjob" => o.no_bgjob = flag()?,
+        "backup_meta" => o.backup_meta = seconds(name, v)?,
+        "heartbeat" => o.heartbeat = seconds(name, v)?,
+        "meta_cache" => o.meta_cache = flag()?,
+        "open_cache" => o.open_cache = seconds(name, v)?,
+        other => return Err(bad(other, "unknown option")),
+    }
+    Ok(())
+}
+
+/// The client options in `dict` over the mount's defaults.
+pub fn client_options(dict: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
+    let mut o = ClientOptions::default();
+    for (k, v) in dict.iter() {
+        let name: String = k.extract()?;
+        apply(&mut o, &name, &v)?;
+    }
+    if !(0.0..1.0).contains(&o.free_space_ratio) {
+        return Err(bad("free_space_ratio", "expected a fraction in [0, 1)"));
+    }
+    Ok(o)
+}
