@@ -147,7 +147,9 @@ impl Client {
     fn rmdir(&self, py: Python<'_>, path: &[u8]) -> PyResult<()> {
         self.call(py, |vol| async move {
             let (dir, name) = parent_of(&vol, path, Errno::EBUSY).await?;
-            vol.vfs.rmdir(&vol.ctx, dir, &name).await.on(path)
+            let removed = vol.vfs.rmdir(&vol.ctx, dir, &name).await.on(path);
+            vol.dirs.clear();
+            removed
         })
     }
 
@@ -163,10 +165,13 @@ impl Client {
         self.call(py, |vol| async move {
             let (sdir, sname) = parent_of(&vol, src, Errno::EBUSY).await?;
             let (ddir, dname) = parent_of(&vol, dst, Errno::EBUSY).await?;
-            vol.vfs
+            let renamed = vol
+                .vfs
                 .rename(&vol.ctx, sdir, &sname, ddir, &dname, flags)
                 .await
-                .on(src)
+                .on(src);
+            vol.dirs.clear();
+            renamed
         })
     }
 

@@ -16,7 +16,7 @@ use strata_types::{Errno, FileType, Ino};
 use strata_vfs::SetAttr;
 
 use crate::error::{OnPath, Result, SdkError, posix};
-use crate::paths::{parent_of, resolve};
+use crate::paths::{parent_of, resolve_attr};
 use crate::shared::Shared;
 use crate::volume::Volume;
 
@@ -36,6 +36,8 @@ pub struct Opened {
     vol: Arc<Volume>,
     fh: u64,
     ino: Ino,
+    /// The length at open: how much a whole-file read asks for first.
+    length_hint: u64,
     released: AtomicBool,
 }
 
@@ -59,17 +61,21 @@ impl Drop for Opened {
 pub async fn open(vol: &Arc<Volume>, path: &[u8], flags: u32, mode: u32) -> Result<Opened> {
     let writing = flags & O_ACCMODE != 0;
     let follow = flags & O_NOFOLLOW == 0;
-    let found = resolve(vol, path, follow).await;
-    let (ino, fh, created) = match found {
+    let found = resolve_attr(vol, path, follow).await;
+    let (ino, (fh, length_hint), created) = match found {
         Err(SdkError::Posix { errno, .. }) if errno == Errno::ENOENT && flags & O_CREAT != 0 => {
             let (dir, name) = parent_of(vol, path, Errno::EISDIR).await?;
             let mode = mode & 0o7777 & !vol.umask;
             match vol.vfs.create(&vol.ctx, dir, &name, mode).await {
-                Ok((entry, fh)) => (entry.ino, fh, true),
+                Ok((entry, fh)) => (entry.ino, (fh, 0), true),
                 // Created by someone else in between: open theirs (unless O_EXCL).
                 Err(e) if e == Errno::EEXIST && flags & O_EXCL == 0 => {
-                    let ino = resolve(vol, path, follow).await?;
-                    (ino, open_existing(vol, ino, path, flags).await?, false)
+                    let (ino, attr) = resolve_attr(vol, path, follow).await?;
+                    (
+                        ino,
+                        open_existing(vol, ino, attr, path, flags).await?,
+                        false,
+                    )
                 }
                 Err(e) => return Err(posix(e, path)),
             }
@@ -78,12 +84,17 @@ pub async fn open(vol: &Arc<Volume>, path: &[u8], flags: u32, mode: u32) -> Resu
         Ok(_) if flags & (O_CREAT | O_EXCL) == O_CREAT | O_EXCL => {
             return Err(posix(Errno::EEXIST, path));
         }
-        Ok(ino) => (ino, open_existing(vol, ino, path, flags).await?, false),
+        Ok((ino, attr)) => (
+            ino,
+            open_existing(vol, ino, attr, path, flags).await?,
+            false,
+        ),
     };
     let opened = Opened {
         vol: vol.clone(),
         fh,
         ino,
+        length_hint,
         released: AtomicBool::new(false),
     };
     if writing && flags & O_TRUNC != 0 && !created {
@@ -97,20 +108,31 @@ pub async fn open(vol: &Arc<Volume>, path: &[u8], flags: u32, mode: u32) -> Resu
     Ok(opened)
 }
 
-async fn open_existing(vol: &Volume, ino: Ino, path: &[u8], flags: u32) -> Result<u64> {
-    let attr = vol.vfs.getattr(ino).await.on(path)?;
-    match attr.kind {
+/// Open `ino` (its attributes from the lookup that found it, when there was one);
+/// returns the handle and the file's length.
+async fn open_existing(
+    vol: &Volume,
+    ino: Ino,
+    attr: Option<strata_types::Attr>,
+    path: &[u8],
+    flags: u32,
+) -> Result<(u64, u64)> {
+    let kind = match attr {
+        Some(a) => a.kind,
+        None => vol.vfs.getattr(ino).await.on(path)?.kind,
+    };
+    match kind {
         FileType::Directory => return Err(posix(Errno::EISDIR, path)),
         FileType::Symlink => return Err(posix(Errno::ELOOP, path)),
         _ if flags & O_DIRECTORY != 0 => return Err(posix(Errno::ENOTDIR, path)),
         _ => {}
     }
-    let (fh, _) = vol
+    let (fh, attr) = vol
         .vfs
         .open(&vol.ctx, ino, flags & !(O_CREAT | O_EXCL | O_TRUNC))
         .await
         .on(path)?;
-    Ok(fh)
+    Ok((fh, attr.length))
 }
 
 /// An open file of the volume.
@@ -150,13 +172,13 @@ impl NativeFile {
             return Err(posix(Errno::EBADF, &self.path));
         }
         let vol = self.shared.volume()?;
-        let fh = vol
-            .run(async { vol.vfs.open(&vol.ctx, seen.ino, 0).await.on(&self.path) })??
-            .0;
+        let (fh, attr) =
+            vol.run(async { vol.vfs.open(&vol.ctx, seen.ino, 0).await.on(&self.path) })??;
         let fresh = Arc::new(Opened {
             vol,
             fh,
             ino: seen.ino,
+            length_hint: attr.length,
             released: AtomicBool::new(false),
         });
         self.state.store(fresh.clone());
@@ -270,8 +292,9 @@ impl NativeFile {
     fn readall<'py>(&self, py: Python<'py>, offset: u64) -> PyResult<Bound<'py, PyBytes>> {
         let path = &self.path;
         let (pieces, len) = self.call(py, |h| async move {
-            let len = h.vol.vfs.getattr(h.ino).await.on(path)?.length;
-            let want = length(len.saturating_sub(offset), path)?;
+            // Up to the length seen at open, then on until a read comes back empty: the
+            // file may have changed since.
+            let want = length(h.length_hint.saturating_sub(offset), path)?;
             let (mut pieces, mut got) = read_at(&h, path, offset, want).await?;
             // The file may have grown since: read on to its end.
             loop {

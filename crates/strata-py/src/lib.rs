@@ -5,6 +5,7 @@
 //! `os`-like calls and an fsspec file system.
 
 mod client;
+mod dircache;
 mod error;
 mod file;
 mod options;

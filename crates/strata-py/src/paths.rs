@@ -2,12 +2,14 @@
 //! (the volume root, or its `subdir`), `.` and `..` taken physically, symlinks followed
 //! in the middle of a path and at its end when asked (at most 40, then ELOOP). An
 //! absolute symlink target starts again at the client's root and `..` stops there, so no
-//! path leaves the part of the volume the client was opened on.
+//! path leaves the part of the volume the client was opened on. Directories reached by
+//! plain names are remembered for a second ([`crate::dircache`]).
 
 use std::collections::VecDeque;
 
-use strata_types::{Errno, FileType, Ino};
+use strata_types::{Attr, Errno, FileType, Ino};
 
+use crate::dircache::key;
 use crate::error::{OnPath, Result, posix};
 use crate::volume::Volume;
 
@@ -20,6 +22,8 @@ struct Walk<'a> {
     path: &'a [u8],
     stack: Vec<Ino>,
     hops: usize,
+    /// The attributes of where the walk stands, when its last step was a lookup.
+    last: Option<Attr>,
 }
 
 fn components(path: &[u8]) -> VecDeque<Vec<u8>> {
@@ -36,6 +40,7 @@ impl<'a> Walk<'a> {
             path,
             stack: vec![vol.vfs.options().root],
             hops: 0,
+            last: None,
         }
     }
 
@@ -53,6 +58,7 @@ impl<'a> Walk<'a> {
                 if self.stack.len() > 1 {
                     self.stack.pop();
                 }
+                self.last = None;
                 continue;
             }
             let entry = self
@@ -79,6 +85,61 @@ impl<'a> Walk<'a> {
                 return Err(posix(Errno::ENOTDIR, self.path));
             }
             self.stack.push(entry.ino);
+            self.last = Some(entry.attr);
+        }
+        Ok(self.here())
+    }
+
+    /// Walk the names of a path as given: the longest prefix naming a directory seen in
+    /// the last second is skipped (the whole path when `whole`, else all but its last
+    /// name, whose attributes the caller wants fresh), and every directory reached by
+    /// plain names is remembered. Paths with `..` and the rest of a path after a symlink
+    /// take the plain walk.
+    async fn walk_names(
+        &mut self,
+        names: VecDeque<Vec<u8>>,
+        follow: bool,
+        whole: bool,
+    ) -> Result<Ino> {
+        let names: Vec<Vec<u8>> = names.into();
+        if names.iter().any(|n| n == b"..") {
+            return self.walk(names.into(), follow).await;
+        }
+        let dirs = &self.vol.dirs;
+        let longest = if whole {
+            names.len()
+        } else {
+            names.len().saturating_sub(1)
+        };
+        let mut at = 0;
+        for k in (1..=longest).rev() {
+            if let Some(ino) = dirs.get(&key(&names[..k])) {
+                self.stack.push(ino);
+                at = k;
+                break;
+            }
+        }
+        while at < names.len() {
+            let entry = self
+                .vol
+                .vfs
+                .lookup(&self.vol.ctx, self.here(), &names[at])
+                .await
+                .on(self.path)?;
+            let last = at + 1 == names.len();
+            match entry.attr.kind {
+                FileType::Symlink if follow || !last => {
+                    return self
+                        .walk(names[at..].iter().cloned().collect(), follow)
+                        .await;
+                }
+                FileType::Directory => dirs.put(key(&names[..=at]), entry.ino),
+                _ if !last => return Err(posix(Errno::ENOTDIR, self.path)),
+                _ => {}
+            }
+            self.stack.push(entry.ino);
+            self.last = Some(entry.attr);
+            at += 1;
         }
         Ok(self.here())
     }
@@ -87,14 +148,28 @@ impl<'a> Walk<'a> {
 /// The inode at `path`; a symlink at its end is followed when `follow`. A trailing `/`
 /// asks for a directory (ENOTDIR otherwise), following a final symlink.
 pub async fn resolve(vol: &Volume, path: &[u8], follow: bool) -> Result<Ino> {
+    Ok(resolve_attr(vol, path, follow).await?.0)
+}
+
+/// [`resolve`], with the attributes the walk's last lookup returned (none for the root
+/// or a path ending in `..`).
+pub async fn resolve_attr(vol: &Volume, path: &[u8], follow: bool) -> Result<(Ino, Option<Attr>)> {
     let wants_dir = path.len() > 1 && path.last() == Some(&b'/');
-    let ino = Walk::new(vol, path)
-        .walk(components(path), follow || wants_dir)
+    let mut walk = Walk::new(vol, path);
+    let ino = walk
+        .walk_names(components(path), follow || wants_dir, false)
         .await?;
-    if wants_dir && !vol.vfs.getattr(ino).await.on(path)?.is_dir() {
-        return Err(posix(Errno::ENOTDIR, path));
+    let attr = walk.last;
+    if wants_dir {
+        let kind = match &attr {
+            Some(a) => a.kind,
+            None => vol.vfs.getattr(ino).await.on(path)?.kind,
+        };
+        if kind != FileType::Directory {
+            return Err(posix(Errno::ENOTDIR, path));
+        }
     }
-    Ok(ino)
+    Ok((ino, attr))
 }
 
 /// The directory that holds `path`'s last name, and that name. `at_root` is the errno
@@ -107,7 +182,7 @@ pub async fn parent_of(vol: &Volume, path: &[u8], at_root: Errno) -> Result<(Ino
     if name == b".." || path.ends_with(b"/.") {
         return Err(posix(at_root, path));
     }
-    let dir = Walk::new(vol, path).walk(parts, true).await?;
+    let dir = Walk::new(vol, path).walk_names(parts, true, true).await?;
     Ok((dir, name))
 }
 

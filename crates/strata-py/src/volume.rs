@@ -11,6 +11,7 @@ use strata_types::MetaUrl;
 use strata_vfs::Ctx;
 use strata_vfs::{Vfs, VfsOptions};
 
+use crate::dircache::DirCache;
 use crate::error::{Result, SdkError};
 
 /// A volume opened by one process.
@@ -23,6 +24,8 @@ pub struct Volume {
     /// The process's umask, applied to the modes of new files and directories.
     pub umask: u32,
     pub vfs: Arc<Vfs>,
+    /// Directories recently reached by path.
+    pub dirs: DirCache,
     client: Option<Client>,
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -46,6 +49,7 @@ impl Volume {
             ctx: caller(),
             umask: process_umask(),
             vfs: client.vfs.clone(),
+            dirs: DirCache::default(),
             client: Some(client),
             runtime: Some(runtime),
         })

@@ -272,3 +272,29 @@ def test_closed_client_raises_value_error(volume):
     with pytest.raises(ValueError, match="closed client"):
         c.listdir("/")
     c.close()
+
+
+def test_directory_cache_follows_renames(volume):
+    a = volume.client()
+    b = volume.client()
+    try:
+        a.makedirs("/old/sub")
+        with a.open("/old/sub/f", "w") as f:
+            f.write("x")
+        assert a.open("/old/sub/f").read() == "x"  # /old and /old/sub now remembered
+        a.rename("/old", "/new")
+        with pytest.raises(FileNotFoundError):
+            a.stat("/old/sub/f")  # this client's own rename shows at once
+        assert a.open("/new/sub/f").read() == "x"
+        b.rename("/new", "/newer")  # another client's shows within the TTL (1 s)
+        deadline = time.monotonic() + 5
+        while a.exists("/new/sub/f") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not a.exists("/new/sub/f") and a.open("/newer/sub/f").read() == "x"
+        a.remove("/newer/sub/f")
+        a.rmdir("/newer/sub")
+        with pytest.raises(FileNotFoundError):
+            a.open("/newer/sub/g", "w")
+    finally:
+        a.close()
+        b.close()
