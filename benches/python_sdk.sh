@@ -2,10 +2,11 @@
 # Reading from Python: the Strata SDK (no FUSE) vs the same volume through a Strata FUSE
 # mount vs a JuiceFS FUSE mount of a JuiceFS volume, same machine, one run: 10,000 4 KiB
 # files (open + read + close each, files/s) and one 1 GiB file (4 MiB reads, MiB/s).
-# Each row is the median of RUNS passes, each pass a fresh Python process. "cold": the
+# Each row is the median of RUNS passes in one long-lived Python process (as a data
+# loader runs; the mounts are long-lived too), after one unmeasured pass. "cold": the
 # kernel's page cache is dropped before each pass (the bucket's files too), so no path
-# reads from a cache of earlier passes; "warm": after one unmeasured pass, caches as they
-# are (a second epoch over a dataset). Mounts and the SDK use --cache-size 0 (the bucket
+# reads file data from a cache of earlier passes; "warm": caches as they are (a second
+# epoch over a dataset). Mounts and the SDK use --cache-size 0 (the bucket
 # is a local directory: data comes from it, through the kernel's page cache when warm).
 #
 # Usage: benches/python_sdk.sh [WORKDIR]
@@ -18,7 +19,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 STRATA=${STRATA:-$ROOT/target/release/strata}
 JUICEFS=${JUICEFS:-juicefs}
 PY=${PY:-python3}
-RUNS=${RUNS:-3}
+export RUNS=${RUNS:-3}
 export FILES=${FILES:-10000}
 WORK=${1:-/tmp/strata-python-bench}
 SMNT="$WORK/smnt"; JMNT="$WORK/jmnt"
@@ -61,19 +62,13 @@ done
 sync
 
 measure() { # label, how, where, workload, cold|warm
-  local out=()
-  [ "$5" = warm ] && "$PY" "$ROOT/benches/python_sdk_bench.py" "$2" "$3" "$4" >/dev/null
-  for _ in $(seq 1 "$RUNS"); do
-    if [ "$5" = cold ]; then sync; echo 3 > /proc/sys/vm/drop_caches; fi
-    out+=("$("$PY" "$ROOT/benches/python_sdk_bench.py" "$2" "$3" "$4")")
-  done
-  printf '%s\n' "${out[@]}" | "$PY" -c '
+  "$PY" "$ROOT/benches/python_sdk_bench.py" "$2" "$3" "$4" "$5" | "$PY" -c '
 import json, sys, statistics
 rows = [json.loads(l) for l in sys.stdin]
 key = "files_per_s" if "files_per_s" in rows[0] else "mib_per_s"
 vals = sorted(r[key] for r in rows)
 cpu = [r["cpu_s"] for r in rows]
-print(f"{sys.argv[1]:<40} {key:>12} median {statistics.median(vals):>8}  all {vals}  cpu_s {cpu}")
+print(f"{sys.argv[1]:<40} {key:>12} median {statistics.median(vals):>8}  all {vals}  reader cpu_s {cpu}")
 ' "$1"
 }
 
