@@ -59,6 +59,7 @@ impl Drop for Opened {
 /// open(2): look the name up (creating it with `O_CREAT`), check `O_EXCL`, `O_DIRECTORY`,
 /// `O_NOFOLLOW`, open it and truncate it with `O_TRUNC`.
 pub async fn open(vol: &Arc<Volume>, path: &[u8], flags: u32, mode: u32) -> Result<Opened> {
+    let began = std::time::Instant::now();
     let writing = flags & O_ACCMODE != 0;
     let follow = flags & O_NOFOLLOW == 0;
     let found = resolve_attr(vol, path, follow).await;
@@ -73,7 +74,7 @@ pub async fn open(vol: &Arc<Volume>, path: &[u8], flags: u32, mode: u32) -> Resu
                     let (ino, attr) = resolve_attr(vol, path, follow).await?;
                     (
                         ino,
-                        open_existing(vol, ino, attr, path, flags).await?,
+                        open_existing(vol, (ino, attr), path, flags, began).await?,
                         false,
                     )
                 }
@@ -86,7 +87,7 @@ pub async fn open(vol: &Arc<Volume>, path: &[u8], flags: u32, mode: u32) -> Resu
         }
         Ok((ino, attr)) => (
             ino,
-            open_existing(vol, ino, attr, path, flags).await?,
+            open_existing(vol, (ino, attr), path, flags, began).await?,
             false,
         ),
     };
@@ -108,14 +109,14 @@ pub async fn open(vol: &Arc<Volume>, path: &[u8], flags: u32, mode: u32) -> Resu
     Ok(opened)
 }
 
-/// Open `ino` (its attributes from the lookup that found it, when there was one);
-/// returns the handle and the file's length.
+/// Open `ino` (its attributes from the lookup that found it during this open, which
+/// began at `began`, when there was one); returns the handle and the file's length.
 async fn open_existing(
     vol: &Volume,
-    ino: Ino,
-    attr: Option<strata_types::Attr>,
+    (ino, attr): (Ino, Option<strata_types::Attr>),
     path: &[u8],
     flags: u32,
+    began: std::time::Instant,
 ) -> Result<(u64, u64)> {
     let kind = match attr {
         Some(a) => a.kind,
@@ -129,7 +130,12 @@ async fn open_existing(
     }
     let (fh, attr) = vol
         .vfs
-        .open(&vol.ctx, ino, flags & !(O_CREAT | O_EXCL | O_TRUNC))
+        .open_after(
+            &vol.ctx,
+            ino,
+            flags & !(O_CREAT | O_EXCL | O_TRUNC),
+            Some(began),
+        )
         .await
         .on(path)?;
     Ok((fh, attr.length))

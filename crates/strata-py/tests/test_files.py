@@ -176,3 +176,23 @@ def test_errno_attribute_on_failures(client):
     with pytest.raises(OSError) as e:
         client.open("/missing/x")
     assert e.value.errno == errno.ENOENT and e.value.strerror
+
+
+def test_close_to_open_across_clients_every_time(volume):
+    # Each open after another client's close sees that close's data, also when the
+    # open takes its attributes from the lookup it just made (on engines with a feed).
+    writer = volume.client()
+    reader = volume.client()
+    try:
+        with reader.open("/c2o", "wb"):
+            pass
+        assert reader.open("/c2o", "rb").read() == b""
+        for i in range(50):
+            data = f"version {i} ".encode() * (i + 1)
+            with writer.open("/c2o", "wb") as f:
+                f.write(data)
+            with reader.open("/c2o", "rb") as f:
+                assert f.read() == data, f"round {i}"
+    finally:
+        writer.close()
+        reader.close()

@@ -59,6 +59,19 @@ impl Vfs {
 
     /// open(2) of an existing file; returns the handle and the attributes.
     pub async fn open(&self, ctx: &Ctx, ino: Ino, flags: u32) -> Result<(u64, Attr)> {
+        self.open_after(ctx, ino, flags, None).await
+    }
+
+    /// [`Vfs::open`] by a front end that looked `ino` up itself after `began`, the
+    /// start of this open (the SDK's `open(path)`): see
+    /// [`strata_meta::Meta::open_file_after`].
+    pub async fn open_after(
+        &self,
+        ctx: &Ctx,
+        ino: Ino,
+        flags: u32,
+        began: Option<std::time::Instant>,
+    ) -> Result<(u64, Attr)> {
         if crate::is_internal(ino) {
             return self.open_internal(ino, flags);
         }
@@ -68,7 +81,7 @@ impl Vfs {
         }
         let opened = self
             .meta
-            .open_file(ctx, ino, flags)
+            .open_file_after(ctx, ino, flags, began)
             .await
             .map_err(from_meta)?;
         let mut attr = opened.attr;

@@ -69,6 +69,8 @@ struct Entry {
     /// Every commit of this client up to this number had returned when the transaction
     /// that stored it started: their announcements cannot make it stale.
     after: u64,
+    /// When the transaction that stored it started (unknown without a stamp).
+    read_from: Option<Instant>,
 }
 
 /// When a transaction started, as the cache counts: its generation, and the number up to
@@ -77,6 +79,7 @@ struct Entry {
 pub struct Stamp {
     generation: u64,
     own_done: u64,
+    taken: Instant,
 }
 
 /// Keys hash with foldhash: a readdirplus page stores a thousand of them, and SipHash
@@ -265,6 +268,26 @@ impl ReadCache {
         })
     }
 
+    /// True when every one of `keys` is trusted right now and was read by a transaction
+    /// that started at or after `since`: anything committed before `since` is in it, so
+    /// it is as good as reading it again (what close-to-open asks of an open that began
+    /// at `since` and looked the file up since).
+    pub fn read_since(&self, keys: &[Key], since: Instant) -> bool {
+        let state = self.state.lock();
+        let now = Instant::now();
+        if state.trusted_until.is_none_or(|t| t <= now) {
+            return false;
+        }
+        keys.iter().all(|k| {
+            state.entries.get(k).is_some_and(|e| {
+                e.trusted
+                    && e.value.is_some()
+                    && now.duration_since(e.at) < TRUSTED_FOR
+                    && e.read_from.is_some_and(|r| r >= since)
+            })
+        })
+    }
+
     /// True while trust holds (beats keep coming back through a live feed).
     pub fn is_trusting(&self) -> bool {
         self.state
@@ -280,6 +303,7 @@ impl ReadCache {
         Stamp {
             generation: state.generation,
             own_done: state.own_done,
+            taken: Instant::now(),
         }
     }
 
@@ -330,6 +354,7 @@ impl ReadCache {
         commit: Option<u64>,
     ) {
         let after = since.map_or(0, |s| s.own_done);
+        let read_from = since.map(|s| s.taken);
         let now = Instant::now();
         let mut state = self.state.lock();
         for (key, value) in values {
@@ -354,6 +379,7 @@ impl ReadCache {
                 }
                 (entry.at, entry.trusted, entry.commit, entry.after) =
                     (now, trusted, commit, after);
+                entry.read_from = read_from;
                 continue;
             }
             let entry = Entry {
@@ -362,6 +388,7 @@ impl ReadCache {
                 trusted,
                 commit,
                 after,
+                read_from,
             };
             state.entries.insert(key.to_vec(), entry);
         }
@@ -576,6 +603,33 @@ mod tests {
 
     fn k(s: &str) -> Key {
         s.as_bytes().to_vec()
+    }
+
+    #[test]
+    fn read_since_needs_a_trusted_read_that_started_after_the_instant() {
+        let cache = ReadCache::new(only_a);
+        cache.beat_returned(Duration::from_secs(5));
+        let before = cache.stamp();
+        let open_began = Instant::now();
+        cache.remember_all([(&b"A1"[..], Some(&b"old"[..]))], Some(before));
+        assert!(
+            !cache.read_since(&[k("A1")], open_began),
+            "a read that started before the open may predate a close"
+        );
+        let after = cache.stamp();
+        cache.remember_all([(&b"A1"[..], Some(&b"new"[..]))], Some(after));
+        assert!(cache.read_since(&[k("A1")], open_began));
+        assert!(
+            !cache.read_since(&[k("A1"), k("A2")], open_began),
+            "A2 never read"
+        );
+        cache.remember_all([(&b"A2"[..], Some(&b"v"[..]))], None);
+        assert!(
+            !cache.read_since(&[k("A2")], open_began),
+            "no stamp: start unknown"
+        );
+        cache.forget(b"A1");
+        assert!(!cache.read_since(&[k("A1")], open_began));
     }
 
     #[test]

@@ -210,12 +210,28 @@ impl Meta {
     /// drop the file's privileges (setuid, setgid with group execute, or a
     /// `security.capability` attribute) — read in the same round trip, for write opens.
     pub async fn open_file(&self, ctx: &Ctx, ino: Ino, flags: u32) -> Result<Opened> {
+        self.open_file_after(ctx, ino, flags, None).await
+    }
+
+    /// [`Meta::open_file`] by a caller that looked the file up after `began` (the start of
+    /// its open): a read-only open takes the attributes that lookup read from the engine,
+    /// which hold everything committed before the open began, instead of reading them
+    /// again — close-to-open in one round trip less. Without a live change feed, or if
+    /// the records were read before `began`, it reads them as `open_file` does.
+    pub async fn open_file_after(
+        &self,
+        ctx: &Ctx,
+        ino: Ino,
+        flags: u32,
+        began: Option<std::time::Instant>,
+    ) -> Result<Opened> {
         let mask = match flags & O_ACCMODE {
             O_WRONLY => MAY_WRITE,
             O_RDWR => MAY_READ | MAY_WRITE,
             _ => MAY_READ,
         } | if flags & O_TRUNC != 0 { MAY_WRITE } else { 0 };
-        let opened = if mask == MAY_READ && self.open_cache_holds(ino) {
+        let looked_up = began.is_some_and(|t| self.read_since(ino, t));
+        let opened = if mask == MAY_READ && (looked_up || self.open_cache_holds(ino)) {
             self.cached_txn(|tx| Box::pin(read_opened(tx, ctx, ino, mask)))
                 .await?
         } else {
@@ -224,6 +240,15 @@ impl Meta {
         };
         self.mark_open_attr(ino, &opened.attr);
         Ok(opened)
+    }
+
+    /// Whether `ino`'s records in the cache were read by a transaction started at or
+    /// after `began`.
+    fn read_since(&self, ino: Ino, began: std::time::Instant) -> bool {
+        let keys = [keys::inode_core(ino), keys::inode_fields(ino)];
+        self.read_cache
+            .as_ref()
+            .is_some_and(|c| c.read_since(&keys, began))
     }
 
     /// Whether a read-only open of `ino` may take its attributes from the cache
