@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Reading from Python: the Strata SDK (no FUSE) vs the same volume through a Strata FUSE
 # mount vs a JuiceFS FUSE mount of a JuiceFS volume, same machine, one run: 10,000 4 KiB
-# files (open + read + close each, files/s) and one 1 GiB file (4 MiB reads, MiB/s).
+# files (open + read + close each, files/s), one 1 GiB file (4 MiB reads, MiB/s), and
+# random reads in it (3,000 of 4 KiB, 1,000 of 128 KiB, at aligned random offsets:
+# unbuffered SDK file seek+read vs os.pread on the mounts; reads/s).
 # Each row is the median of RUNS passes in one long-lived Python process (as a data
 # loader runs; the mounts are long-lived too), after one unmeasured pass. "cold": the
 # kernel's page cache is dropped before each pass (the bucket's files too), so no path
@@ -65,7 +67,7 @@ measure() { # label, how, where, workload, cold|warm
   "$PY" "$ROOT/benches/python_sdk_bench.py" "$2" "$3" "$4" "$5" | "$PY" -c '
 import json, sys, statistics
 rows = [json.loads(l) for l in sys.stdin]
-key = "files_per_s" if "files_per_s" in rows[0] else "mib_per_s"
+key = next(k for k in ("files_per_s", "mib_per_s", "reads_per_s") if k in rows[0])
 vals = sorted(r[key] for r in rows)
 cpu = [r["cpu_s"] for r in rows]
 print(f"{sys.argv[1]:<40} {key:>12} median {statistics.median(vals):>8}  all {vals}  reader cpu_s {cpu}")
@@ -74,7 +76,7 @@ print(f"{sys.argv[1]:<40} {key:>12} median {statistics.median(vals):>8}  all {va
 
 echo "== results (median of $RUNS)"
 for mode in cold warm; do
-  for w in small big; do
+  for w in small big random4k random128k; do
     measure "$mode $w: Strata SDK" sdk "$SMETA" $w $mode
     measure "$mode $w: Strata FUSE mount" fs "$SMNT" $w $mode
     measure "$mode $w: JuiceFS FUSE mount" fs "$JMNT" $w $mode

@@ -29,7 +29,56 @@ def big(open_file, name, piece=4 << 20):
     return time.perf_counter() - t, total
 
 
-def one_pass(open_file, workload, count):
+def random_reads(open_raw, size, reads):
+    """`reads` reads of `size` bytes at random aligned offsets of the 1 GiB file."""
+    import random
+    rng = random.Random(size)
+    offsets = [rng.randrange((1 << 30) // size) * size for _ in range(reads)]
+    f = open_raw("big/one.bin")
+    t = time.perf_counter()
+    total = 0
+    for off in offsets:
+        total += len(f.pread(size, off))
+    seconds = time.perf_counter() - t
+    f.close()
+    return seconds, total
+
+
+class _FdFile:
+    """os.pread on a descriptor of a mount (what a random reader through FUSE does)."""
+
+    def __init__(self, path):
+        self.fd = os.open(path, os.O_RDONLY)
+
+    def pread(self, size, off):
+        return os.pread(self.fd, size, off)
+
+    def close(self):
+        os.close(self.fd)
+
+
+class _SdkRaw:
+    """An unbuffered SDK file: seek + read, as a random reader in Python does."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def pread(self, size, off):
+        self.f.seek(off)
+        return self.f.read(size)
+
+    def close(self):
+        self.f.close()
+
+
+RANDOM = {"random4k": (4096, 3000), "random128k": (128 << 10, 1000)}
+
+
+def one_pass(open_file, workload, count, open_raw=None):
+    if workload in RANDOM:
+        size, reads = RANDOM[workload]
+        seconds, total = random_reads(open_raw, size, reads)
+        return seconds, total, {"reads_per_s": round(reads / seconds)}
     if workload == "small":
         names = [f"small/d{i // 1000}/f{i}" for i in range(count)]
         seconds, total = small(open_file, names)
@@ -53,14 +102,16 @@ def main():
         import strata
         client = strata.Client(where, cache_size=0, no_bgjob=True)
         open_file = lambda p: client.open("/" + p, "rb")  # noqa: E731
+        open_raw = lambda p: _SdkRaw(client.open("/" + p, "rb", buffering=0))  # noqa: E731
     else:
         open_file = lambda p: open(os.path.join(where, p), "rb")  # noqa: E731
-    one_pass(open_file, workload, count)
+        open_raw = lambda p: _FdFile(os.path.join(where, p))  # noqa: E731
+    one_pass(open_file, workload, count, open_raw)
     for _ in range(passes):
         if mode == "cold":
             drop_caches()
         before = resource.getrusage(resource.RUSAGE_SELF)
-        seconds, total, rate = one_pass(open_file, workload, count)
+        seconds, total, rate = one_pass(open_file, workload, count, open_raw)
         after = resource.getrusage(resource.RUSAGE_SELF)
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         print(json.dumps({"how": how, "workload": workload, "seconds": round(seconds, 3),

@@ -9,6 +9,4 @@ mod volume;
 
 pub use client::{Client, ClientOptions, resolve_subdir, session_timeout};
 pub use error::{OpenError, Result};
-pub use volume::{
-    check_backend, home_path, load_meta, load_meta_with, open_backend, open_engine, s3_config,
-};
+pub use volume::{check_backend, home_path, load_meta, load_meta_with, open_backend, open_engine};

@@ -126,7 +126,7 @@ pub async fn check_backend(format: &Format, backend: &Arc<dyn ObjectStore>) -> R
 
 /// An S3 bucket URL: path style (`http://host:port/bucket`) or virtual-hosted
 /// (`https://BUCKET.s3.REGION.amazonaws.com`, `https://BUCKET.host`: no path).
-pub fn s3_config(format: &Format) -> Result<S3Config> {
+fn s3_config(format: &Format) -> Result<S3Config> {
     let url = &format.bucket;
     let bad = || {
         OpenError::BadUrl(format!(

@@ -125,9 +125,9 @@ class Client:
     # files
     def open(self, path, mode="r", buffering=-1, encoding=None, errors=None, newline=None):
         """Like the built-in open(): binary or text, buffered or not."""
-        flags, *_ = _io.parse_mode(mode)
-        native = self._native.open(_path(path), flags, 0o666)
-        return _io.open_file(native, path, mode, buffering, encoding, errors, newline)
+        parsed = _io.parse_mode(mode)
+        native = self._native.open(_path(path), parsed[0], 0o666)
+        return _io.open_file(native, path, mode, parsed, buffering, encoding, errors, newline)
 
     # attributes
     def stat(self, path, *, follow_symlinks=True):
@@ -197,7 +197,7 @@ class Client:
     def makedirs(self, path, mode=0o777, exist_ok=False):
         """Create path and missing parents, like os.makedirs."""
         p = os.fsdecode(path)
-        head, tail = p.rstrip("/").rsplit("/", 1) if "/" in p.rstrip("/") else ("", p)
+        head = p.rstrip("/").rpartition("/")[0]
         if head and not self.exists(head):
             try:
                 self.makedirs(head, mode, exist_ok=True)

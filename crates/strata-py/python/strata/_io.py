@@ -162,9 +162,9 @@ class BufferedRandom(_CommitOnFlush, io.BufferedRandom):
     pass
 
 
-def open_file(native, name, mode, buffering, encoding, errors, newline):
-    """Wrap a native handle the way open() wraps a descriptor."""
-    flags, readable, writable, append, text = parse_mode(mode)
+def open_file(native, name, mode, parsed, buffering, encoding, errors, newline):
+    """Wrap a native handle the way open() wraps a descriptor (`parsed`: parse_mode(mode))."""
+    _, readable, writable, append, text = parsed
     raw = RawFile(native, name, mode, readable, writable, append)
     try:
         if buffering == 0:

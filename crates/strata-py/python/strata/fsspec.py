@@ -66,7 +66,7 @@ class StrataFileSystem(AbstractFileSystem):
         for e in self.client.scandir(path):
             full = f"{base}/{e.name}"
             if detail:
-                out.append(self._info(full, e.stat(follow_symlinks=True) if e.is_symlink() else e.stat()))
+                out.append(self._info(full, e.stat()))
             else:
                 out.append(full)
         return out
