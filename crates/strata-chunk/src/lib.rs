@@ -4,7 +4,8 @@
 //! [`writer::SliceWriter`]s (buffered under a global [`buffer::BufferBudget`], blocks
 //! uploaded as soon as they fill), reads byte ranges of a chunk from its slice list through
 //! the block cache ([`cache`]) with one in-flight fetch per block, prefetches for
-//! sequential readers ([`readahead`]), and deletes slices' blocks.
+//! sequential readers ([`readahead`]), and deletes slices' blocks. Clients of one volume
+//! may share their caches as a cache group ([`group`]).
 //!
 //! This crate never sees metadata: callers pass slice lists in and get slice records out.
 
@@ -13,9 +14,11 @@
 
 pub mod buffer;
 pub mod cache;
+pub mod group;
 pub mod readahead;
 pub mod reader;
 mod segments;
+mod warm;
 pub mod writer;
 
 use std::sync::Arc;

@@ -6,7 +6,7 @@
 //! the segments of a block its bytes lie in ([`crate::segments`]).
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::{Bytes, BytesMut};
 use futures::FutureExt;
@@ -19,6 +19,7 @@ use tokio::sync::Semaphore;
 use crate::buffer::BufferBudget;
 use crate::cache::BlockCache;
 use crate::cache::memory::MemoryCache;
+use crate::group::{Group, Peer};
 use crate::segments::RunFetch;
 use crate::writer::SliceWriter;
 use crate::{ChunkError, ChunkStats, Result, block_key, block_sizes};
@@ -46,9 +47,12 @@ pub(crate) struct Shared {
     /// [`ObjectStore::cheap_ranges`]); when it does not, random readers take whole blocks.
     cheap_ranges: bool,
     pub stats: ChunkStats,
-    inflight: Mutex<HashMap<String, Fetch>>,
-    /// Segment fetches in flight, by (block key, segment index).
-    pub inflight_segments: Mutex<HashMap<(String, usize), RunFetch>>,
+    /// The cache group this client is in, if any (set once, after start).
+    pub group: OnceLock<Arc<Group>>,
+    /// Block fetches in flight, by (block key, through a peer).
+    inflight: Mutex<HashMap<(String, bool), Fetch>>,
+    /// Segment fetches in flight, by (block key, segment index, through a peer).
+    pub inflight_segments: Mutex<HashMap<(String, usize, bool), RunFetch>>,
     /// Room for background prefetches; a prefetch that finds none is dropped.
     prefetch_slots: Arc<Semaphore>,
     /// Room for background cache writes of fetched blocks.
@@ -93,9 +97,9 @@ pub struct ChunkStore {
 }
 
 /// A piece of a read: bytes `[from, to)` of block `key` go to `out` in the result.
-struct Piece {
-    key: String,
-    block_len: usize,
+pub(crate) struct Piece {
+    pub key: String,
+    pub block_len: usize,
     from: usize,
     to: usize,
     out: usize,
@@ -118,6 +122,7 @@ impl ChunkStore {
                 segments: MemoryCache::new(opts.segment_buffer),
                 cache_partial_only: opts.cache_partial_only,
                 stats: ChunkStats::default(),
+                group: OnceLock::new(),
                 inflight: Mutex::new(HashMap::new()),
                 inflight_segments: Mutex::new(HashMap::new()),
                 prefetch_slots: Arc::new(Semaphore::new(opts.max_prefetch)),
@@ -148,6 +153,21 @@ impl ChunkStore {
         &self.shared.stats
     }
 
+    /// Join a cache group: from now on blocks owned by a peer are asked of it first.
+    /// False if a group was set already.
+    pub fn set_group(&self, group: Arc<Group>) -> bool {
+        self.shared.group.set(group).is_ok()
+    }
+
+    pub fn group(&self) -> Option<&Arc<Group>> {
+        self.shared.group.get()
+    }
+
+    /// The peer owning block `key`, if this client is in a group and another member owns it.
+    pub(crate) fn owner_peer(&self, key: &str) -> Option<Arc<Peer>> {
+        self.shared.group.get()?.owner(key)
+    }
+
     /// Bytes `[off, off+len)` of a chunk whose slice list is `slices`, fetching whole
     /// blocks (a sequential reader's); ranges no slice covers read as zeros.
     pub async fn read(&self, slices: &[Slice], off: u32, len: u32) -> Result<Bytes> {
@@ -165,7 +185,11 @@ impl ChunkStore {
         let end =
             u32::try_from((u64::from(off) + u64::from(len)).min(CHUNK_SIZE)).unwrap_or(u32::MAX);
         let pieces = self.plan(slices, off, end);
-        let fetches = pieces.iter().map(|p| async move {
+        let in_group = self.shared.group.get().is_some();
+        let fetches = pieces.iter().map(move |p| async move {
+            // In a cache group, owners keep whole blocks (one GET each, whatever part
+            // was asked first); a random reader asks a peer only for its bytes.
+            let ranged = ranged && (!in_group || self.owner_peer(&p.key).is_some());
             if ranged {
                 self.fetch_range(&p.key, p.block_len, p.from, p.to).await
             } else {
@@ -192,7 +216,7 @@ impl ChunkStore {
     }
 
     /// Which block bytes make up `[off, end)` of the chunk.
-    fn plan(&self, slices: &[Slice], off: u32, end: u32) -> Vec<Piece> {
+    pub(crate) fn plan(&self, slices: &[Slice], off: u32, end: u32) -> Vec<Piece> {
         let bs = self.shared.block_size;
         let mut pieces = Vec::new();
         for p in build_read_plan(slices, off, end)
@@ -219,8 +243,21 @@ impl ChunkStore {
         pieces
     }
 
-    /// A whole block, from the cache or the store; concurrent callers share one fetch.
+    /// A whole block, from the caches, the block's owner in the cache group, or the
+    /// store; concurrent callers share one fetch.
     pub async fn fetch_block(&self, key: String, expected: usize) -> Result<Bytes> {
+        self.fetch_block_via(key, expected, false).await
+    }
+
+    /// [`ChunkStore::fetch_block`] never asking a peer (`local`): how an owner serves its
+    /// peers and warms its own cache. Blocks it fetches are written to the block cache
+    /// before it returns.
+    pub(crate) async fn fetch_block_via(
+        &self,
+        key: String,
+        expected: usize,
+        local: bool,
+    ) -> Result<Bytes> {
         if let Some(data) = self.shared.recent.get(&key).await
             && data.len() == expected
         {
@@ -233,19 +270,21 @@ impl ChunkStore {
             }
             self.shared.cache.remove(&key).await;
         }
-        self.shared_fetch(key, expected).await
+        let peer = if local { None } else { self.owner_peer(&key) };
+        self.shared_fetch(key, expected, peer).await
     }
 
-    fn shared_fetch(&self, key: String, expected: usize) -> Fetch {
+    fn shared_fetch(&self, key: String, expected: usize, peer: Option<Arc<Peer>>) -> Fetch {
         let mut inflight = self.shared.inflight.lock();
-        if let Some(existing) = inflight.get(&key) {
+        let slot = (key, peer.is_some());
+        if let Some(existing) = inflight.get(&slot) {
             ChunkStats::bump(&self.shared.stats.joined_fetches);
             return existing.clone();
         }
-        let fetch = fetch_now(self.shared.clone(), key.clone(), expected)
+        let fetch = fetch_now(self.shared.clone(), slot.0.clone(), expected, peer)
             .boxed()
             .shared();
-        inflight.insert(key, fetch.clone());
+        inflight.insert(slot, fetch.clone());
         fetch
     }
 
@@ -336,12 +375,35 @@ fn cache_in_background(shared: &Arc<Shared>, key: &str, data: Bytes) {
     });
 }
 
-/// Fetch a block from the store, check its size, cache it, and leave the in-flight table.
-async fn fetch_now(shared: Arc<Shared>, key: String, expected: usize) -> Result<Bytes> {
+/// Fetch a block from its owner in the group (`peer`) or else the store, check its size,
+/// cache it, and leave the in-flight table. A block this client owns in a group is
+/// written to the block cache before the fetch ends (peers rely on finding it there);
+/// one a peer served is kept in memory only (the owner's cache holds it).
+async fn fetch_now(
+    shared: Arc<Shared>,
+    key: String,
+    expected: usize,
+    peer: Option<Arc<Peer>>,
+) -> Result<Bytes> {
+    let via_peer = peer.is_some();
+    if let (Some(peer), Some(group)) = (peer, shared.group.get())
+        && let Some(data) = group.get(&peer, &key, expected, 0, expected).await
+    {
+        shared.recent.put(&key, data.clone()).await;
+        shared.inflight.lock().remove(&(key, true));
+        return Ok(data);
+    }
+    let owned_in_group = !via_peer && shared.group.get().is_some();
     let result = match shared.store.get(&key, None).await {
         Ok(data) if data.len() == expected => {
             shared.recent.put(&key, data.clone()).await;
-            cache_in_background(&shared, &key, data.clone());
+            if owned_in_group {
+                if !shared.cache_partial_only {
+                    shared.cache.put(&key, data.clone()).await;
+                }
+            } else {
+                cache_in_background(&shared, &key, data.clone());
+            }
             Ok(data)
         }
         Ok(data) => Err(ChunkError::BadBlock {
@@ -351,6 +413,6 @@ async fn fetch_now(shared: Arc<Shared>, key: String, expected: usize) -> Result<
         }),
         Err(e) => Err(e.into()),
     };
-    shared.inflight.lock().remove(&key);
+    shared.inflight.lock().remove(&(key, via_peer));
     result
 }

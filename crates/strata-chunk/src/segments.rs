@@ -11,6 +11,7 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, Shared as SharedFuture};
 use strata_object::checksum::SEGMENT;
 
+use crate::group::Peer;
 use crate::reader::{ChunkStore, Shared};
 use crate::{ChunkError, ChunkStats, Result};
 
@@ -37,7 +38,7 @@ fn segment_key(key: &str, index: usize) -> String {
 
 impl ChunkStore {
     /// Bytes `[from, to)` of block `key` (`block_len` bytes in all), fetching only the
-    /// segments they lie in.
+    /// segments they lie in — from the block's owner when a peer in the cache group owns it.
     pub(crate) async fn fetch_range(
         &self,
         key: &str,
@@ -66,10 +67,11 @@ impl ChunkStore {
             if runs.is_empty() {
                 break;
             }
+            let peer = self.owner_peer(key);
             let missing_before = found.iter().filter(|s| s.is_none()).count();
-            let waits = runs
-                .into_iter()
-                .map(|(run_first, run_last)| self.shared_run(key, block_len, run_first, run_last));
+            let waits = runs.into_iter().map(|(run_first, run_last)| {
+                self.shared_run(key, block_len, (run_first, run_last), peer.clone())
+            });
             for run in futures::future::join_all(waits).await {
                 let run = run?;
                 for (i, slot) in found.iter_mut().enumerate() {
@@ -113,17 +115,28 @@ impl ChunkStore {
 
     /// The fetch of segments `first..=last` of `key`: one already in flight for the first
     /// of them, or a new one.
-    fn shared_run(&self, key: &str, block_len: usize, first: usize, last: usize) -> RunFetch {
+    fn shared_run(
+        &self,
+        key: &str,
+        block_len: usize,
+        (first, last): (usize, usize),
+        peer: Option<Arc<Peer>>,
+    ) -> RunFetch {
+        let via_peer = peer.is_some();
         let mut inflight = self.shared.inflight_segments.lock();
-        if let Some(existing) = inflight.get(&(key.to_string(), first)) {
+        if let Some(existing) = inflight.get(&(key.to_string(), first, via_peer)) {
             ChunkStats::bump(&self.shared.stats.joined_fetches);
             return existing.clone();
         }
-        let fetch = fetch_run(self.shared.clone(), key.to_string(), block_len, first, last)
-            .boxed()
-            .shared();
+        let run = Run {
+            key: key.to_string(),
+            block_len,
+            first,
+            last,
+        };
+        let fetch = fetch_run(self.shared.clone(), run, peer).boxed().shared();
         for index in first..=last {
-            inflight.insert((key.to_string(), index), fetch.clone());
+            inflight.insert((key.to_string(), index, via_peer), fetch.clone());
         }
         fetch
     }
@@ -187,23 +200,47 @@ fn short(key: &str, expected: usize, actual: usize) -> ChunkError {
     }
 }
 
-/// Fetch segments `first..=last` of block `key` from the store, keep them in the memory
-/// cache and (in the background) the block cache, and leave the in-flight table.
-async fn fetch_run(
-    shared: Arc<Shared>,
+/// Segments `first..=last` of block `key` (`block_len` bytes).
+struct Run {
     key: String,
     block_len: usize,
     first: usize,
     last: usize,
+}
+
+/// Fetch a run of segments from the block's owner in the group (`peer`) or else the
+/// store, keep them in the memory cache and (in the background, unless a peer served
+/// them) the block cache, and leave the in-flight table.
+async fn fetch_run(
+    shared: Arc<Shared>,
+    run: Run,
+    peer: Option<Arc<Peer>>,
 ) -> Result<Arc<SegmentRun>> {
+    let Run {
+        key,
+        block_len,
+        first,
+        last,
+    } = run;
     let start = first * SEGMENT;
     let end = ((last + 1) * SEGMENT).min(block_len);
-    let range = u64::try_from(start).unwrap_or(u64::MAX)..u64::try_from(end).unwrap_or(u64::MAX);
-    let fetched = shared.store.get(&key, Some(range)).await;
+    let via_peer = peer.is_some();
+    let from_peer = match (peer, shared.group.get()) {
+        (Some(peer), Some(group)) => group.get(&peer, &key, block_len, start, end).await,
+        _ => None,
+    };
+    let fetched = match from_peer.clone() {
+        Some(data) => Ok(data),
+        None => {
+            let range =
+                u64::try_from(start).unwrap_or(u64::MAX)..u64::try_from(end).unwrap_or(u64::MAX);
+            shared.store.get(&key, Some(range)).await
+        }
+    };
     {
         let mut inflight = shared.inflight_segments.lock();
         for index in first..=last {
-            inflight.remove(&(key.clone(), index));
+            inflight.remove(&(key.clone(), index, via_peer));
         }
     }
     let data = fetched?;
@@ -218,7 +255,9 @@ async fn fetch_run(
             .segments
             .insert(&segment_key(&key, first + i), segment.clone());
     }
-    crate::reader::cache_segments_in_background(&shared, &key, block_len, first, &segments);
+    if from_peer.is_none() {
+        crate::reader::cache_segments_in_background(&shared, &key, block_len, first, &segments);
+    }
     Ok(Arc::new(SegmentRun { first, segments }))
 }
 

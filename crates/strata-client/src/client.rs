@@ -11,7 +11,7 @@ use strata_chunk::cache::disk::DiskCache;
 use strata_chunk::cache::memory::MemoryCache;
 use strata_chunk::cache::{BlockCache, NoCache};
 use strata_chunk::reader::ChunkOptions;
-use strata_meta::{Ctx, Format, Meta, MetaOptions, SessionInfo};
+use strata_meta::{Ctx, Format, GroupMember, Meta, MetaOptions, SessionInfo};
 use strata_object::compress::Codec;
 use strata_object::limit::Limits;
 use strata_object::prefix::Prefixed;
@@ -20,7 +20,10 @@ use strata_object::stack::{StackOptions, build};
 use strata_types::{Ino, MetaUrl};
 use strata_vfs::{BackgroundJobs, Vfs, VfsOptions};
 
+use tokio_util::sync::{CancellationToken, DropGuard};
+
 use crate::error::{OpenError, Result};
+use crate::group::{self, GroupOptions};
 use crate::volume::{check_backend, home_path, load_meta_with, open_backend};
 
 /// A client's settings: caches, buffers, object-store limits, session. The defaults are
@@ -68,6 +71,8 @@ pub struct ClientOptions {
     pub meta_cache: bool,
     /// How long read-only opens may trust cached attributes (zero: strict close-to-open).
     pub open_cache: Duration,
+    /// The cache group to join, if any.
+    pub cache_group: Option<GroupOptions>,
 }
 
 impl Default for ClientOptions {
@@ -93,6 +98,7 @@ impl Default for ClientOptions {
             heartbeat: Duration::from_secs(12),
             meta_cache: true,
             open_cache: Duration::ZERO,
+            cache_group: None,
         }
     }
 }
@@ -104,6 +110,8 @@ pub struct Client {
     pub format: Arc<Format>,
     pub vfs: Arc<Vfs>,
     jobs: BackgroundJobs,
+    /// Stops the cache group's server and membership refresh when dropped.
+    group_stop: DropGuard,
 }
 
 impl Client {
@@ -138,7 +146,12 @@ impl Client {
             ..ChunkOptions::default()
         };
         let chunks = ChunkStore::new(store, cache_for(o, &format)?, chunk_opts);
-        meta.new_session(session_info(label))
+        let joining = match &o.cache_group {
+            Some(g) => Some(group::join(&meta, g, o.cache_size).await?),
+            None => None,
+        };
+        let group_record = joining.as_ref().map(|j| j.record.clone());
+        meta.new_session(session_info(label, group_record))
             .await
             .map_err(|source| OpenError::Meta {
                 context: "cannot register session".into(),
@@ -149,6 +162,14 @@ impl Client {
             root: resolve_subdir(&meta, o.subdir.as_deref()).await?,
             ..vfs_opts
         };
+        let group_stop = CancellationToken::new();
+        if let Some(joining) = joining {
+            chunks.set_group(joining.group.clone());
+            let every = o.heartbeat.max(Duration::from_secs(1));
+            joining
+                .run(meta.clone(), chunks.clone(), every, group_stop.clone())
+                .await;
+        }
         let vfs = Arc::new(Vfs::new(meta.clone(), chunks, vfs_opts));
         vfs.set_object_stats(object_stats);
         let jobs = BackgroundJobs::start(
@@ -165,6 +186,7 @@ impl Client {
             format,
             vfs,
             jobs,
+            group_stop: group_stop.drop_guard(),
         })
     }
 
@@ -177,6 +199,7 @@ impl Client {
             tracing::error!("flushing buffered writes: errno {e} (every failure is logged above)");
         }
         self.jobs.stop().await;
+        drop(self.group_stop);
         if let Err(e) = self.meta.close_session().await {
             tracing::warn!("closing the session: {e}");
         }
@@ -207,7 +230,7 @@ fn stack_options(o: &ClientOptions, format: &Format) -> Result<StackOptions> {
     })
 }
 
-fn session_info(label: &str) -> SessionInfo {
+fn session_info(label: &str, cache_group: Option<GroupMember>) -> SessionInfo {
     SessionInfo {
         host: nix::unistd::gethostname()
             .map(|h| h.to_string_lossy().into_owned())
@@ -216,6 +239,7 @@ fn session_info(label: &str) -> SessionInfo {
         mount_point: label.to_owned(),
         version: env!("CARGO_PKG_VERSION").into(),
         started_at: strata_meta::now_ns(),
+        cache_group,
         ..SessionInfo::default()
     }
 }

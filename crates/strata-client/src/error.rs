@@ -50,6 +50,9 @@ pub enum OpenError {
     /// The cache directory cannot be used.
     #[error("cache directory")]
     Cache(#[source] std::io::Error),
+    /// The cache group cannot be joined.
+    #[error("cache group {group}: {reason}")]
+    Group { group: String, reason: String },
     /// `subdir` does not name a directory of the volume.
     #[error("--subdir {subdir}: {reason}")]
     Subdir { subdir: String, reason: String },

@@ -5,8 +5,10 @@
 
 mod client;
 mod error;
+mod group;
 mod volume;
 
 pub use client::{Client, ClientOptions, resolve_subdir, session_timeout};
 pub use error::{OpenError, Result};
+pub use group::GroupOptions;
 pub use volume::{check_backend, home_path, load_meta, load_meta_with, open_backend, open_engine};

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use strata_client::ClientOptions;
 use strata_types::{Attr, Errno, FileType, MetaUrl};
 use strata_vfs::control::{ControlOp, ControlResult};
+use strata_vfs::control_warmup::{WarmAction, WarmSpec};
 use strata_vfs::{SetAttr, TimeSet};
 
 use crate::error::{OnPath, Result, SdkError, posix};
@@ -330,13 +331,35 @@ impl Client {
         })
     }
 
-    /// Read every file at or below `path` once so its blocks sit in this client's cache.
-    /// Returns (files, bytes) read.
+    /// Fetch the blocks of every file at or below `path` into the cache that owns them
+    /// (this client's, or the owners' in a cache group), as `strata warmup` does.
+    /// Returns (files, bytes of their blocks).
     fn warmup(&self, py: Python<'_>, path: &[u8]) -> PyResult<(u64, u64)> {
-        self.call(
-            py,
-            |vol| async move { crate::warmup::warm(&vol, path).await },
-        )
+        self.call(py, |vol| async move {
+            let ino = resolve(&vol, path, true).await?;
+            let spec = WarmSpec {
+                action: WarmAction::Warm,
+                ranges: Vec::new(),
+                threads: WARMUP_THREADS,
+                background: false,
+            };
+            let op = ControlOp::Warmup {
+                ino: vol.vfs.to_front(ino),
+                spec,
+            };
+            match tool(&vol, op, path).await? {
+                ControlResult::Warmed(r) if r.failed == 0 => Ok((r.files, r.bytes)),
+                ControlResult::Warmed(r) => Err(SdkError::Posix {
+                    errno: Errno::EIO,
+                    path: format!(
+                        "{}: {} blocks failed",
+                        String::from_utf8_lossy(path),
+                        r.failed
+                    ),
+                }),
+                _ => Err(posix(Errno::EIO, path)),
+            }
+        })
     }
 
     /// statvfs: (total bytes, available bytes, used inodes, available inodes).
@@ -357,7 +380,10 @@ impl Client {
     }
 }
 
-/// Run a path tool's operation (summary, clone) in this process, as the caller.
+/// Blocks warmed at once by `warmup` (as `strata warmup`'s default).
+const WARMUP_THREADS: usize = 50;
+
+/// Run a path tool's operation (summary, clone, warmup) in this process, as the caller.
 async fn tool(vol: &Volume, op: ControlOp, path: &[u8]) -> Result<ControlResult> {
     vol.vfs
         .run_tool(&vol.ctx, op)

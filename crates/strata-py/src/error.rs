@@ -82,7 +82,9 @@ impl From<SdkError> for PyErr {
                     OpenError::Engine { .. } | OpenError::Bucket { .. } => {
                         PyConnectionError::new_err(text)
                     }
-                    OpenError::Meta { .. } | OpenError::Cache(_) => PyOSError::new_err(text),
+                    OpenError::Meta { .. } | OpenError::Cache(_) | OpenError::Group { .. } => {
+                        PyOSError::new_err(text)
+                    }
                 }
             }
             SdkError::Closed(what) => {

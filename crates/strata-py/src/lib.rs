@@ -12,7 +12,6 @@ mod options;
 mod paths;
 mod shared;
 mod volume;
-mod warmup;
 
 use pyo3::prelude::*;
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use strata_client::ClientOptions;
+use strata_client::{ClientOptions, GroupOptions};
 
 use crate::error::SdkError;
 
@@ -53,13 +53,72 @@ fn apply(o: &mut ClientOptions, name: &str, v: &Bound<'_, PyAny>) -> PyResult<()
     Ok(())
 }
 
+/// The cache group options (`cache_group`, `group_listen`, `no_sharing`,
+/// `group_timeout`), whatever order they come in.
+#[derive(Default)]
+struct GroupFlags {
+    name: Option<String>,
+    listen: Option<std::net::SocketAddr>,
+    no_sharing: bool,
+    timeout: Option<Duration>,
+}
+
+impl GroupFlags {
+    /// Take `name` if it is a group option.
+    fn take(&mut self, name: &str, v: &Bound<'_, PyAny>) -> PyResult<bool> {
+        match name {
+            "cache_group" => {
+                self.name = Some(v.extract().map_err(|_| bad(name, "expected a name"))?)
+            }
+            "group_listen" => {
+                let text: String = v
+                    .extract()
+                    .map_err(|_| bad(name, "expected \"ADDR:PORT\""))?;
+                self.listen = Some(
+                    text.parse()
+                        .map_err(|_| bad(name, "expected \"ADDR:PORT\""))?,
+                );
+            }
+            "no_sharing" => {
+                self.no_sharing = v
+                    .extract()
+                    .map_err(|_| bad(name, "expected True or False"))?
+            }
+            "group_timeout" => self.timeout = Some(seconds(name, v)?),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    fn options(self) -> PyResult<Option<GroupOptions>> {
+        let Some(name) = self.name else {
+            if self.listen.is_some() || self.no_sharing || self.timeout.is_some() {
+                return Err(bad("cache_group", "group options need cache_group=NAME"));
+            }
+            return Ok(None);
+        };
+        Ok(Some(GroupOptions {
+            name,
+            listen: self
+                .listen
+                .unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], 0))),
+            no_sharing: self.no_sharing,
+            ack_timeout: self.timeout.unwrap_or(Duration::from_millis(500)),
+        }))
+    }
+}
+
 /// The client options in `dict` over the mount's defaults.
 pub fn client_options(dict: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
     let mut o = ClientOptions::default();
+    let mut group = GroupFlags::default();
     for (k, v) in dict.iter() {
         let name: String = k.extract()?;
-        apply(&mut o, &name, &v)?;
+        if !group.take(&name, &v)? {
+            apply(&mut o, &name, &v)?;
+        }
     }
+    o.cache_group = group.options()?;
     if !(0.0..1.0).contains(&o.free_space_ratio) {
         return Err(bad("free_space_ratio", "expected a fraction in [0, 1)"));
     }

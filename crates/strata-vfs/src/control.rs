@@ -1,4 +1,5 @@
-//! `.control`: how path tools (`strata rmr`, `clone`, `info`, `summary`, `compact`) act
+//! `.control`: how path tools (`strata rmr`, `clone`, `info`, `summary`, `compact`,
+//! `warmup`) act
 //! through the mount that serves a path instead of opening the engine themselves. A tool
 //! opens `MOUNT/.control`, writes one request (a JSON line naming inodes as the mount
 //! shows them), and reads JSON lines back: progress while the operation runs, then its
@@ -59,6 +60,13 @@ pub enum ControlOp {
     /// Merge the fragmented chunks of `ino` (a file, or every file below a directory),
     /// `threads` chunks at a time.
     Compact { ino: u64, threads: usize },
+    /// Warm, check or evict the cached blocks of `ino` (a file, or every file below a
+    /// directory).
+    Warmup {
+        ino: u64,
+        #[serde(flatten)]
+        spec: crate::control_warmup::WarmSpec,
+    },
 }
 
 /// A reply line.
@@ -98,6 +106,7 @@ pub enum ControlResult {
         chunks: u64,
         skipped_files: u64,
     },
+    Warmed(crate::control_warmup::WarmReport),
 }
 
 /// One open `.control`.
@@ -270,6 +279,7 @@ impl Vfs {
             ControlOp::Compact { ino, threads } => {
                 self.control_compact(&job, front(ino), threads).await
             }
+            ControlOp::Warmup { ino, spec } => self.control_warmup(&job, front(ino), &spec).await,
         }
     }
 }

@@ -16,7 +16,7 @@ pub(crate) type Failure = (Errno, String);
 
 /// A POSIX outcome carries no message (the tool names the errno); anything else says
 /// what failed.
-fn meta_failure(e: MetaError) -> Failure {
+pub(crate) fn meta_failure(e: MetaError) -> Failure {
     let message = match e {
         MetaError::Posix(_) => String::new(),
         ref other => other.to_string(),
@@ -162,7 +162,11 @@ impl Vfs {
     }
 
     /// The slice list of every chunk of a file of `length` bytes.
-    async fn chunk_lists(&self, ino: Ino, length: u64) -> Result<Vec<(u32, Vec<Slice>)>, Failure> {
+    pub(crate) async fn chunk_lists(
+        &self,
+        ino: Ino,
+        length: u64,
+    ) -> Result<Vec<(u32, Vec<Slice>)>, Failure> {
         let mut chunks = Vec::new();
         for index in 0..length.div_ceil(CHUNK_SIZE) {
             let index = u32::try_from(index).map_err(|_| errno_failure(Errno::EFBIG))?;
@@ -265,38 +269,9 @@ impl Vfs {
         job: &Job<'_>,
         top: Ino,
     ) -> Result<(Vec<(Ino, u32)>, u64), Failure> {
-        let mut files = Vec::new();
-        let mut dirs = Vec::new();
-        let top_attr = self.meta.getattr(top).await.map_err(meta_failure)?;
-        match top_attr.kind {
-            FileType::Directory => dirs.push(top),
-            FileType::Regular => files.push((top, top_attr.length)),
-            _ => {}
-        }
-        while let Some(dir) = dirs.pop() {
-            job.check()?;
-            self.meta
-                .access(job.ctx, dir, MAY_READ | MAY_EXEC)
-                .await
-                .map_err(meta_failure)?;
-            let mut pages = self.meta.entry_pages(dir, true);
-            while let Some(page) = pages.next(&self.meta).await.map_err(meta_failure)? {
-                for e in page {
-                    match (e.kind, e.attr) {
-                        (FileType::Directory, _) => dirs.push(e.ino),
-                        (FileType::Regular, Some(a)) => files.push((e.ino, a.length)),
-                        _ => {}
-                    }
-                }
-            }
-        }
-        let (mut targets, mut skipped) = (Vec::new(), 0);
+        let (files, skipped) = self.files_below(job, top, MAY_WRITE).await?;
+        let mut targets = Vec::new();
         for (ino, length) in files {
-            if self.meta.access(job.ctx, ino, MAY_WRITE).await.is_err() {
-                skipped += 1;
-                continue;
-            }
-            job.progress.add(1, 0);
             for (index, slices) in self.chunk_lists(ino, length).await? {
                 if slices.len() > 1 {
                     targets.push((ino, index));

@@ -240,6 +240,41 @@ impl Vfs {
                 );
             }
         }
+        if let Some(group) = self.chunks.group() {
+            group_stats(&mut out, group);
+        }
         out
+    }
+}
+
+/// The cache group's lines of `.stats`: what peers served this client, what it served
+/// them, and per peer its requests, errors, bytes and summed latency.
+fn group_stats(out: &mut String, group: &strata_chunk::group::Group) {
+    let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    let s = &group.stats;
+    let members = u64::try_from(group.members().len()).unwrap_or(u64::MAX);
+    for (name, value) in [
+        ("group_members", members),
+        ("group_peer_hits", load(&s.peer_hits)),
+        ("group_peer_bytes", load(&s.peer_bytes)),
+        ("group_peer_fallbacks", load(&s.peer_fallbacks)),
+        ("group_served", load(&s.served)),
+        ("group_served_bytes", load(&s.served_bytes)),
+        ("group_refused", load(&s.refused)),
+    ] {
+        let _ = writeln!(out, "strata_{name} {value}");
+    }
+    for peer in group.peers() {
+        let c = &peer.counters;
+        let addr = peer.member.addr;
+        for (name, value) in [
+            ("requests", load(&c.requests)),
+            ("errors", load(&c.errors)),
+            ("bytes", load(&c.bytes)),
+            ("latency_us", load(&c.latency_us)),
+            ("down", u64::from(peer.is_down())),
+        ] {
+            let _ = writeln!(out, "strata_group_peer_{name}{{peer=\"{addr}\"}} {value}");
+        }
     }
 }

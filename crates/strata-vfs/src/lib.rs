@@ -12,6 +12,7 @@ mod atime;
 mod background;
 pub mod control;
 mod control_ops;
+pub mod control_warmup;
 mod dir;
 pub mod errno;
 mod file;

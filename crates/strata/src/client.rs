@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
-pub use strata_client::{Client, ClientOptions};
+pub use strata_client::{Client, ClientOptions, GroupOptions};
 use strata_types::MetaUrl;
 use strata_vfs::VfsOptions;
 
@@ -87,6 +87,25 @@ pub struct ClientArgs {
     /// close-to-open). Needs --meta-cache on Redis, PostgreSQL or etcd
     #[arg(long, default_value = "0s", value_parser = units::parse_duration)]
     pub open_cache: Duration,
+    /// Share block caches with the other clients of this volume that name the same
+    /// group: each block is cached by one member (chosen by hashing, weighted by cache
+    /// size) and read from it by the others, so the group fetches it from the object
+    /// store once. Members find each other through the volume's sessions; requests are
+    /// signed with a secret kept in the volume
+    #[arg(long, value_name = "NAME")]
+    pub cache_group: Option<String>,
+    /// Where this member serves its peers (with --cache-group): ADDR:PORT; port 0 picks
+    /// a free one; 0.0.0.0 listens everywhere and advertises this host's outward address
+    #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:0")]
+    pub group_listen: std::net::SocketAddr,
+    /// Read from the cache group but serve nothing to it (short-lived clients whose
+    /// cache would be gone soon)
+    #[arg(long)]
+    pub no_sharing: bool,
+    /// How long a peer may take to accept a request before the object store is asked
+    /// instead (and the peer is passed over for a while): 500ms, 2s, ...
+    #[arg(long, default_value = "500ms", value_parser = units::parse_duration)]
+    pub group_timeout: Duration,
 }
 
 impl ClientArgs {
@@ -113,6 +132,12 @@ impl ClientArgs {
             heartbeat: self.heartbeat,
             meta_cache: self.meta_cache,
             open_cache: self.open_cache,
+            cache_group: self.cache_group.as_ref().map(|name| GroupOptions {
+                name: name.clone(),
+                listen: self.group_listen,
+                no_sharing: self.no_sharing,
+                ack_timeout: self.group_timeout,
+            }),
         }
     }
 }

@@ -79,13 +79,7 @@ pub fn run_gateway(a: GatewayArgs) -> Result<()> {
     }
     // s3s logs every error answer (NoSuchKey included) at ERROR; the gateway logs the
     // failures that are its own.
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,s3s::ops=off".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    wiring::init_logging("info,s3s::ops=off");
     let root = credentials()?;
     let rt = wiring::runtime()?;
     rt.block_on(serve(a, root))

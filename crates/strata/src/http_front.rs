@@ -57,7 +57,7 @@ pub async fn run_until_signal(
     client.close().await.ok();
 }
 
-async fn wait_for_signal() {
+pub async fn wait_for_signal() {
     let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
     match term {
         Ok(mut term) => {

@@ -3,6 +3,7 @@
 //! metadata engine, format record → object store.
 
 mod bench_cmd;
+mod cache_node_cmd;
 mod client;
 mod compact_cmd;
 mod control;
@@ -21,6 +22,7 @@ mod quota_cmd;
 mod trash_cmd;
 mod tree_cmd;
 mod units;
+mod warmup_cmd;
 mod webdav_cmd;
 mod wiring;
 
@@ -46,7 +48,7 @@ enum Command {
     /// Create a volume (or update the mutable settings of an existing one).
     Format(format_cmd::FormatArgs),
     /// Mount a volume (foreground by default; -d to run in the background).
-    Mount(mount_cmd::MountArgs),
+    Mount(Box<mount_cmd::MountArgs>),
     /// Unmount a mounted volume.
     Umount(mount_cmd::UmountArgs),
     /// Serve a volume as an S3 endpoint (foreground; SIGTERM or Ctrl-C stops it), or
@@ -67,6 +69,13 @@ enum Command {
     /// Check that every block of every file exists and that directory usage and link
     /// counts add up; --repair fixes the counters.
     Fsck(maint_cmd::FsckArgs),
+    /// Fill the cache with the blocks of files or trees on a mounted volume before they are
+    /// read (--check reports what is cached, --evict drops it); in a cache group each
+    /// block goes to its owner.
+    Warmup(warmup_cmd::WarmupArgs),
+    /// Serve a cache group's blocks without a mount (foreground; SIGTERM or Ctrl-C stops
+    /// it): a host with a big cache disk for the group's other members.
+    CacheNode(Box<cache_node_cmd::CacheNodeArgs>),
     /// Merge the fragmented chunks of a file or tree on a mounted volume into one slice each.
     Compact(compact_cmd::CompactArgs),
     /// Put deleted files and directories back from the trash to their original paths.
@@ -119,7 +128,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Format(a) => format_cmd::run_format(a),
-        Command::Mount(a) => mount_cmd::run_mount(a),
+        Command::Mount(a) => mount_cmd::run_mount(*a),
         Command::Umount(a) => mount_cmd::run_umount(a),
         Command::Gateway(a) => gateway_cmd::run_gateway(*a),
         Command::Webdav(a) => webdav_cmd::run_webdav(*a),
@@ -129,6 +138,8 @@ fn main() -> ExitCode {
         Command::Gc(a) => maint_cmd::run_gc(a),
         Command::Fsck(a) => maint_cmd::run_fsck(a),
         Command::Compact(a) => compact_cmd::run_compact(a),
+        Command::Warmup(a) => warmup_cmd::run_warmup(a),
+        Command::CacheNode(a) => cache_node_cmd::run_cache_node(*a),
         Command::Restore(a) => trash_cmd::run_restore(a),
         Command::Rmr(a) => trash_cmd::run_rmr(a),
         Command::Dump(a) => dump_cmd::run_dump(a),

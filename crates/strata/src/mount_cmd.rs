@@ -127,12 +127,7 @@ pub fn run_mount(a: MountArgs) -> Result<()> {
     if a.background {
         return daemonize(&a);
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    wiring::init_logging("info");
     let rt = wiring::runtime()?;
     rt.block_on(serve(a, rt.handle().clone()))
 }

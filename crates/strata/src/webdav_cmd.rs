@@ -87,12 +87,7 @@ async fn check_someone_can_log_in(auth: &Auth, client: &Client, ctx: &Ctx) -> Re
 }
 
 pub fn run_webdav(a: WebDavArgs) -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    wiring::init_logging("info");
     let auth = auth(a.anonymous)?;
     let rt = wiring::runtime()?;
     rt.block_on(serve(a, auth))

@@ -73,6 +73,17 @@ impl AdminVolume {
     }
 }
 
+/// Log to stderr at `default_filter` (`RUST_LOG` overrides it).
+pub fn init_logging(default_filter: &str) {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| default_filter.into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}
+
 /// A multi-threaded runtime for a command.
 pub fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()

@@ -437,6 +437,18 @@ impl BlockCache for DiskCache {
         .await;
     }
 
+    fn cached_bytes(&self, key: &str) -> u64 {
+        let index = self.inner.index.lock();
+        let Some(held) = index.blocks.get(key) else {
+            return 0;
+        };
+        let bytes: usize = (0..held.present.len())
+            .filter(|&i| held.present[i])
+            .map(|i| seg::segment_len(held.block_len, i))
+            .sum();
+        u64::try_from(bytes).unwrap_or(u64::MAX)
+    }
+
     fn stats(&self) -> &CacheStats {
         &self.inner.stats
     }

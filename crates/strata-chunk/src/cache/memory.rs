@@ -71,13 +71,29 @@ impl BlockCache for MemoryCache {
         self.insert(key, data);
     }
 
+    fn holds_segments(&self) -> bool {
+        true
+    }
+
+    /// Segments of a whole block held, else the segments held apart.
     async fn get_segments(
         &self,
         key: &str,
-        _block_len: usize,
+        block_len: usize,
         first: usize,
         last: usize,
     ) -> Vec<Option<Bytes>> {
+        let whole = self.inner.lock().blocks.get(key).cloned();
+        if let Some(block) = whole.filter(|b| b.len() == block_len) {
+            self.stats.record_lookup(true);
+            let seg = strata_object::checksum::SEGMENT;
+            return (first..=last)
+                .map(|i| {
+                    let from = (i * seg).min(block_len);
+                    Some(block.slice(from..((i + 1) * seg).min(block_len)))
+                })
+                .collect();
+        }
         (first..=last)
             .map(|i| self.peek(&format!("{key}#{i}")))
             .collect()
@@ -89,14 +105,25 @@ impl BlockCache for MemoryCache {
         }
     }
 
+    fn cached_bytes(&self, key: &str) -> u64 {
+        let inner = self.inner.lock();
+        let len = match inner.blocks.get(key) {
+            Some(block) => block.len(),
+            None => (0..segments_of(key))
+                .filter_map(|i| inner.blocks.get(&format!("{key}#{i}")))
+                .map(Bytes::len)
+                .sum(),
+        };
+        u64::try_from(len).unwrap_or(u64::MAX)
+    }
+
     async fn remove(&self, key: &str) {
         let mut inner = self.inner.lock();
         inner.lru.remove(key);
         inner.blocks.remove(key);
         // Its segments go with it (a deleted slice's blocks are never read again); the
         // block's size, and so its number of segments, ends its key.
-        let size = key.rsplit('_').next().and_then(|s| s.parse::<usize>().ok());
-        for i in 0..size.map_or(0, |n| n.div_ceil(strata_object::checksum::SEGMENT)) {
+        for i in 0..segments_of(key) {
             let k = format!("{key}#{i}");
             inner.lru.remove(&k);
             inner.blocks.remove(&k);
@@ -110,4 +137,10 @@ impl BlockCache for MemoryCache {
     fn used_bytes(&self) -> u64 {
         self.inner.lock().lru.total()
     }
+}
+
+/// How many segments the block `key` has: its size ends its key.
+fn segments_of(key: &str) -> usize {
+    let size = key.rsplit('_').next().and_then(|s| s.parse::<usize>().ok());
+    size.map_or(0, |n| n.div_ceil(strata_object::checksum::SEGMENT))
 }

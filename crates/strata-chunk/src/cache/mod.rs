@@ -70,6 +70,12 @@ pub trait BlockCache: Send + Sync + fmt::Debug {
     }
     /// Forget a block (its slice was deleted).
     async fn remove(&self, key: &str);
+    /// Bytes of block `key` held (whole block or some of its segments), without reading
+    /// them or counting a lookup.
+    fn cached_bytes(&self, key: &str) -> u64 {
+        let _ = key;
+        0
+    }
     fn stats(&self) -> &CacheStats;
     /// Bytes of blocks held.
     fn used_bytes(&self) -> u64;

@@ -29,6 +29,9 @@ pub struct SessionInfo {
     /// Expiry time as last heartbeated, ns (filled in when listing).
     #[serde(default)]
     pub expires_at: Nanos,
+    /// The cache group this client is in, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_group: Option<super::GroupMember>,
 }
 
 /// Open-flag bits that matter for access checks.

@@ -281,7 +281,8 @@ class Client:
         return self._native.clone(_path(src), _path(dst), preserve)
 
     def warmup(self, path):
-        """Read every file at or below path into this client's cache: (files, bytes)."""
+        """Fetch the blocks of every file at or below path into the cache that owns them
+        (this client's, or the owners' in a cache group): (files, bytes)."""
         return self._native.warmup(_path(path))
 
     def statvfs(self):

@@ -4,7 +4,9 @@ and durations ("60s", "2m"; a plain number is seconds), turned into bytes and se
 import re
 
 _SIZE_OPTIONS = {"cache_size", "buffer_size", "max_readahead"}
-_DURATION_OPTIONS = {"get_timeout", "put_timeout", "backup_meta", "heartbeat", "open_cache"}
+_DURATION_OPTIONS = {
+    "get_timeout", "put_timeout", "backup_meta", "heartbeat", "open_cache", "group_timeout",
+}
 _SIZE_UNITS = {"": 1 << 20, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
 _TIME_UNITS = {"": 1, "ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 

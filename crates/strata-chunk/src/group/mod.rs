@@ -1,0 +1,201 @@
+//! The cache group (`--cache-group NAME`): clients of one volume that share their block
+//! caches. Each block belongs to one member ([`ring`], weighted rendezvous hashing); on a
+//! local miss a client asks the owner ([`peer`]), which serves the block from its cache or
+//! fetches it from the object store once and keeps it ([`serve`]). Requests are signed
+//! with the volume's group secret and replies carry checksums ([`wire`]). A peer that
+//! does not answer in time is skipped and marked down: the reader falls back to the
+//! object store, never to an error.
+//!
+//! Membership comes from outside (the client layer reads the volume's sessions): this
+//! module only takes the current member list ([`Group::set_members`]).
+
+pub mod peer;
+pub mod ring;
+pub mod serve;
+pub mod wire;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use parking_lot::RwLock;
+use strata_types::Secret;
+
+pub use peer::{Peer, Timeouts};
+pub use ring::{Member, Ring};
+use wire::{Op, Reply, Request, WireError};
+
+/// How a client takes part in a group.
+#[derive(Clone, Debug)]
+pub struct GroupConfig {
+    pub name: String,
+    pub secret: Secret,
+    /// This client's id in the ring; it owns blocks only when it serves (`serving`).
+    pub id: u64,
+    /// Whether this client serves peers (false with `--no-sharing`).
+    pub serving: bool,
+    pub timeouts: Timeouts,
+}
+
+impl GroupConfig {
+    /// Default timeouts: a peer must acknowledge within 500 ms and answer within 60 s.
+    pub fn default_timeouts() -> Timeouts {
+        Timeouts {
+            ack: Duration::from_millis(500),
+            reply: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Counters of the group as this client saw it.
+#[derive(Debug, Default)]
+pub struct GroupStats {
+    /// Blocks or ranges a peer served to this client, and their bytes.
+    pub peer_hits: AtomicU64,
+    pub peer_bytes: AtomicU64,
+    /// Requests to peers that failed (the object store answered instead).
+    pub peer_fallbacks: AtomicU64,
+    /// Requests this client served to peers, and their bytes.
+    pub served: AtomicU64,
+    pub served_bytes: AtomicU64,
+    /// Requests refused: wrong signature or clock.
+    pub refused: AtomicU64,
+}
+
+/// This client's view of its group.
+#[derive(Debug)]
+pub struct Group {
+    config: GroupConfig,
+    ring: RwLock<Arc<Ring>>,
+    peers: RwLock<Arc<HashMap<u64, Arc<Peer>>>>,
+    pub stats: GroupStats,
+}
+
+impl Group {
+    pub fn new(config: GroupConfig) -> Arc<Group> {
+        Arc::new(Group {
+            config,
+            ring: RwLock::default(),
+            peers: RwLock::default(),
+            stats: GroupStats::default(),
+        })
+    }
+
+    pub fn config(&self) -> &GroupConfig {
+        &self.config
+    }
+
+    pub fn secret(&self) -> &Secret {
+        &self.config.secret
+    }
+
+    /// Replace the member list (serving members, this client included if it serves).
+    /// Peers already known keep their connections and down marks.
+    pub fn set_members(&self, members: Vec<Member>) {
+        let ring = Ring::new(members);
+        let old = self.peers.read().clone();
+        let peers: HashMap<u64, Arc<Peer>> = ring
+            .members()
+            .iter()
+            .filter(|m| m.id != self.config.id)
+            .map(|m| {
+                let peer = match old.get(&m.id) {
+                    Some(p) if p.member == *m => p.clone(),
+                    _ => Arc::new(Peer::new(m.clone())),
+                };
+                (m.id, peer)
+            })
+            .collect();
+        *self.peers.write() = Arc::new(peers);
+        *self.ring.write() = Arc::new(ring);
+    }
+
+    /// Serving members, this client included.
+    pub fn members(&self) -> Vec<Member> {
+        self.ring.read().members().to_vec()
+    }
+
+    /// The other members as this client talks to them.
+    pub fn peers(&self) -> Vec<Arc<Peer>> {
+        let mut peers: Vec<_> = self.peers.read().values().cloned().collect();
+        peers.sort_by_key(|p| p.member.id);
+        peers
+    }
+
+    /// The peer that owns `key`, or `None` when this client owns it (or is alone).
+    /// Peers marked down are passed over: their blocks go to the next-best member.
+    pub fn owner(&self, key: &str) -> Option<Arc<Peer>> {
+        let (ring, peers) = (self.ring.read().clone(), self.peers.read().clone());
+        let me = self.config.id;
+        let usable = |m: &Member| m.id == me || peers.get(&m.id).is_some_and(|p| !p.is_down());
+        let owner = ring.owner(key, usable)?;
+        peers.get(&owner.id).cloned()
+    }
+
+    /// Ask `peer` to do `op` on bytes `[from, to)` of block `key` (`block_len` bytes).
+    pub async fn call(
+        &self,
+        peer: &Peer,
+        op: Op,
+        key: &str,
+        block_len: usize,
+        range: (usize, usize),
+    ) -> Result<Reply, WireError> {
+        let len32 =
+            |n: usize| u32::try_from(n).map_err(|_| WireError::Malformed("block too large".into()));
+        let req = Request {
+            op,
+            key: key.to_string(),
+            block_len: len32(block_len)?,
+            from: len32(range.0)?,
+            to: len32(range.1)?,
+            time: unix_now(),
+            nonce: rand::random(),
+        };
+        let reply = peer
+            .call(&req, &self.config.secret, self.config.timeouts)
+            .await;
+        if reply.is_err() {
+            bump(&self.stats.peer_fallbacks);
+        }
+        reply
+    }
+
+    /// Bytes `[from, to)` of block `key` from `peer`, or `None` (counted) when the peer
+    /// failed or answered something else — the caller reads the object store then.
+    pub async fn get(
+        &self,
+        peer: &Peer,
+        key: &str,
+        block_len: usize,
+        from: usize,
+        to: usize,
+    ) -> Option<Bytes> {
+        match self.call(peer, Op::Get, key, block_len, (from, to)).await {
+            Ok(r) if r.status == wire::REPLY_OK && r.payload.len() == to - from => {
+                bump(&self.stats.peer_hits);
+                let n = u64::try_from(r.payload.len()).unwrap_or(u64::MAX);
+                self.stats.peer_bytes.fetch_add(n, Ordering::Relaxed);
+                Some(r.payload)
+            }
+            Ok(_) => {
+                bump(&self.stats.peer_fallbacks);
+                None
+            }
+            Err(_) => None,
+        }
+    }
+}
+
+pub(crate) fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Seconds since the Unix epoch (0 if the clock is before it).
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
