@@ -47,6 +47,8 @@ pub(crate) struct Shared {
     /// [`ObjectStore::cheap_ranges`]); when it does not, random readers take whole blocks.
     cheap_ranges: bool,
     pub stats: ChunkStats,
+    /// Demand reads in flight (low-priority warmup yields to them).
+    pub reads: crate::warm::DemandReads,
     /// The cache group this client is in, if any (set once, after start).
     pub group: OnceLock<Arc<Group>>,
     /// Block fetches in flight, by (block key, through a peer).
@@ -122,6 +124,7 @@ impl ChunkStore {
                 segments: MemoryCache::new(opts.segment_buffer),
                 cache_partial_only: opts.cache_partial_only,
                 stats: ChunkStats::default(),
+                reads: crate::warm::DemandReads::default(),
                 group: OnceLock::new(),
                 inflight: Mutex::new(HashMap::new()),
                 inflight_segments: Mutex::new(HashMap::new()),
@@ -185,6 +188,7 @@ impl ChunkStore {
         let end =
             u32::try_from((u64::from(off) + u64::from(len)).min(CHUNK_SIZE)).unwrap_or(u32::MAX);
         let pieces = self.plan(slices, off, end);
+        let _demand = self.shared.reads.start();
         let in_group = self.shared.group.get().is_some();
         let fetches = pieces.iter().map(move |p| async move {
             // In a cache group, owners keep whole blocks (one GET each, whatever part
@@ -280,6 +284,13 @@ impl ChunkStore {
         if let Some(existing) = inflight.get(&slot) {
             ChunkStats::bump(&self.shared.stats.joined_fetches);
             return existing.clone();
+        }
+        // A fetch that ended between the caller's cache lookups and this lock left the
+        // block in the memory buffer (before leaving the table): do not fetch it again.
+        if let Some(data) = self.shared.recent.peek(&slot.0)
+            && data.len() == expected
+        {
+            return futures::future::ready(Ok(data)).boxed().shared();
         }
         let fetch = fetch_now(self.shared.clone(), slot.0.clone(), expected, peer)
             .boxed()

@@ -13,6 +13,7 @@ use strata_chunk::cache::{BlockCache, NoCache};
 use strata_chunk::reader::ChunkOptions;
 use strata_meta::{Ctx, Format, GroupMember, Meta, MetaOptions, SessionInfo};
 use strata_object::compress::Codec;
+use strata_object::fault::{FaultPlan, Faulty};
 use strata_object::limit::Limits;
 use strata_object::prefix::Prefixed;
 use strata_object::retry::RetryPolicy;
@@ -132,7 +133,7 @@ impl Client {
             ..MetaOptions::default()
         };
         let (meta, format) = load_meta_with(url, meta_opts).await?;
-        let backend = open_backend(&format)?;
+        let backend = with_simulated_distance(open_backend(&format)?);
         check_backend(&format, &backend).await?;
         let raw: Arc<dyn strata_object::ObjectStore> =
             Arc::new(Prefixed::new(backend.clone(), &format.name));
@@ -242,6 +243,36 @@ fn session_info(label: &str, cache_group: Option<GroupMember>) -> SessionInfo {
         cache_group,
         ..SessionInfo::default()
     }
+}
+
+/// The environment variable that delays every object request (benchmarks only).
+pub const OBJECT_DELAY_VAR: &str = "STRATA_OBJECT_DELAY";
+
+/// With `STRATA_OBJECT_DELAY=20ms` (milliseconds), every request to the object store
+/// waits that long first: how benchmarks simulate a distant object store (docs/
+/// PERFORMANCE.md) on one machine. Logged as a warning; a malformed value is ignored
+/// with a warning too.
+fn with_simulated_distance(
+    backend: Arc<dyn strata_object::ObjectStore>,
+) -> Arc<dyn strata_object::ObjectStore> {
+    let Ok(text) = std::env::var(OBJECT_DELAY_VAR) else {
+        return backend;
+    };
+    let Some(ms) = text
+        .trim()
+        .strip_suffix("ms")
+        .and_then(|n| n.trim().parse::<u64>().ok())
+    else {
+        tracing::warn!("{OBJECT_DELAY_VAR}={text:?} ignored: expected milliseconds such as 20ms");
+        return backend;
+    };
+    tracing::warn!("{OBJECT_DELAY_VAR}: every object request waits {ms} ms (a benchmark setting)");
+    let (faulty, control) = Faulty::new(backend);
+    control.set(FaultPlan {
+        delay: Duration::from_millis(ms),
+        ..FaultPlan::default()
+    });
+    Arc::new(faulty)
 }
 
 /// The inode of `subdir` (a `/`-separated path from the volume's root), which must be a

@@ -342,6 +342,7 @@ impl Client {
                 ranges: Vec::new(),
                 threads: WARMUP_THREADS,
                 background: false,
+                low_priority: false,
             };
             let op = ControlOp::Warmup {
                 ino: vol.vfs.to_front(ino),

@@ -40,6 +40,9 @@ pub struct WarmSpec {
     pub threads: usize,
     #[serde(default)]
     pub background: bool,
+    /// Handle a block only while no read of this client is fetching data.
+    #[serde(default)]
+    pub low_priority: bool,
 }
 
 /// What a warmup did.
@@ -91,13 +94,13 @@ impl Vfs {
         if spec.background {
             report.bytes = blocks.iter().map(|(_, len)| to_u64(*len)).sum();
             report.background = true;
-            let (chunks, action, threads) = (self.chunks.clone(), spec.action, spec.threads);
+            let (chunks, how) = (self.chunks.clone(), How::of(spec));
             tokio::spawn(async move {
                 let progress = Progress::default();
-                let done =
-                    handle_blocks(&chunks, blocks, action, threads, &progress, || false).await;
+                let done = handle_blocks(&chunks, blocks, how, &progress, || false).await;
                 tracing::info!(
-                    "background warmup ({action:?}) finished: {} blocks, {} failed",
+                    "background warmup ({:?}) finished: {} blocks, {} failed",
+                    how.action,
                     done.blocks,
                     done.failed
                 );
@@ -105,15 +108,8 @@ impl Vfs {
             return Ok(ControlResult::Warmed(report));
         }
         job.progress.stage(stage_name(spec.action), report.blocks);
-        let done = handle_blocks(
-            &self.chunks,
-            blocks,
-            spec.action,
-            spec.threads,
-            job.progress,
-            || job.cancel.is_cancelled(),
-        )
-        .await;
+        let stopped = || job.cancel.is_cancelled();
+        let done = handle_blocks(&self.chunks, blocks, How::of(spec), job.progress, stopped).await;
         job.check()?;
         report.bytes = done.bytes;
         report.cached_bytes = done.cached_bytes;
@@ -216,17 +212,38 @@ struct Handled {
     failed: u64,
 }
 
+/// How to handle each block.
+#[derive(Clone, Copy, Debug)]
+struct How {
+    action: WarmAction,
+    threads: usize,
+    low_priority: bool,
+}
+
+impl How {
+    fn of(spec: &WarmSpec) -> How {
+        How {
+            action: spec.action,
+            threads: spec.threads,
+            low_priority: spec.low_priority,
+        }
+    }
+}
+
 async fn handle_blocks(
     chunks: &ChunkStore,
     blocks: Vec<(String, usize)>,
-    action: WarmAction,
-    threads: usize,
+    how: How,
     progress: &Progress,
     stopped: impl Fn() -> bool,
 ) -> Handled {
+    let action = how.action;
     let mut results = futures::stream::iter(blocks)
         .take_while(|_| std::future::ready(!stopped()))
         .map(|(key, len)| async move {
+            if how.low_priority {
+                chunks.yield_to_reads().await;
+            }
             let outcome = match action {
                 WarmAction::Warm => chunks.warm_block(&key, len).await.map(|()| 0),
                 WarmAction::Check => Ok(chunks.cached_block_bytes(&key, len).await),
@@ -237,7 +254,7 @@ async fn handle_blocks(
             }
             (len, outcome)
         })
-        .buffer_unordered(threads.clamp(1, 256));
+        .buffer_unordered(how.threads.clamp(1, 256));
     let mut done = Handled::default();
     while let Some((len, outcome)) = results.next().await {
         done.blocks += 1;

@@ -191,6 +191,11 @@ impl Vfs {
         *self.object_stats.lock() = Some(stats);
     }
 
+    /// The object store's counters, if set.
+    pub fn object_stats(&self) -> Option<Arc<ObjectStats>> {
+        self.object_stats.lock().clone()
+    }
+
     /// Current contents of an internal file.
     pub(crate) fn internal_content(&self, ino: Ino) -> Vec<u8> {
         if ino == CONFIG_INO {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use clap::Args;
 use strata_chunk::group::Group;
+use strata_object::metered::ObjectStats;
 use strata_types::MetaUrl;
 use strata_vfs::VfsOptions;
 
@@ -56,25 +57,27 @@ async fn serve(a: CacheNodeArgs) -> Result<()> {
             me.addr
         );
     }
+    let objects = client.vfs.object_stats();
+    let (group_now, objects_now) = (group.clone(), objects.clone());
     let report = tokio::spawn(async move {
         loop {
             tokio::time::sleep(Duration::from_secs(60)).await;
-            log_counters(&group);
+            log_counters(&group_now, objects_now.as_deref());
         }
     });
     http_front::wait_for_signal().await;
     report.abort();
-    if let Some(group) = client.vfs.chunks().group() {
-        log_counters(group);
-    }
+    log_counters(&group, objects.as_deref());
     client.close().await.ok();
     Ok(())
 }
 
-fn log_counters(group: &Group) {
+fn log_counters(group: &Group, objects: Option<&ObjectStats>) {
     let s = &group.stats;
+    let (gets, bytes) = objects.map_or((0, 0), |o| (o.requests("get", "ok"), o.bytes_down()));
     tracing::info!(
-        "cache group {}: {} members; served {} requests, {} bytes; refused {}",
+        "cache group {}: {} members; served {} requests, {} bytes; refused {}; \
+         object GETs {gets}, {bytes} bytes",
         group.config().name,
         group.members().len(),
         s.served.load(Ordering::Relaxed),

@@ -38,6 +38,10 @@ pub struct WarmupArgs {
     /// end); may be given several times
     #[arg(long, value_name = "OFFSET:LEN", value_parser = parse_range)]
     range: Vec<(u64, u64)>,
+    /// low: fetch a block only while no read of the mount is fetching data (warmup
+    /// yields to reads); normal: compete with them
+    #[arg(long, value_name = "low|normal", default_value = "normal", value_parser = ["low", "normal"])]
+    priority: String,
 }
 
 /// `OFFSET:LEN` with sizes in bytes unless a unit is given (4K, 64M, 1G).
@@ -85,6 +89,7 @@ pub fn run_warmup(a: WarmupArgs) -> Result<()> {
             ranges: a.range.clone(),
             threads: a.threads.max(1),
             background: a.background,
+            low_priority: a.priority == "low",
         };
         let op = ControlOp::Warmup {
             ino: std::fs::metadata(&path)?.ino(),

@@ -104,10 +104,15 @@ fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
     }
 }
 
-/// Start members until each sees all `n`.
+/// Start members until each sees all of them.
 fn group(vol: &Volume, names: &[&str]) -> Vec<Member> {
+    group_with(vol, names, 0)
+}
+
+/// Start mounts named `names` until each sees them and `others` more members.
+fn group_with(vol: &Volume, names: &[&str], others: u64) -> Vec<Member> {
     let members: Vec<Member> = names.iter().map(|n| Member::start(vol, n, true)).collect();
-    let n = u64::try_from(names.len()).unwrap();
+    let n = u64::try_from(names.len()).unwrap() + others;
     wait_for(
         "the members to find each other",
         Duration::from_secs(30),
@@ -264,7 +269,11 @@ fn warmup_through_one_member_serves_the_others() {
     assert!(out.contains("(0.00%)"), "{out}");
 
     let before = total_gets(&members);
-    warm(&members[0], &["--range", "0:8M", "--range", "60M:"], "part");
+    warm(
+        &members[0],
+        &["--range", "0:8M", "--range", "60M:", "--priority", "low"],
+        "part",
+    );
     assert_eq!(
         total_gets(&members) - before,
         3,
@@ -272,4 +281,58 @@ fn warmup_through_one_member_serves_the_others() {
     );
     let out = warm(&members[1], &["--check"], "part");
     assert!(out.contains("cached (18.75%)"), "{out}");
+}
+
+#[test]
+fn a_cache_node_serves_the_mounts() {
+    let vol = Volume::new();
+    let sum = write_file(&vol, "data", 64);
+    let log = vol.dir.path().join("node.log");
+    let mut node = Command::new(STRATA)
+        .args([
+            "cache-node",
+            &vol.meta_url,
+            "--cache-group",
+            "g",
+            "--group-listen",
+            "127.0.0.1:0",
+        ])
+        .args([
+            "--cache-dir",
+            "memory",
+            "--cache-size",
+            "1G",
+            "--heartbeat",
+            "1",
+        ])
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let node_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    wait_for("the cache node to serve", Duration::from_secs(30), || {
+        node_log().contains("serving peers on")
+    });
+    let members = group_with(&vol, &["a", "b"], 1);
+    assert_eq!(md5(&members[0].path.join("data")), sum);
+    let mounts_after_a = total_gets(&members);
+    assert_eq!(md5(&members[1].path.join("data")), sum);
+    assert_eq!(total_gets(&members), mounts_after_a, "b's read cost no GET");
+    assert!(members[1].stat("strata_group_peer_hits") > 0);
+
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(node.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    assert!(node.wait().unwrap().success(), "{}", node_log());
+    let text = node_log();
+    let node_gets: u64 = text
+        .rsplit("object GETs ")
+        .next()
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no counters in {text}"));
+    assert!(node_gets > 0, "the node owns some of the blocks");
+    assert_eq!(
+        mounts_after_a + node_gets,
+        16,
+        "one GET per block for the whole group"
+    );
 }
