@@ -31,12 +31,14 @@ impl Window {
     /// Record a read of `[off, off+len)` and return the range to prefetch now, if any.
     pub fn on_read(&mut self, off: u64, len: u64) -> Option<(u64, u64)> {
         let end = off.saturating_add(len);
-        // The kernel sends readahead requests concurrently, so a sequential reader's reads
-        // can arrive slightly out of order: once sequential, anything within a block of the
-        // expected offset still counts.
+        // The kernel sends readahead requests concurrently (up to its own readahead, 8 MiB
+        // on a mount, ahead), so a sequential reader's reads arrive out of order: once
+        // sequential, a read up to a block past the expected offset counts, and so does a
+        // late one anywhere in the window already passed.
         let sequential = self.max > 0
             && if self.size > 0 {
-                off.abs_diff(self.next) <= self.min
+                off <= self.next.saturating_add(self.min)
+                    && off.saturating_add(self.size.max(self.min)) >= self.next
             } else {
                 off == self.next
             };
@@ -120,6 +122,20 @@ mod tests {
             Some((30, 50)),
             "dropped ones asked again"
         );
+        // A late read from well behind (the kernel's readahead runs up to 8 MiB ahead)
+        // keeps the reader sequential; a jump back beyond the window does not.
+        let mut late = Window::new(4, 64);
+        late.on_read(1000, 4);
+        for off in (1000..1040).step_by(4) {
+            late.on_read(off, 4);
+        }
+        assert!(late.size() > 0);
+        late.on_read(1024, 4);
+        assert!(late.size() > 0, "late by 16 bytes, inside the window");
+        late.on_read(1040, 4);
+        assert_eq!(late.size(), 64, "still growing");
+        late.on_read(1044 - 64 - 1, 4);
+        assert_eq!(late.size(), 0, "behind the whole window: a jump");
         let mut off_switch = Window::new(4, 0);
         off_switch.on_read(0, 4);
         assert_eq!(off_switch.on_read(4, 4), None, "max 0 disables readahead");
