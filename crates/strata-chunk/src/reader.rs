@@ -193,7 +193,9 @@ impl ChunkStore {
         let fetches = pieces.iter().map(move |p| async move {
             // In a cache group, owners keep whole blocks (one GET each, whatever part
             // was asked first); a random reader asks a peer only for its bytes.
-            let ranged = ranged && (!in_group || self.owner_peer(&p.key).is_some());
+            let ranged = ranged
+                && (!in_group || self.owner_peer(&p.key).is_some())
+                && !self.whole_block_in_flight(&p.key);
             if ranged {
                 self.fetch_range(&p.key, p.block_len, p.from, p.to).await
             } else {
@@ -245,6 +247,12 @@ impl ChunkStore {
             }
         }
         pieces
+    }
+
+    /// Whether a fetch of the whole block `key` from the store is under way (a prefetch,
+    /// say): a random read inside it waits for it rather than fetching its segments too.
+    fn whole_block_in_flight(&self, key: &str) -> bool {
+        self.shared.inflight.lock().contains_key(&(key.to_string(), false))
     }
 
     /// A whole block, from the caches, the block's owner in the cache group, or the
@@ -311,9 +319,21 @@ impl ChunkStore {
                 return u32::try_from(piece.out).unwrap_or(u32::MAX);
             };
             ChunkStats::bump(&self.shared.stats.prefetches);
-            let this = self.clone();
+            let held = self.shared.cache.cached_bytes(&piece.key);
+            if held >= u64::try_from(piece.block_len).unwrap_or(u64::MAX) {
+                let this = self.clone();
+                tokio::spawn(async move {
+                    let _ = this.fetch_block(piece.key, piece.block_len).await;
+                    drop(slot);
+                });
+                continue;
+            }
+            // Registered in the in-flight table now, not when the task first runs: a read
+            // of this block arriving meanwhile joins this fetch instead of making its own.
+            let peer = self.owner_peer(&piece.key);
+            let fetch = self.shared_fetch(piece.key, piece.block_len, peer);
             tokio::spawn(async move {
-                let _ = this.fetch_block(piece.key, piece.block_len).await;
+                let _ = fetch.await;
                 drop(slot);
             });
         }

@@ -386,3 +386,25 @@ async fn cache_partial_only_keeps_segments_not_whole_blocks() {
     assert_eq!(&got[..], &data[off + 50..off + 150]);
     assert_eq!(stats.requests("get", "ok"), gets, "served by the cache");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_random_read_inside_a_block_being_prefetched_joins_the_fetch() {
+    let r = rig(BS);
+    let data = bytes(usize::try_from(BS).unwrap(), 9);
+    let slice = write_slice(&r.chunks, 21, 0, &data).await;
+    let gets_before = r.stats.requests("get", "ok");
+    r.faults.set(FaultPlan {
+        delay: Duration::from_millis(300),
+        ..FaultPlan::default()
+    });
+    // A sequential reader's prefetch of the block is under way...
+    assert_eq!(r.chunks.prefetch(&[slice], 0, BS), BS);
+    // ...when a read the reader's window took for a random one lands inside it.
+    let got = r.chunks.read_ranged(&[slice], 70_000, 5000).await.unwrap();
+    assert_eq!(got.as_ref(), &data[70_000..75_000]);
+    assert_eq!(
+        r.stats.requests("get", "ok") - gets_before,
+        1,
+        "one GET: the whole block, not its segments as well"
+    );
+}

@@ -17,6 +17,9 @@ use super::{Group, bump, unix_now};
 use crate::cache::BlockCache;
 use crate::reader::ChunkStore;
 
+/// How long a connection may wait for its next request.
+const IDLE_CONNECTION: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Serve peers on `listener` until `cancel` fires.
 pub async fn serve(
     listener: TcpListener,
@@ -55,7 +58,13 @@ async fn connection(mut stream: TcpStream, chunks: &ChunkStore, group: &Group) {
         .map(|a| a.to_string())
         .unwrap_or_default();
     loop {
-        let req = match Request::receive(&mut stream, group.secret(), unix_now()).await {
+        let next = Request::receive(&mut stream, group.secret(), unix_now());
+        // Peers keep idle connections for their next requests; one idle this long (or a
+        // stranger who never sends a whole request) is closed and its descriptor freed.
+        let Ok(next) = tokio::time::timeout(IDLE_CONNECTION, next).await else {
+            return;
+        };
+        let req = match next {
             Ok(Some(req)) => req,
             Ok(None) | Err(WireError::Io(_)) => return,
             Err(WireError::BadSignature) => {
