@@ -252,7 +252,10 @@ impl ChunkStore {
     /// Whether a fetch of the whole block `key` from the store is under way (a prefetch,
     /// say): a random read inside it waits for it rather than fetching its segments too.
     fn whole_block_in_flight(&self, key: &str) -> bool {
-        self.shared.inflight.lock().contains_key(&(key.to_string(), false))
+        self.shared
+            .inflight
+            .lock()
+            .contains_key(&(key.to_string(), false))
     }
 
     /// A whole block, from the caches, the block's owner in the cache group, or the
