@@ -80,9 +80,12 @@ make_venv() { # name, pip requirements...
 make_venv boto3 boto3
 make_venv boto3-old 'boto3<1.36'
 make_venv awscli awscli awscrt
+# The Prometheus project's text-format parser, for the /metrics tests.
+make_venv prom prometheus_client
 export STRATA_TEST_BOTO3_PY="$VENVS/boto3/bin/python"
 export STRATA_TEST_BOTO3_OLD_PY="$VENVS/boto3-old/bin/python"
 export STRATA_TEST_AWS="$VENVS/awscli/bin/aws"
+export STRATA_TEST_PROM_PY="$VENVS/prom/bin/python"
 WORK="$(mktemp -d /tmp/strata-test.XXXXXX)"
 SERVERS=()
 cleanup() {

@@ -74,23 +74,28 @@ impl StrataFs {
         }
     }
 
-    /// Run `f` on the runtime; when someone reads `.accesslog`, log the call with the
-    /// caller and its latency.
+    /// Run `f` on the runtime, recording its latency under `op`; when someone reads
+    /// `.accesslog`, log the call with the caller and its latency.
     pub(crate) fn spawn<F>(&self, req: &Request, op: &'static str, f: impl FnOnce(Arc<Vfs>) -> F)
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
         let vfs = self.vfs.clone();
+        let fut = f(vfs.clone());
+        let started = std::time::Instant::now();
         if !vfs.access_log_active() {
-            self.run(f(vfs));
+            self.run(async move {
+                fut.await;
+                vfs.front_metrics().fuse.observe(op, started.elapsed());
+            });
             return;
         }
         let who = format!("[uid:{},gid:{},pid:{}]", req.uid(), req.gid(), req.pid());
-        let fut = f(vfs.clone());
         self.rt.spawn(async move {
-            let started = std::time::Instant::now();
             fut.await;
-            let secs = started.elapsed().as_secs_f64();
+            let took = started.elapsed();
+            vfs.front_metrics().fuse.observe(op, took);
+            let secs = took.as_secs_f64();
             vfs.log_access(format!("{} {who} {op} <{secs:.6}>", strata_vfs::log_time()));
         });
     }

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use tokio_rustls::TlsAcceptor;
 
+pub mod metrics;
 pub mod users;
 
 pub use users::{User, UserInfo, UserStore, WebDavLimits};

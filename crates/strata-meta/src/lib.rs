@@ -16,6 +16,7 @@ pub mod conformance;
 
 pub use error::{MetaError, Result};
 pub use format::{Format, META_VERSION};
+pub use kv::render_txn_metrics;
 pub use meta::{
     ChunkRecord, CompactCandidate, Ctx, DUMP_VERSION, DirEntry, DumpLine, DumpNode, DumpOptions,
     DumpStats, Entry, FallocateMode, GroupMember, LockKind, MAX_SLICES_PER_CHUNK, MAY_EXEC,

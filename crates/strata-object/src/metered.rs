@@ -4,9 +4,12 @@
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+
+use strata_types::metrics::{Exposition, Histogram, Kind};
 
 use crate::{ObjectError, ObjectInfo, ObjectStore, Result};
 
@@ -19,6 +22,8 @@ pub const RESULTS: [&str; 4] = ["ok", "not_found", "error", "corrupt"];
 #[derive(Debug, Default)]
 pub struct ObjectStats {
     requests: [[AtomicU64; 4]; 6],
+    /// Latency of each kind of request, whatever its result.
+    latency: [Histogram; 6],
     bytes_up: AtomicU64,
     objects_synced: AtomicU64,
     bytes_down: AtomicU64,
@@ -58,7 +63,13 @@ impl ObjectStats {
         self.requests[0][3].fetch_add(1, Ordering::Relaxed);
     }
 
-    fn record<T>(&self, op: usize, outcome: &Result<T>) {
+    /// Latency of requests of kind `op` (see [`OPS`]).
+    pub fn latency(&self, op: &str) -> Option<&Histogram> {
+        OPS.iter().position(|o| *o == op).map(|o| &self.latency[o])
+    }
+
+    fn record<T>(&self, op: usize, started: Instant, outcome: &Result<T>) {
+        self.latency[op].observe(started.elapsed());
         let result = match outcome {
             Ok(_) => 0,
             Err(ObjectError::NotFound(_)) => 1,
@@ -80,6 +91,61 @@ impl ObjectStats {
         }
         out
     }
+
+    /// These counters in the Prometheus text format (docs/METRICS.md).
+    pub fn render(&self, e: &mut Exposition) {
+        e.family(
+            "strata_object_requests",
+            Kind::Counter,
+            "Object store requests by kind (op) and result.",
+        );
+        for (o, op) in OPS.iter().enumerate() {
+            for (r, result) in RESULTS.iter().enumerate() {
+                let n = self.requests[o][r].load(Ordering::Relaxed);
+                e.sample(
+                    "strata_object_requests",
+                    &[("op", op), ("result", result)],
+                    n,
+                );
+            }
+        }
+        e.family(
+            "strata_object_request_duration_seconds",
+            Kind::Histogram,
+            "Latency of object store requests by kind (op), whatever their result.",
+        );
+        for (o, op) in OPS.iter().enumerate() {
+            e.histogram(
+                "strata_object_request_duration_seconds",
+                &[("op", op)],
+                &self.latency[o],
+            );
+        }
+        for (name, help, value) in [
+            (
+                "strata_object_bytes_up",
+                "Bytes uploaded to the object store.",
+                self.bytes_up(),
+            ),
+            (
+                "strata_object_bytes_down",
+                "Bytes downloaded from the object store.",
+                self.bytes_down(),
+            ),
+            (
+                "strata_objects_synced",
+                "Objects made durable by syncs of a local bucket.",
+                self.objects_synced(),
+            ),
+        ] {
+            e.single(name, Kind::Counter, help, value);
+        }
+    }
+}
+
+/// Length of a buffer as a byte count.
+fn len64(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
 }
 
 /// Counts every request passing through.
@@ -102,20 +168,22 @@ impl<S: ObjectStore> ObjectStore for Metered<S> {
     }
 
     async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
+        let started = Instant::now();
         let r = self.inner.get(key, range).await;
-        self.stats.record(0, &r);
+        self.stats.record(0, started, &r);
         if let Ok(data) = &r {
             self.stats
                 .bytes_down
-                .fetch_add(data.len() as u64, Ordering::Relaxed);
+                .fetch_add(len64(data.len()), Ordering::Relaxed);
         }
         r
     }
 
     async fn put(&self, key: &str, data: Bytes) -> Result<()> {
-        let len = data.len() as u64;
+        let len = len64(data.len());
+        let started = Instant::now();
         let r = self.inner.put(key, data).await;
-        self.stats.record(1, &r);
+        self.stats.record(1, started, &r);
         if r.is_ok() {
             self.stats.bytes_up.fetch_add(len, Ordering::Relaxed);
         }
@@ -123,9 +191,10 @@ impl<S: ObjectStore> ObjectStore for Metered<S> {
     }
 
     async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<()> {
-        let len = parts.iter().map(|p| p.len() as u64).sum();
+        let len = parts.iter().map(|p| len64(p.len())).sum();
+        let started = Instant::now();
         let r = self.inner.put_parts(key, parts).await;
-        self.stats.record(1, &r);
+        self.stats.record(1, started, &r);
         if r.is_ok() {
             self.stats.bytes_up.fetch_add(len, Ordering::Relaxed);
         }
@@ -133,14 +202,16 @@ impl<S: ObjectStore> ObjectStore for Metered<S> {
     }
 
     async fn delete(&self, key: &str) -> Result<()> {
+        let started = Instant::now();
         let r = self.inner.delete(key).await;
-        self.stats.record(2, &r);
+        self.stats.record(2, started, &r);
         r
     }
 
     async fn sync(&self) -> Result<u64> {
+        let started = Instant::now();
         let r = self.inner.sync().await;
-        self.stats.record(5, &r);
+        self.stats.record(5, started, &r);
         if let Ok(n) = &r {
             self.stats.objects_synced.fetch_add(*n, Ordering::Relaxed);
         }
@@ -148,8 +219,9 @@ impl<S: ObjectStore> ObjectStore for Metered<S> {
     }
 
     async fn head(&self, key: &str) -> Result<ObjectInfo> {
+        let started = Instant::now();
         let r = self.inner.head(key).await;
-        self.stats.record(3, &r);
+        self.stats.record(3, started, &r);
         r
     }
 
@@ -159,8 +231,9 @@ impl<S: ObjectStore> ObjectStore for Metered<S> {
         start_after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<ObjectInfo>> {
+        let started = Instant::now();
         let r = self.inner.list(prefix, start_after, limit).await;
-        self.stats.record(4, &r);
+        self.stats.record(4, started, &r);
         r
     }
 }

@@ -198,10 +198,14 @@ impl Access {
 #[async_trait::async_trait]
 impl S3Access for Access {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
+        let op_name = cx.s3_op().name().to_string();
+        if let Some(slot) = cx.extensions_mut().get::<crate::serve::OpName>() {
+            let _ = slot.0.set(op_name);
+        }
+        let op = cx.s3_op().name();
         let Some(who) = self.who_of(cx.credentials()) else {
             return Ok(());
         };
-        let op = cx.s3_op().name();
         match cx.s3_path() {
             // ListBuckets lists what the caller owns.
             S3Path::Root => match who {

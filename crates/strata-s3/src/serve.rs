@@ -4,6 +4,9 @@
 //! headers on answers to browsers, and closing connections whose client may still be
 //! holding back a body it announced with `Expect: 100-continue`.
 
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
 use crate::service::GatewayService;
 use strata_http::{ServeOptions, TlsAcceptor};
 use tokio::net::TcpListener;
@@ -15,6 +18,30 @@ use tokio_util::sync::CancellationToken;
 /// 1.36 stalls its next request on that connection until the server drops it). Such a
 /// connection cannot carry another request safely, so the answer closes it.
 async fn respond(
+    service: GatewayService,
+    mut req: hyper::Request<hyper::body::Incoming>,
+) -> Result<s3s::HttpResponse, s3s::HttpError> {
+    let started = Instant::now();
+    let op = OpName::default();
+    req.extensions_mut().insert(op.clone());
+    let vfs = service.gateway.vfs.clone();
+    let preflight = req.method() == hyper::Method::OPTIONS;
+    let resp = respond_timed(service, req).await;
+    let name = match op.0.get() {
+        Some(name) => name.as_str(),
+        None if preflight => "CorsPreflight",
+        None => "Unrouted",
+    };
+    vfs.front_metrics().s3.observe(name, started.elapsed());
+    resp
+}
+
+/// The S3 operation a request turned out to be, filled in by the access check once s3s
+/// has routed it (requests refused before routing stay "Unrouted").
+#[derive(Clone, Debug, Default)]
+pub(crate) struct OpName(pub(crate) Arc<OnceLock<String>>);
+
+async fn respond_timed(
     service: GatewayService,
     req: hyper::Request<hyper::body::Incoming>,
 ) -> Result<s3s::HttpResponse, s3s::HttpError> {

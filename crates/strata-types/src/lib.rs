@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+pub mod metrics;
 mod secret;
 
 pub use secret::{MetaUrl, Secret, redact_url};

@@ -5,11 +5,8 @@
 //! and generated when opened. Inode numbers come from the reserved range
 //! (docs/FORMAT.md).
 
-use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
-use strata_chunk::CacheStats;
 use strata_object::metered::ObjectStats;
 use strata_types::{Attr, FileType, Ino};
 use tokio::sync::broadcast::error::RecvError;
@@ -201,85 +198,6 @@ impl Vfs {
         if ino == CONFIG_INO {
             return self.config_text.lock().clone().into_bytes();
         }
-        self.stats_text().into_bytes()
-    }
-
-    fn stats_text(&self) -> String {
-        let mut out = String::new();
-        let mut line = |name: &str, value: u64| {
-            let _ = writeln!(out, "strata_{name} {value}");
-        };
-        let handles = self.handles.lock().len();
-        line("open_handles", u64::try_from(handles).unwrap_or(u64::MAX));
-        line("buffer_bytes_in_use", self.chunks.budget().in_use());
-        line("buffer_bytes_capacity", self.chunks.budget().capacity());
-        let cache = self.chunks.cache();
-        let cs = cache.stats();
-        line("cache_bytes", cache.used_bytes());
-        line("cache_hits", CacheStats::get(&cs.hits));
-        line("cache_misses", CacheStats::get(&cs.misses));
-        line("cache_evictions", CacheStats::get(&cs.evictions));
-        line("cache_corrupt", CacheStats::get(&cs.corrupt));
-        let chunk = self.chunks.stats();
-        line(
-            "blocks_uploaded",
-            chunk.blocks_uploaded.load(Ordering::Relaxed),
-        );
-        line(
-            "fetches_joined",
-            chunk.joined_fetches.load(Ordering::Relaxed),
-        );
-        line("prefetches", chunk.prefetches.load(Ordering::Relaxed));
-        line(
-            "prefetches_dropped",
-            chunk.prefetches_dropped.load(Ordering::Relaxed),
-        );
-        if let Some(stats) = self.object_stats.lock().clone() {
-            line("object_bytes_up", stats.bytes_up());
-            line("object_bytes_down", stats.bytes_down());
-            line("objects_synced", stats.objects_synced());
-            for (op, result, n) in stats.snapshot() {
-                let _ = writeln!(
-                    out,
-                    "strata_object_requests{{op=\"{op}\",result=\"{result}\"}} {n}"
-                );
-            }
-        }
-        if let Some(group) = self.chunks.group() {
-            group_stats(&mut out, group);
-        }
-        out
-    }
-}
-
-/// The cache group's lines of `.stats`: what peers served this client, what it served
-/// them, and per peer its requests, errors, bytes and summed latency.
-fn group_stats(out: &mut String, group: &strata_chunk::group::Group) {
-    let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
-    let s = &group.stats;
-    let members = u64::try_from(group.members().len()).unwrap_or(u64::MAX);
-    for (name, value) in [
-        ("group_members", members),
-        ("group_peer_hits", load(&s.peer_hits)),
-        ("group_peer_bytes", load(&s.peer_bytes)),
-        ("group_peer_fallbacks", load(&s.peer_fallbacks)),
-        ("group_served", load(&s.served)),
-        ("group_served_bytes", load(&s.served_bytes)),
-        ("group_refused", load(&s.refused)),
-    ] {
-        let _ = writeln!(out, "strata_{name} {value}");
-    }
-    for peer in group.peers() {
-        let c = &peer.counters;
-        let addr = peer.member.addr;
-        for (name, value) in [
-            ("requests", load(&c.requests)),
-            ("errors", load(&c.errors)),
-            ("bytes", load(&c.bytes)),
-            ("latency_us", load(&c.latency_us)),
-            ("down", u64::from(peer.is_down())),
-        ] {
-            let _ = writeln!(out, "strata_group_peer_{name}{{peer=\"{addr}\"}} {value}");
-        }
+        self.metrics_text().into_bytes()
     }
 }

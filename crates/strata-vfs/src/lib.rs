@@ -20,6 +20,7 @@ mod internal;
 mod kernelcache;
 mod locks;
 pub mod maintenance;
+pub mod metrics;
 mod opencache;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -130,6 +131,8 @@ pub struct Vfs {
     entry_invalidator: Mutex<Option<EntryInvalidator>>,
     /// Inodes known to have no extended attributes (getxattr answered here).
     xattr_free: xattrhint::XattrFreeInodes,
+    /// Latency of the front ends' operations.
+    front_metrics: metrics::FrontMetrics,
 }
 
 /// How the front end makes the kernel forget a cached entry: called with the parent as
@@ -171,6 +174,7 @@ impl Vfs {
             kernel_cache: kernelcache::KernelCacheTracker::default(),
             controls: Mutex::default(),
             entry_invalidator: Mutex::default(),
+            front_metrics: metrics::FrontMetrics::default(),
         }
     }
 

@@ -37,6 +37,33 @@ pub struct WebDavOptions {
     pub locks: LockOptions,
 }
 
+/// The metrics label of an HTTP method: WebDAV's methods by name, anything else "other"
+/// (labels come from a fixed set, whatever clients send).
+fn method_label(method: &Method) -> &'static str {
+    const KNOWN: [&str; 15] = [
+        "GET",
+        "HEAD",
+        "PUT",
+        "POST",
+        "DELETE",
+        "OPTIONS",
+        "PROPFIND",
+        "PROPPATCH",
+        "MKCOL",
+        "COPY",
+        "MOVE",
+        "LOCK",
+        "UNLOCK",
+        "PATCH",
+        "TRACE",
+    ];
+    KNOWN
+        .iter()
+        .find(|m| **m == method.as_str())
+        .copied()
+        .unwrap_or("other")
+}
+
 /// A WebDAV server over one volume.
 #[derive(Clone, Debug)]
 pub struct WebDavServer {
@@ -44,6 +71,7 @@ pub struct WebDavServer {
 }
 
 struct Inner {
+    vfs: Arc<Vfs>,
     handler: DavHandler,
     fs: VolumeFs,
     locks: VolumeLocks,
@@ -107,7 +135,7 @@ impl WebDavServer {
     pub fn new(vfs: Arc<Vfs>, ctx: Ctx, opts: WebDavOptions) -> WebDavServer {
         let fs = VolumeFs::new(vfs.clone(), ctx.clone());
         let locks = VolumeLocks::new(vfs.clone(), ctx.clone(), opts.locks.clone());
-        let auth = Authenticator::new(opts.auth.clone(), vfs, ctx, opts.subdir.as_deref());
+        let auth = Authenticator::new(opts.auth.clone(), vfs.clone(), ctx, opts.subdir.as_deref());
         let methods = if opts.read_only {
             DavMethodSet::WEBDAV_RO
         } else {
@@ -120,6 +148,7 @@ impl WebDavServer {
             .build_handler();
         WebDavServer {
             inner: Arc::new(Inner {
+                vfs,
                 handler,
                 fs,
                 locks,
@@ -130,11 +159,19 @@ impl WebDavServer {
     }
 
     /// Answer one request.
+    /// Answer one request; its latency (to the response's headers) is recorded by method.
     pub async fn handle(&self, req: Request<Incoming>) -> Result<Response<AnyBody>, Infallible> {
+        let started = std::time::Instant::now();
         let method = req.method().clone();
         let gzip = self.inner.opts.gzip && accepts_gzip(req.headers());
         let resp = self.answer(req).await;
-        Ok(finish(&method, gzip, resp))
+        let resp = finish(&method, gzip, resp);
+        self.inner
+            .vfs
+            .front_metrics()
+            .webdav
+            .observe(method_label(&method), started.elapsed());
+        Ok(resp)
     }
 
     async fn answer(&self, mut req: Request<Incoming>) -> Response<Body> {

@@ -22,6 +22,8 @@ pub struct CacheNodeArgs {
     pub meta_url: MetaUrl,
     #[command(flatten)]
     pub client: ClientArgs,
+    #[command(flatten)]
+    pub metrics: crate::metrics_endpoint::MetricsArgs,
 }
 
 pub fn run_cache_node(a: CacheNodeArgs) -> Result<()> {
@@ -57,6 +59,13 @@ async fn serve(a: CacheNodeArgs) -> Result<()> {
             me.addr
         );
     }
+    let _metrics = match crate::metrics_endpoint::start(&a.metrics, &client.vfs).await {
+        Ok(endpoint) => endpoint,
+        Err(e) => {
+            client.close().await.ok();
+            return Err(e);
+        }
+    };
     let objects = client.vfs.object_stats();
     let (group_now, objects_now) = (group.clone(), objects.clone());
     let report = tokio::spawn(async move {

@@ -29,6 +29,8 @@ pub struct GatewayArgs {
     address: Option<String>,
     #[command(flatten)]
     client: ClientArgs,
+    #[command(flatten)]
+    metrics: crate::metrics_endpoint::MetricsArgs,
     /// Serve each top-level directory as a bucket (CreateBucket makes one); without it
     /// the whole volume (or --subdir) is one bucket named after the volume
     #[arg(long)]
@@ -111,6 +113,13 @@ async fn serve(a: GatewayArgs, root: Credentials) -> Result<()> {
         bucket: client.format.name.clone(),
         owner_id: client.format.uuid.clone(),
         root_access_key: root.access_key.clone(),
+    };
+    let _metrics = match crate::metrics_endpoint::start(&a.metrics, &client.vfs).await {
+        Ok(endpoint) => endpoint,
+        Err(e) => {
+            client.close().await.ok();
+            return Err(e);
+        }
     };
     let gateway = Gateway::new(client.vfs.clone(), opts, ctx);
     let service = strata_s3::build_service(gateway, root);

@@ -15,6 +15,7 @@ mod hide_args;
 mod http_front;
 mod info_cmd;
 mod maint_cmd;
+mod metrics_endpoint;
 mod mount_cmd;
 mod objbench_cmd;
 mod progress;

@@ -23,6 +23,8 @@ pub struct MountArgs {
     /// Client options shared with `strata gateway`.
     #[command(flatten)]
     pub client: ClientArgs,
+    #[command(flatten)]
+    pub metrics: crate::metrics_endpoint::MetricsArgs,
     /// Run in the background
     #[arg(short = 'd', long)]
     background: bool,
@@ -198,7 +200,21 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         client.meta.clone(),
         client.format.clone(),
     );
-    vfs.set_config_text(config_text(&a, &format, &mountpoint, meta.session_id()));
+    let metrics = match crate::metrics_endpoint::start(&a.metrics, &vfs).await {
+        Ok(endpoint) => endpoint,
+        Err(e) => {
+            client.close().await.ok();
+            return Err(e);
+        }
+    };
+    let metrics_addr = metrics.as_ref().map(|m| m.addr.to_string());
+    vfs.set_config_text(config_text(
+        &a,
+        &format,
+        &mountpoint,
+        meta.session_id(),
+        metrics_addr.as_deref(),
+    ));
     let fuse_opts = FuseOptions {
         fs_name: fuse_flags
             .fs_name
@@ -242,11 +258,18 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
 
 /// What `.config` shows: the volume, the session and this mount's settings.
 /// Secrets never reach it: the URL's password is hidden and the format's keys removed.
-fn config_text(a: &MountArgs, format: &strata_meta::Format, mountpoint: &Path, sid: u64) -> String {
+fn config_text(
+    a: &MountArgs,
+    format: &strata_meta::Format,
+    mountpoint: &Path,
+    sid: u64,
+    metrics: Option<&str>,
+) -> String {
     let json = serde_json::json!({
         "meta_url": a.meta_url.redacted(),
         "mountpoint": mountpoint,
         "sid": sid,
+        "metrics": metrics.map(|addr| format!("http://{addr}/metrics")),
         "format": wiring::shown_format(format),
         "mount": {
             "subdir": a.client.subdir,

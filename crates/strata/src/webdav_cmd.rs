@@ -25,6 +25,8 @@ pub struct WebDavArgs {
     address: String,
     #[command(flatten)]
     client: ClientArgs,
+    #[command(flatten)]
+    metrics: crate::metrics_endpoint::MetricsArgs,
     /// Serve without asking for credentials (only without WEBDAV_USER)
     #[arg(long)]
     anonymous: bool,
@@ -130,6 +132,13 @@ async fn serve(a: WebDavArgs, auth: Auth) -> Result<()> {
             max_timeout: a.max_lock_timeout,
             ..LockOptions::for_subdir(a.client.subdir.as_deref())
         },
+    };
+    let _metrics = match crate::metrics_endpoint::start(&a.metrics, &client.vfs).await {
+        Ok(endpoint) => endpoint,
+        Err(e) => {
+            client.close().await.ok();
+            return Err(e);
+        }
     };
     let server = WebDavServer::new(client.vfs.clone(), ctx, opts);
     let stop = CancellationToken::new();

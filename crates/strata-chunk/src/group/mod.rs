@@ -9,6 +9,7 @@
 //! Membership comes from outside (the client layer reads the volume's sessions): this
 //! module only takes the current member list ([`Group::set_members`]).
 
+mod metrics;
 pub mod peer;
 pub mod ring;
 pub mod serve;

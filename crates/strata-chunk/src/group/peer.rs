@@ -35,8 +35,8 @@ pub struct PeerCounters {
     pub requests: AtomicU64,
     pub errors: AtomicU64,
     pub bytes: AtomicU64,
-    /// Sum of request latencies, microseconds.
-    pub latency_us: AtomicU64,
+    /// Latency of requests to this peer, whatever their result.
+    pub latency: strata_types::metrics::Histogram,
 }
 
 /// Timeouts of a request.
@@ -89,10 +89,7 @@ impl Peer {
         let start = Instant::now();
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
         let result = self.call_once(req, secret, t).await;
-        let micros = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
-        self.counters
-            .latency_us
-            .fetch_add(micros, Ordering::Relaxed);
+        self.counters.latency.observe(start.elapsed());
         match &result {
             Ok(reply) => {
                 let n = u64::try_from(reply.payload.len()).unwrap_or(u64::MAX);

@@ -17,7 +17,9 @@ use std::fmt;
 
 use async_trait::async_trait;
 
-pub use txn::{CacheUse, RetryPolicy, Txn, TxnError, TxnFuture, run_txn, run_txn_cached};
+pub use txn::{
+    CacheUse, RetryPolicy, Txn, TxnError, TxnFuture, render_txn_metrics, run_txn, run_txn_cached,
+};
 
 /// A key in the engine's ordered key space.
 pub type Key = Vec<u8>;

@@ -164,6 +164,18 @@ impl Daemon {
     /// Start `strata ARGS...` with `envs`, logging to `NAME.log` in the volume's
     /// directory; returns once it logs the URL it listens on.
     pub fn start(vol: &Volume, name: &str, args: &[&str], envs: &[(&str, &str)]) -> Daemon {
+        Daemon::start_until(vol, name, args, envs, "listening on http")
+    }
+
+    /// [`Daemon::start`], returning once its log holds `ready` (its URL is taken from
+    /// its log if it logged one).
+    pub fn start_until(
+        vol: &Volume,
+        name: &str,
+        args: &[&str],
+        envs: &[(&str, &str)],
+        ready: &str,
+    ) -> Daemon {
         let log = vol.dir.path().join(format!("{name}.log"));
         let file = std::fs::File::create(&log).unwrap();
         let child = Command::new(STRATA)
@@ -181,9 +193,11 @@ impl Daemon {
         let started = Instant::now();
         loop {
             let text = daemon.log_text();
-            if let Some(at) = text.find("listening on http") {
-                let rest = &text[at + "listening on ".len()..];
-                daemon.url = rest.split_whitespace().next().unwrap().to_string();
+            if text.contains(ready) {
+                if let Some(at) = text.find("listening on http") {
+                    let rest = &text[at + "listening on ".len()..];
+                    daemon.url = rest.split_whitespace().next().unwrap().to_string();
+                }
                 return daemon;
             }
             if let Ok(Some(status)) = daemon.child.try_wait() {

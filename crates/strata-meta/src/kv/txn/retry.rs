@@ -2,6 +2,7 @@
 //! backoff) and on an unavailable engine (bounded time), the read cache's speculative
 //! first attempt, and the re-check of what a failed or read-only attempt read.
 
+use super::stats::{self, Ending, Restart};
 use super::*;
 
 /// How hard [`run_txn`] tries before giving up.
@@ -87,6 +88,28 @@ pub async fn run_txn_cached<'a, T, E, F>(
     cache: Option<&'a ReadCache>,
     how: CacheUse,
     policy: &RetryPolicy,
+    body: F,
+) -> Result<T, E>
+where
+    E: TxnError,
+    F: for<'t> FnMut(&'t mut Txn<'a>) -> TxnFuture<'t, T, E>,
+{
+    let started = Instant::now();
+    let outcome = run_with_retries(engine, cache, how, policy, body).await;
+    let ending = match &outcome {
+        Ok(_) => Ending::Committed,
+        Err(e) if e.as_kv().is_some() => Ending::Failed,
+        Err(_) => Ending::Aborted,
+    };
+    stats::record_end(ending, started.elapsed());
+    outcome
+}
+
+async fn run_with_retries<'a, T, E, F>(
+    engine: &'a dyn KvEngine,
+    cache: Option<&'a ReadCache>,
+    how: CacheUse,
+    policy: &RetryPolicy,
     mut body: F,
 ) -> Result<T, E>
 where
@@ -99,7 +122,7 @@ where
         match attempt_assuming(engine, cache, &mut body).await {
             Some(Ok(v)) => return Ok(v),
             Some(Err(e)) if !e.as_kv().is_some_and(KvError::is_retryable) => return Err(e),
-            _ => {}
+            _ => stats::record_restart(Restart::StaleCache),
         }
     }
     loop {
@@ -143,6 +166,10 @@ where
                 err_text(&err)
             );
         }
+        stats::record_restart(match err.as_kv() {
+            Some(KvError::Unavailable(_)) => Restart::Unavailable,
+            _ => Restart::Conflict,
+        });
         tokio::time::sleep(policy.delay(attempt)).await;
         attempt += 1;
     }
