@@ -287,15 +287,21 @@ impl fuser::Filesystem for StrataFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let serve = |vfs: Arc<Vfs>| async move {
+        // Reads of the internal files are not logged nor counted: a reader of
+        // `.accesslog` would otherwise be fed a line for each of its own reads, forever.
+        let internal = strata_vfs::is_internal(self.vfs.from_front(ino.0));
+        let serve = move |vfs: Arc<Vfs>| async move {
             match vfs.read(fh.0, offset, size).await {
-                Ok(data) => reply.data(&data),
+                Ok(data) => {
+                    if !internal {
+                        vfs.front_metrics().count_fuse_read(data.len());
+                    }
+                    reply.data(&data)
+                }
                 Err(e) => reply.error(errno(e)),
             }
         };
-        // Reads of the internal files are not logged: a reader of `.accesslog` would
-        // otherwise be fed a line for each of its own reads, forever.
-        if strata_vfs::is_internal(self.vfs.from_front(ino.0)) {
+        if internal {
             self.rt.spawn(serve(self.vfs.clone()));
         } else {
             self.spawn(req, "read", serve);
@@ -337,7 +343,10 @@ impl fuser::Filesystem for StrataFs {
                 .write_as(fh.0, offset, &data, unprivileged.as_ref())
                 .await
             {
-                Ok(n) => reply.written(n),
+                Ok(n) => {
+                    vfs.front_metrics().count_fuse_write(data.len());
+                    reply.written(n)
+                }
                 Err(e) => reply.error(errno(e)),
             }
         });

@@ -22,10 +22,36 @@ pub struct FrontMetrics {
     pub s3: HistogramFamily,
     /// WebDAV requests, by HTTP method.
     pub webdav: HistogramFamily,
+    fuse_read_bytes: AtomicU64,
+    fuse_written_bytes: AtomicU64,
 }
 
 impl FrontMetrics {
+    /// Count bytes a FUSE read returned.
+    pub fn count_fuse_read(&self, bytes: usize) {
+        let n = u64::try_from(bytes).unwrap_or(u64::MAX);
+        self.fuse_read_bytes.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Count bytes a FUSE write took.
+    pub fn count_fuse_write(&self, bytes: usize) {
+        let n = u64::try_from(bytes).unwrap_or(u64::MAX);
+        self.fuse_written_bytes.fetch_add(n, Ordering::Relaxed);
+    }
+
     fn render(&self, e: &mut Exposition) {
+        e.single(
+            "strata_fuse_read_bytes",
+            Kind::Counter,
+            "Bytes returned by FUSE reads (internal files excluded).",
+            self.fuse_read_bytes.load(Ordering::Relaxed),
+        );
+        e.single(
+            "strata_fuse_written_bytes",
+            Kind::Counter,
+            "Bytes taken by FUSE writes.",
+            self.fuse_written_bytes.load(Ordering::Relaxed),
+        );
         e.histogram_family(
             "strata_fuse_op_duration_seconds",
             "Latency of FUSE requests by operation; its _count is the number of requests.",

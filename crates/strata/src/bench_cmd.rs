@@ -1,4 +1,5 @@
 //! Benchmarks that run on any directory (a Strata or JuiceFS mount, a local disk):
+//! `strata bench DIR`, JuiceFS's standard workload ([`crate::bench_std`]);
 //! `strata bench meta DIR`, a metadata storm — THREADS threads create, stat, then unlink
 //! FILES empty files in one fresh directory, each phase timed; and `strata bench
 //! stat-while-writing DIR`, the latency of `stat` on a file while another thread writes
@@ -12,9 +13,13 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
     #[command(subcommand)]
-    kind: BenchKind,
+    kind: Option<BenchKind>,
+    /// Without a subcommand: JuiceFS's standard workload on DIR
+    #[command(flatten)]
+    standard: crate::bench_std::StdBenchArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -51,8 +56,12 @@ struct MetaBenchArgs {
 
 pub fn run_bench(a: BenchArgs) -> Result<()> {
     match a.kind {
-        BenchKind::Meta(m) => meta_storm(&m),
-        BenchKind::StatWhileWriting(s) => stat_while_writing(&s),
+        Some(BenchKind::Meta(m)) => meta_storm(&m),
+        Some(BenchKind::StatWhileWriting(s)) => stat_while_writing(&s),
+        None => match a.standard.dir.clone() {
+            Some(dir) => crate::bench_std::run(&a.standard, &dir),
+            None => bail!("which directory? `strata bench DIR` (or `strata bench meta DIR`)"),
+        },
     }
 }
 

@@ -3,6 +3,7 @@
 //! metadata engine, format record → object store.
 
 mod bench_cmd;
+mod bench_std;
 mod cache_node_cmd;
 mod client;
 mod compact_cmd;
@@ -18,8 +19,10 @@ mod maint_cmd;
 mod metrics_endpoint;
 mod mount_cmd;
 mod objbench_cmd;
+mod profile_cmd;
 mod progress;
 mod quota_cmd;
+mod stats_cmd;
 mod trash_cmd;
 mod tree_cmd;
 mod units;
@@ -95,11 +98,18 @@ enum Command {
     Destroy(tree_cmd::DestroyArgs),
     /// Limit bytes and inodes of a directory tree, a user or a group.
     Quota(quota_cmd::QuotaArgs),
-    /// Benchmarks that run on any directory (`bench meta DIR`: a metadata storm).
+    /// Benchmarks that run on any directory: `bench DIR` (big and small files, stat: JuiceFS's
+    /// workload and flags), `bench meta DIR` (a metadata storm).
     Bench(bench_cmd::BenchArgs),
     /// Measure an object store: big objects a block at a time, small objects put, read,
     /// headed, listed and deleted, with -p requests at once (JuiceFS's objbench).
     Objbench(objbench_cmd::ObjbenchArgs),
+    /// Watch a mount live: CPU, memory, FUSE operations and throughput, metadata, block
+    /// cache and object store traffic, one row per interval (like `juicefs stats`).
+    Stats(stats_cmd::StatsArgs),
+    /// Where a mount's time goes: its access log counted by operation, uid and pid
+    /// (count, total and mean latency), live from MOUNTPOINT or replayed from a file.
+    Profile(profile_cmd::ProfileArgs),
     /// Print the version.
     Version,
 }
@@ -151,6 +161,8 @@ fn main() -> ExitCode {
         Command::Quota(a) => quota_cmd::run_quota(a),
         Command::Bench(a) => bench_cmd::run_bench(a),
         Command::Objbench(a) => objbench_cmd::run_objbench(a),
+        Command::Stats(a) => stats_cmd::run_stats(a),
+        Command::Profile(a) => profile_cmd::run_profile(a),
         Command::Version => {
             println!("strata {}", env!("CARGO_PKG_VERSION"));
             Ok(())
