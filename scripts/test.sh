@@ -21,6 +21,8 @@ command -v git >/dev/null 2>&1 || need_apt+=(git)
 command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
 command -v setcap >/dev/null 2>&1 || need_apt+=(libcap2-bin)
 command -v strace >/dev/null 2>&1 || need_apt+=(strace)
+# `strata debug` takes a thread dump with gdb.
+command -v gdb >/dev/null 2>&1 || need_apt+=(gdb)
 # Metadata engines the conformance and multi-client tests run against; protoc for etcd-client.
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)

@@ -110,6 +110,10 @@ pub struct ConfigArgs {
 pub struct StatusArgs {
     /// Metadata engine URL
     meta_url: MetaUrl,
+    /// Show one session in detail: its client, the inodes it keeps alive (open after
+    /// their last unlink) and those it holds locks on
+    #[arg(long, value_name = "SID")]
+    session: Option<u64>,
 }
 
 pub fn run_format(a: FormatArgs) -> Result<()> {
@@ -192,6 +196,9 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
     let rt = wiring::runtime()?;
     rt.block_on(async {
         let (meta, format) = wiring::load_meta(&a.meta_url).await?;
+        if let Some(sid) = a.session {
+            return show_session(&meta, sid).await;
+        }
         let shown = wiring::shown_format(&format);
         let sessions = meta.list_sessions().await.map_err(|e| anyhow::anyhow!("{e}"))?;
         let out = serde_json::json!({ "setting": shown, "sessions": sessions.iter().map(|s| serde_json::json!({
@@ -201,6 +208,28 @@ pub fn run_status(a: StatusArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&out)?);
         Ok(())
     })
+}
+
+/// `strata status --session SID`.
+async fn show_session(meta: &strata_meta::Meta, sid: u64) -> Result<()> {
+    let Some(d) = meta
+        .session_detail(sid)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+    else {
+        bail!("no session {sid} (`strata status META-URL` lists them)");
+    };
+    let s = &d.info;
+    let inos = |v: &[strata_types::Ino]| v.iter().map(|i| i.0).collect::<Vec<_>>();
+    let out = serde_json::json!({
+        "sid": s.sid, "host": s.host, "pid": s.pid, "mount_point": s.mount_point,
+        "version": s.version, "started_at_ns": s.started_at, "expires_at_ns": s.expires_at,
+        "cache_group": s.cache_group,
+        "sustained_inodes": inos(&d.sustained),
+        "locked_inodes": inos(&d.locked),
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
 }
 
 /// `strata config`: show the settings, or change the mutable ones given as flags.

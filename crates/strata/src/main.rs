@@ -8,6 +8,7 @@ mod cache_node_cmd;
 mod client;
 mod compact_cmd;
 mod control;
+mod debug_cmd;
 mod dump_cmd;
 mod format_cmd;
 mod gateway_cmd;
@@ -45,6 +46,12 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log more: Strata's debug lines (RUST_LOG, when set, decides instead)
+    #[arg(short, long, global = true)]
+    verbose: bool,
+    /// Log errors only, draw no progress bars
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -110,6 +117,9 @@ enum Command {
     /// Where a mount's time goes: its access log counted by operation, uid and pid
     /// (count, total and mean latency), live from MOUNTPOINT or replayed from a file.
     Profile(profile_cmd::ProfileArgs),
+    /// Collect a mount's config, stats, log, thread dump and environment into one archive
+    /// for a bug report (secrets removed).
+    Debug(debug_cmd::DebugArgs),
     /// Print the version.
     Version,
 }
@@ -137,6 +147,14 @@ fn main() -> ExitCode {
     hide_args::hide_secrets_from_ps();
     limit_malloc_arenas();
     let cli = Cli::parse();
+    wiring::set_verbosity(cli.verbose, cli.quiet);
+    if !matches!(
+        cli.command,
+        Command::Mount(_) | Command::Gateway(_) | Command::Webdav(_) | Command::CacheNode(_)
+    ) {
+        // Servers choose their own default; other commands show warnings and errors.
+        wiring::init_logging("warn");
+    }
     let outcome = match cli.command {
         Command::Format(a) => format_cmd::run_format(a),
         Command::Mount(a) => mount_cmd::run_mount(*a),
@@ -163,6 +181,7 @@ fn main() -> ExitCode {
         Command::Objbench(a) => objbench_cmd::run_objbench(a),
         Command::Stats(a) => stats_cmd::run_stats(a),
         Command::Profile(a) => profile_cmd::run_profile(a),
+        Command::Debug(a) => debug_cmd::run_debug(a),
         Command::Version => {
             println!("strata {}", env!("CARGO_PKG_VERSION"));
             Ok(())

@@ -146,10 +146,15 @@ fn daemonize(a: &MountArgs) -> Result<()> {
     }
     let file = wiring::open_private_file(&log, true)
         .with_context(|| format!("log file {}", log.display()))?;
-    let args: Vec<std::ffi::OsString> = std::env::args_os()
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os()
         .skip(1)
         .filter(|x| x != "-d" && x != "--background")
         .collect();
+    // The background process names its log in `.config` (for `strata debug`).
+    if a.log.is_none() {
+        args.push("--log".into());
+        args.push(log.clone().into_os_string());
+    }
     let exe = std::env::current_exe()?;
     let mut cmd = std::process::Command::new(exe);
     cmd.args(&args)
@@ -180,6 +185,7 @@ fn daemonize(a: &MountArgs) -> Result<()> {
 }
 
 async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
+    tracing::debug!("mount arguments: {a:?}");
     let fuse_flags = parse_fuse_options(&a.options)?;
     let read_only = a.read_only || fuse_flags.read_only;
     let mountpoint = std::fs::canonicalize(&a.mountpoint)?;
@@ -256,6 +262,14 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
     Ok(())
 }
 
+impl MountArgs {
+    /// Where a background mount logs (`None` in the foreground: to stderr). The
+    /// background process is started with `--log` always (`daemonize`).
+    fn background_log(&self) -> Option<PathBuf> {
+        self.log.clone()
+    }
+}
+
 /// What `.config` shows: the volume, the session and this mount's settings.
 /// Secrets never reach it: the URL's password is hidden and the format's keys removed.
 fn config_text(
@@ -269,6 +283,8 @@ fn config_text(
         "meta_url": a.meta_url.redacted(),
         "mountpoint": mountpoint,
         "sid": sid,
+        "pid": std::process::id(),
+        "log": a.background_log(),
         "metrics": metrics.map(|addr| format!("http://{addr}/metrics")),
         "format": wiring::shown_format(format),
         "mount": {

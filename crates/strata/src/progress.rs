@@ -20,7 +20,11 @@ impl ProgressView {
     pub fn start(progress: Arc<Progress>) -> ProgressView {
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
-        let thread = std::thread::spawn(move || draw(&progress, &stopping));
+        let thread = std::thread::spawn(move || {
+            if !crate::wiring::quiet() {
+                draw(&progress, &stopping)
+            }
+        });
         ProgressView {
             stop,
             thread: Some(thread),

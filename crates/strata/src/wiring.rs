@@ -4,6 +4,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI8, Ordering};
 
 use anyhow::{Context, Result};
 use strata_chunk::ChunkStore;
@@ -75,13 +76,44 @@ impl AdminVolume {
 
 /// Log to stderr at `default_filter` (`RUST_LOG` overrides it).
 pub fn init_logging(default_filter: &str) {
-    tracing_subscriber::fmt()
+    use std::io::IsTerminal;
+    let filter = match VERBOSITY.load(Ordering::Relaxed) {
+        v if v > 0 => VERBOSE_FILTER,
+        v if v < 0 => "error",
+        _ => default_filter,
+    };
+    // A second call (a command that sets up its own default) keeps the first.
+    let _ = tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| default_filter.into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| filter.into()),
         )
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
-        .init();
+        .try_init();
+}
+
+/// What `-v` logs: Strata's own debug lines, everyone else's from info up.
+const VERBOSE_FILTER: &str = "info,strata=debug,strata_client=debug,strata_vfs=debug,\
+    strata_meta=debug,strata_chunk=debug,strata_object=debug,strata_fuse=debug,\
+    strata_s3=debug,strata_webdav=debug,strata_http=debug,strata_meta_redis=debug,\
+    strata_meta_postgres=debug,strata_meta_etcd=debug";
+
+/// -1 for `-q`, 1 for `-v`, 0 for neither.
+static VERBOSITY: AtomicI8 = AtomicI8::new(0);
+
+/// Record the global `-v`/`-q` flags (before logging starts).
+pub fn set_verbosity(verbose: bool, quiet: bool) {
+    let v = match (verbose, quiet) {
+        (true, _) => 1,
+        (false, true) => -1,
+        _ => 0,
+    };
+    VERBOSITY.store(v, Ordering::Relaxed);
+}
+
+/// Whether `-q` asked for errors only (no progress bars, no notices).
+pub fn quiet() -> bool {
+    VERBOSITY.load(Ordering::Relaxed) < 0
 }
 
 /// A multi-threaded runtime for a command.

@@ -178,3 +178,138 @@ fn bench_runs_the_standard_workload_and_cleans_up() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("which directory?"));
 }
+
+/// `.config` of a mount, as JSON.
+fn config_of(mnt: &Mount) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(mnt.path.join(".config")).unwrap()).unwrap()
+}
+
+#[test]
+fn debug_collects_one_archive_without_secrets() {
+    let vol = Volume::new();
+    let path = vol.dir.path().join("m");
+    std::fs::create_dir_all(&path).unwrap();
+    let log = vol.dir.path().join("m.log");
+    run(Command::new(STRATA)
+        .args(["mount", &vol.meta_url])
+        .arg(&path)
+        .args(["-d", "--log"])
+        .arg(&log)
+        .env("META_PASSWORD", "pw-never-in-archive-1")
+        .env("AWS_SECRET_ACCESS_KEY", "key-never-in-archive-2")
+        .env("STRATA_TEST_PLAIN", "plain-value-3"));
+    let mnt = Mount { path, log };
+    sh(&mnt.path, "echo hello > f");
+    let out_dir = vol.dir.path().join("reports");
+    std::fs::create_dir(&out_dir).unwrap();
+    let out = run(Command::new(STRATA)
+        .arg("debug")
+        .arg(&mnt.path)
+        .arg("--out-dir")
+        .arg(&out_dir)
+        .args(["--stats-interval", "100ms"]));
+    let archive = std::path::PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&archive).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{}", archive.display());
+    let unpacked = vol.dir.path().join("unpacked");
+    std::fs::create_dir(&unpacked).unwrap();
+    run(Command::new("tar")
+        .arg("xzf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(&unpacked));
+    let dir = std::fs::read_dir(&unpacked)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&read("config.json")).unwrap()["pid"],
+        config_of(&mnt)["pid"]
+    );
+    assert!(read("stats-2.txt").contains("strata_fuse_op_duration_seconds"));
+    assert!(
+        read("log.txt").contains("mounted volume"),
+        "{}",
+        read("log.txt")
+    );
+    let threads = read("threads.txt");
+    assert!(threads.contains("fuser"), "{threads}");
+    assert!(
+        threads.contains("Thread 1"),
+        "no gdb backtraces:\n{threads}"
+    );
+    assert!(read("environment.txt").contains("STRATA_TEST_PLAIN=plain-value-3"));
+    assert!(read("environment.txt").contains("AWS_SECRET_ACCESS_KEY=****"));
+    assert!(read("host.txt").contains("MemTotal"));
+    assert!(read("mount.txt").contains("fuse"));
+    // No secret anywhere, in the archive's files or in the compressed archive itself.
+    let leaked = Command::new("grep")
+        .args([
+            "-r",
+            "-l",
+            "-e",
+            "pw-never-in-archive",
+            "-e",
+            "key-never-in-archive",
+        ])
+        .arg(&unpacked)
+        .output()
+        .unwrap();
+    assert!(
+        leaked.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&leaked.stdout)
+    );
+    assert_eq!(
+        leaked.status.code(),
+        Some(1),
+        "grep found something or failed"
+    );
+}
+
+#[test]
+fn status_shows_one_session_with_what_it_holds() {
+    let vol = Volume::new();
+    let mnt = vol.mount("m");
+    let sid = config_of(&mnt)["sid"].as_u64().unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let kept = std::fs::File::create(mnt.path.join("kept")).unwrap();
+    let kept_ino = kept.metadata().unwrap().ino();
+    std::fs::remove_file(mnt.path.join("kept")).unwrap();
+    let locked = std::fs::File::create(mnt.path.join("locked")).unwrap();
+    let locked_ino = locked.metadata().unwrap().ino();
+    let _lock = nix::fcntl::Flock::lock(locked, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| e)
+        .unwrap();
+    let out =
+        run(Command::new(STRATA).args(["status", &vol.meta_url, "--session", &sid.to_string()]));
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["sid"], sid);
+    assert_eq!(shown["mount_point"], mnt.path.to_str().unwrap());
+    assert_eq!(shown["sustained_inodes"], serde_json::json!([kept_ino]));
+    assert_eq!(shown["locked_inodes"], serde_json::json!([locked_ino]));
+    drop(kept);
+    let out = Command::new(STRATA)
+        .args(["status", &vol.meta_url, "--session", "99999"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no session 99999"));
+}
+
+#[test]
+fn verbose_and_quiet_change_what_a_mount_logs() {
+    let vol = Volume::new();
+    let loud = vol.mount_with("loud", &["-v"]);
+    let quiet = vol.mount_with("quiet", &["--quiet"]);
+    sh(&loud.path, "ls");
+    sh(&quiet.path, "ls");
+    assert!(loud.log().contains("DEBUG"), "{}", loud.log());
+    assert!(loud.log().contains("mount arguments"), "{}", loud.log());
+    assert!(!quiet.log().contains("INFO"), "{}", quiet.log());
+    assert!(!quiet.log().contains("mounted volume"), "{}", quiet.log());
+}

@@ -9,7 +9,7 @@ use super::Meta;
 use super::session::index_session_lock;
 use crate::error::{MetaError, Result, posix};
 use crate::keys;
-use crate::kv::{Txn, prefix_end};
+use crate::kv::Txn;
 
 /// Kind of a lock request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -333,21 +333,7 @@ impl Meta {
 /// Release every lock held by session `sid`.
 pub(crate) async fn release_session_locks(meta: &Meta, sid: u64) -> Result<()> {
     let inos = meta
-        .txn(|tx| {
-            Box::pin(async move {
-                let prefix = keys::session_lock_prefix(sid);
-                let rows = tx
-                    .scan(&prefix, &prefix_end(&prefix), usize::MAX, false)
-                    .await?;
-                rows.iter()
-                    .map(|(k, _)| {
-                        keys::be_u64(k, 10)
-                            .map(Ino)
-                            .ok_or_else(|| MetaError::corrupt(k, "short key"))
-                    })
-                    .collect::<Result<Vec<_>>>()
-            })
-        })
+        .session_inodes(keys::session_lock_prefix(sid), usize::MAX)
         .await?;
     for ino in inos {
         meta.txn(|tx| {

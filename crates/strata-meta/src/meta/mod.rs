@@ -43,7 +43,7 @@ pub use namespace::{DirEntry, Entry};
 pub use quota::{Quota, QuotaTarget};
 pub use rename::RenameFlags;
 pub use scan::{ChunkRecord, ScanCursor};
-pub use session::{Opened, SessionInfo};
+pub use session::{Opened, SessionDetail, SessionInfo};
 pub use trash::{RestoreOutcome, TrashEntry, days_from_civil, parse_hour_name};
 pub use xattr::{XattrFlags, absent_xattr_is_enodata};
 

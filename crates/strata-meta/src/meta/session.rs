@@ -13,7 +13,7 @@ use super::{Ctx, Meta, NEXT_SESSION, get_inode, now_ns};
 use crate::codec;
 use crate::error::{MetaError, Result, posix};
 use crate::keys;
-use crate::kv::{Txn, prefix_end};
+use crate::kv::{Key, Txn, prefix_end};
 
 /// What a session says about itself (stored as JSON under `SI sid`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,6 +32,16 @@ pub struct SessionInfo {
     /// The cache group this client is in, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_group: Option<super::GroupMember>,
+}
+
+/// A session with what it holds (`Meta::session_detail`).
+#[derive(Clone, Debug)]
+pub struct SessionDetail {
+    pub info: SessionInfo,
+    /// Inodes unlinked while open here: kept until this session closes them.
+    pub sustained: Vec<Ino>,
+    /// Inodes this session holds flocks or POSIX locks on.
+    pub locked: Vec<Ino>,
 }
 
 /// Open-flag bits that matter for access checks.
@@ -188,9 +198,15 @@ impl Meta {
     }
 
     async fn sustained_inodes(&self, sid: u64, limit: usize) -> Result<Vec<Ino>> {
+        self.session_inodes(keys::sustained_prefix(sid), limit)
+            .await
+    }
+
+    /// Inodes of a session's records under `prefix` (sustained, locked), up to `limit`.
+    pub(crate) async fn session_inodes(&self, prefix: Key, limit: usize) -> Result<Vec<Ino>> {
         self.txn(|tx| {
+            let prefix = prefix.clone();
             Box::pin(async move {
-                let prefix = keys::sustained_prefix(sid);
                 let rows = tx.scan(&prefix, &prefix_end(&prefix), limit, false).await?;
                 rows.iter()
                     .map(|(k, _)| {
@@ -202,6 +218,31 @@ impl Meta {
             })
         })
         .await
+    }
+
+    /// One session in detail (`strata status --session`): its record, the inodes it
+    /// keeps alive (open after their last unlink) and those it holds locks on. `None` if
+    /// there is no such session.
+    pub async fn session_detail(&self, sid: u64) -> Result<Option<SessionDetail>> {
+        let Some(info) = self
+            .list_sessions()
+            .await?
+            .into_iter()
+            .find(|s| s.sid == sid)
+        else {
+            return Ok(None);
+        };
+        let sustained = self
+            .session_inodes(keys::sustained_prefix(sid), usize::MAX)
+            .await?;
+        let locked = self
+            .session_inodes(keys::session_lock_prefix(sid), usize::MAX)
+            .await?;
+        Ok(Some(SessionDetail {
+            info,
+            sustained,
+            locked,
+        }))
     }
 
     /// Open `ino` with `open(2)` flags: checks access and counts the open.
