@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use strata_chunk::ChunkStore;
@@ -12,12 +13,14 @@ use strata_chunk::cache::memory::MemoryCache;
 use strata_chunk::cache::{BlockCache, NoCache};
 use strata_chunk::reader::ChunkOptions;
 use strata_meta::{Ctx, Format, GroupMember, Meta, MetaOptions, SessionInfo};
+use strata_object::ObjectStore;
 use strata_object::compress::Codec;
 use strata_object::fault::{FaultPlan, Faulty};
 use strata_object::limit::Limits;
 use strata_object::prefix::Prefixed;
 use strata_object::retry::RetryPolicy;
 use strata_object::stack::{StackOptions, build};
+use strata_object::writeback::{AwaitLanding, Writeback, WritebackOptions};
 use strata_types::{Ino, MetaUrl};
 use strata_vfs::{BackgroundJobs, Vfs, VfsOptions};
 
@@ -74,6 +77,12 @@ pub struct ClientOptions {
     pub open_cache: Duration,
     /// The cache group to join, if any.
     pub cache_group: Option<GroupOptions>,
+    /// Stage writes on the local cache disk and upload them in the background.
+    pub writeback: bool,
+    /// How long a staged block waits before its upload starts.
+    pub upload_delay: Duration,
+    /// Most bytes staged at once (beyond: straight to the object store).
+    pub staging_size: u64,
 }
 
 impl Default for ClientOptions {
@@ -100,6 +109,9 @@ impl Default for ClientOptions {
             meta_cache: true,
             open_cache: Duration::ZERO,
             cache_group: None,
+            writeback: false,
+            upload_delay: Duration::ZERO,
+            staging_size: 10 << 30,
         }
     }
 }
@@ -113,6 +125,10 @@ pub struct Client {
     jobs: BackgroundJobs,
     /// Stops the cache group's server and membership refresh when dropped.
     group_stop: DropGuard,
+    /// Stops the writeback uploaders and the watch on other writers when dropped.
+    background_stop: DropGuard,
+    /// The staging area, with `--writeback`.
+    writeback: Option<Arc<Writeback>>,
 }
 
 impl Client {
@@ -138,6 +154,21 @@ impl Client {
         let raw: Arc<dyn strata_object::ObjectStore> =
             Arc::new(Prefixed::new(backend.clone(), &format.name));
         let (store, object_stats) = build(backend, &stack_options(o, &format)?);
+        let writers_staging = Arc::new(AtomicBool::new(false));
+        let store: Arc<dyn ObjectStore> = Arc::new(AwaitLanding::new(
+            store,
+            writers_staging.clone(),
+            STAGED_WAIT,
+        ));
+        let background_stop = CancellationToken::new();
+        let writeback = match o.writeback {
+            true => Some(open_writeback(o, &format, store.clone(), &background_stop).await?),
+            false => None,
+        };
+        let store: Arc<dyn ObjectStore> = match &writeback {
+            Some(wb) => wb.clone(),
+            None => store,
+        };
         let chunk_opts = ChunkOptions {
             block_size: format.block_size_kib << 10,
             buffer_size: o.buffer_size,
@@ -152,7 +183,7 @@ impl Client {
             None => None,
         };
         let group_record = joining.as_ref().map(|j| j.record.clone());
-        meta.new_session(session_info(label, group_record))
+        meta.new_session(session_info(label, group_record, o.writeback))
             .await
             .map_err(|source| OpenError::Meta {
                 context: "cannot register session".into(),
@@ -173,6 +204,15 @@ impl Client {
         }
         let vfs = Arc::new(Vfs::new(meta.clone(), chunks, vfs_opts));
         vfs.set_object_stats(object_stats);
+        if let Some(wb) = &writeback {
+            vfs.set_writeback(wb.clone());
+        }
+        watch_writers(
+            meta.clone(),
+            writers_staging,
+            o.heartbeat.max(Duration::from_secs(1)),
+            background_stop.clone(),
+        );
         let jobs = BackgroundJobs::start(
             vfs.clone(),
             o.heartbeat.max(Duration::from_secs(1)),
@@ -188,6 +228,8 @@ impl Client {
             vfs,
             jobs,
             group_stop: group_stop.drop_guard(),
+            background_stop: background_stop.drop_guard(),
+            writeback,
         })
     }
 
@@ -206,6 +248,17 @@ impl Client {
         }
         if let Err(e) = self.vfs.sync().await {
             tracing::warn!("syncing: errno {e}");
+        }
+        drop(self.background_stop);
+        if let Some(wb) = &self.writeback {
+            let (blocks, bytes) = wb.staged();
+            if blocks > 0 {
+                tracing::info!(
+                    "writeback: {blocks} blocks ({bytes} bytes) stay staged; the next start \
+                     of a client with this cache directory uploads them \
+                     (`strata umount --flush` waits for them instead)"
+                );
+            }
         }
         flushed
     }
@@ -231,7 +284,7 @@ fn stack_options(o: &ClientOptions, format: &Format) -> Result<StackOptions> {
     })
 }
 
-fn session_info(label: &str, cache_group: Option<GroupMember>) -> SessionInfo {
+fn session_info(label: &str, cache_group: Option<GroupMember>, writeback: bool) -> SessionInfo {
     SessionInfo {
         host: nix::unistd::gethostname()
             .map(|h| h.to_string_lossy().into_owned())
@@ -241,6 +294,7 @@ fn session_info(label: &str, cache_group: Option<GroupMember>) -> SessionInfo {
         version: env!("CARGO_PKG_VERSION").into(),
         started_at: strata_meta::now_ns(),
         cache_group,
+        writeback,
         ..SessionInfo::default()
     }
 }
@@ -297,6 +351,61 @@ pub async fn resolve_subdir(meta: &Meta, subdir: Option<&str>) -> Result<Ino> {
         ino = entry.ino;
     }
     Ok(ino)
+}
+
+/// How long a read waits for a block another client staged (`--writeback`) to land.
+pub const STAGED_WAIT: Duration = Duration::from_secs(60);
+
+/// The staging area under the first cache directory (`CACHE/UUID/staging`), its
+/// uploaders started.
+async fn open_writeback(
+    o: &ClientOptions,
+    format: &Format,
+    remote: Arc<dyn ObjectStore>,
+    stop: &CancellationToken,
+) -> Result<Arc<Writeback>> {
+    let dirs = o
+        .cache_dir
+        .clone()
+        .unwrap_or_else(|| home_path("cache").to_string_lossy().into_owned());
+    let first = dirs.split(':').find(|d| !d.is_empty()).unwrap_or_default();
+    if first == "memory" || first.is_empty() {
+        return Err(OpenError::Writeback(
+            "--writeback stages blocks on disk: give --cache-dir a directory".into(),
+        ));
+    }
+    let opts = WritebackOptions {
+        dir: Path::new(first).join(&format.uuid).join("staging"),
+        max_bytes: o.staging_size,
+        upload_delay: o.upload_delay,
+        uploaders: o.max_uploads.max(1),
+    };
+    let wb = Writeback::open(opts, remote)
+        .await
+        .map_err(|e| OpenError::Writeback(e.to_string()))?;
+    wb.start(stop.clone());
+    Ok(wb)
+}
+
+/// Keep `flag` telling whether another client of the volume writes back (checked every
+/// `every`), so reads of its blocks wait for them to land.
+fn watch_writers(meta: Arc<Meta>, flag: Arc<AtomicBool>, every: Duration, stop: CancellationToken) {
+    tokio::spawn(async move {
+        loop {
+            match meta.list_sessions().await {
+                Ok(sessions) => {
+                    let me = meta.session_id();
+                    let any = sessions.iter().any(|s| s.writeback && s.sid != me);
+                    flag.store(any, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(e) => tracing::debug!("listing sessions for writeback clients: {e}"),
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(every) => {}
+            }
+        }
+    });
 }
 
 /// The block cache of a client. A disk cache on the same device as a local-directory

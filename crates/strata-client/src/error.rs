@@ -53,6 +53,9 @@ pub enum OpenError {
     /// The cache group cannot be joined.
     #[error("cache group {group}: {reason}")]
     Group { group: String, reason: String },
+    /// The writeback staging area cannot be used.
+    #[error("writeback: {0}")]
+    Writeback(String),
     /// `subdir` does not name a directory of the volume.
     #[error("--subdir {subdir}: {reason}")]
     Subdir { subdir: String, reason: String },

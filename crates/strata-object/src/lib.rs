@@ -21,6 +21,7 @@ pub mod metered;
 pub mod prefix;
 pub mod retry;
 pub mod stack;
+pub mod writeback;
 
 use std::fmt;
 use std::ops::Range;

@@ -82,9 +82,10 @@ impl From<SdkError> for PyErr {
                     OpenError::Engine { .. } | OpenError::Bucket { .. } => {
                         PyConnectionError::new_err(text)
                     }
-                    OpenError::Meta { .. } | OpenError::Cache(_) | OpenError::Group { .. } => {
-                        PyOSError::new_err(text)
-                    }
+                    OpenError::Meta { .. }
+                    | OpenError::Cache(_)
+                    | OpenError::Group { .. }
+                    | OpenError::Writeback(_) => PyOSError::new_err(text),
                 }
             }
             SdkError::Closed(what) => {

@@ -67,6 +67,9 @@ pub enum ControlOp {
         #[serde(flatten)]
         spec: crate::control_warmup::WarmSpec,
     },
+    /// Commit every buffered write, then upload every staged block (`--writeback`),
+    /// waiting at most `timeout_secs` (`strata umount --flush`).
+    Flush { timeout_secs: u64 },
 }
 
 /// A reply line.
@@ -107,6 +110,10 @@ pub enum ControlResult {
         skipped_files: u64,
     },
     Warmed(crate::control_warmup::WarmReport),
+    /// Everything is committed and uploaded; `blocks` were staged when the flush began.
+    Flushed {
+        blocks: u64,
+    },
 }
 
 /// One open `.control`.
@@ -280,6 +287,7 @@ impl Vfs {
                 self.control_compact(&job, front(ino), threads).await
             }
             ControlOp::Warmup { ino, spec } => self.control_warmup(&job, front(ino), &spec).await,
+            ControlOp::Flush { timeout_secs } => self.control_flush(timeout_secs).await,
         }
     }
 }

@@ -281,3 +281,39 @@ impl Vfs {
         Ok((targets, skipped))
     }
 }
+
+impl Vfs {
+    /// `.control`'s flush: commit every buffered write, make it durable, then wait until
+    /// every staged block (`--writeback`) is in the object store.
+    pub(crate) async fn control_flush(
+        &self,
+        timeout_secs: u64,
+    ) -> std::result::Result<ControlResult, (Errno, String)> {
+        self.flush_all().await.map_err(|e| {
+            (
+                e,
+                "committing buffered writes failed (see the mount's log)".into(),
+            )
+        })?;
+        self.sync().await.map_err(|e| {
+            (
+                e,
+                "syncing staged blocks failed (see the mount's log)".into(),
+            )
+        })?;
+        let Some(wb) = self.writeback() else {
+            return Ok(ControlResult::Flushed { blocks: 0 });
+        };
+        let blocks = u64::try_from(wb.staged().0).unwrap_or(u64::MAX);
+        wb.flush(std::time::Duration::from_secs(timeout_secs))
+            .await
+            .map_err(|e| {
+                let (left, _) = wb.staged();
+                (
+                    Errno::EIO,
+                    format!("{left} staged blocks not uploaded yet: {e}"),
+                )
+            })?;
+        Ok(ControlResult::Flushed { blocks })
+    }
+}

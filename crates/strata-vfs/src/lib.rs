@@ -133,6 +133,8 @@ pub struct Vfs {
     xattr_free: xattrhint::XattrFreeInodes,
     /// Latency of the front ends' operations.
     front_metrics: metrics::FrontMetrics,
+    /// The staging area of `--writeback`, if on.
+    writeback: Mutex<Option<Arc<strata_object::writeback::Writeback>>>,
 }
 
 /// How the front end makes the kernel forget a cached entry: called with the parent as
@@ -175,6 +177,7 @@ impl Vfs {
             controls: Mutex::default(),
             entry_invalidator: Mutex::default(),
             front_metrics: metrics::FrontMetrics::default(),
+            writeback: Mutex::default(),
         }
     }
 

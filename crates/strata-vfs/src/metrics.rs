@@ -5,6 +5,7 @@
 //! module only renders them, plus the latency of each front end's operations
 //! ([`FrontMetrics`], recorded by the front ends) and the process's CPU and memory.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -79,6 +80,17 @@ impl Vfs {
         &self.front_metrics
     }
 
+    /// Stage writes through `wb` (`--writeback`): its counters join the metrics and
+    /// `.control`'s flush waits for it.
+    pub fn set_writeback(&self, wb: Arc<strata_object::writeback::Writeback>) {
+        *self.writeback.lock() = Some(wb);
+    }
+
+    /// The staging area, with `--writeback`.
+    pub fn writeback(&self) -> Option<Arc<strata_object::writeback::Writeback>> {
+        self.writeback.lock().clone()
+    }
+
     /// Every metric of this client and its process, in the Prometheus text format.
     pub fn metrics_text(&self) -> String {
         let mut e = Exposition::new();
@@ -89,6 +101,9 @@ impl Vfs {
             stats.render(&mut e);
         }
         strata_meta::render_txn_metrics(&mut e);
+        if let Some(wb) = self.writeback() {
+            wb.render_metrics(&mut e);
+        }
         if let Some(group) = self.chunks.group() {
             group.render_metrics(&mut e);
         }

@@ -106,6 +106,19 @@ pub struct ClientArgs {
     /// instead (and the peer is passed over for a while): 500ms, 2s, ...
     #[arg(long, default_value = "500ms", value_parser = units::parse_duration)]
     pub group_timeout: Duration,
+    /// Return from close and fsync once blocks are staged on the local cache disk
+    /// (fsynced there on fsync) and upload them in the background, oldest first; a restart
+    /// uploads what was left. Other clients reading a block not uploaded yet wait for it
+    #[arg(long)]
+    pub writeback: bool,
+    /// With --writeback: how long a staged block waits before its upload starts
+    /// (blocks deleted meanwhile are never uploaded): 0s, 10s, 5m, ...
+    #[arg(long, default_value = "0s", value_parser = units::parse_duration)]
+    pub upload_delay: Duration,
+    /// With --writeback: most bytes staged at once; beyond it writes go straight to the
+    /// object store (a plain number is MiB)
+    #[arg(long, default_value = "10G", value_parser = units::mib)]
+    pub staging_size: u64,
 }
 
 impl ClientArgs {
@@ -138,6 +151,9 @@ impl ClientArgs {
                 no_sharing: self.no_sharing,
                 ack_timeout: self.group_timeout,
             }),
+            writeback: self.writeback,
+            upload_delay: self.upload_delay,
+            staging_size: self.staging_size,
         }
     }
 }

@@ -133,6 +133,21 @@ pub fn run_gc(a: GcArgs) -> Result<()> {
     })
 }
 
+/// Blocks a `--writeback` client staged are not in the object store until it uploads
+/// them: name those clients, so "missing" blocks are not taken for lost ones.
+async fn note_writeback_clients(meta: &strata_meta::Meta) {
+    let Ok(sessions) = meta.list_sessions().await else {
+        return;
+    };
+    for s in sessions.iter().filter(|s| s.writeback) {
+        println!(
+            "note: session {} ({} on {}, pid {}) writes back: blocks it has not uploaded yet \
+             show as missing; run fsck again after `strata umount --flush` there",
+            s.sid, s.mount_point, s.host, s.pid
+        );
+    }
+}
+
 pub fn run_fsck(a: FsckArgs) -> Result<()> {
     let rt = wiring::runtime()?;
     rt.block_on(async {
@@ -188,6 +203,9 @@ pub fn run_fsck(a: FsckArgs) -> Result<()> {
             println!("volume is clean");
             Ok(())
         } else {
+            if !r.broken_files.is_empty() {
+                note_writeback_clients(&volume.meta).await;
+            }
             bail!(
                 "{} broken files, {} namespace problems ({} repaired)",
                 r.broken_files.len(),

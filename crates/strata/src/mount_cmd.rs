@@ -88,6 +88,13 @@ pub struct UmountArgs {
     /// Force (lazy) unmount even if busy
     #[arg(long)]
     force: bool,
+    /// First commit buffered writes and upload every staged block (--writeback), then
+    /// unmount
+    #[arg(long)]
+    flush: bool,
+    /// With --flush: how long to wait for the uploads before giving up (the mount stays)
+    #[arg(long, default_value = "1h", value_parser = units::parse_duration)]
+    flush_timeout: Duration,
 }
 
 fn parse_atime_mode(text: &str) -> Result<AtimeMode, String> {
@@ -338,6 +345,9 @@ pub fn run_umount(a: UmountArgs) -> Result<()> {
     if !is_mounted(&a.mountpoint) {
         bail!("{} is not mounted", a.mountpoint.display());
     }
+    if a.flush {
+        flush_staged(&a)?;
+    }
     let flags = if a.force {
         nix::mount::MntFlags::MNT_DETACH
     } else {
@@ -359,6 +369,23 @@ pub fn run_umount(a: UmountArgs) -> Result<()> {
             }
         }
         Err(e) => bail!("cannot unmount {}: {e}", a.mountpoint.display()),
+    }
+}
+
+/// `umount --flush`: ask the mount to commit and upload everything, and wait.
+fn flush_staged(a: &UmountArgs) -> Result<()> {
+    let mount = crate::control::mount_of(&a.mountpoint)?;
+    let op = strata_vfs::control::ControlOp::Flush {
+        timeout_secs: a.flush_timeout.as_secs().max(1),
+    };
+    match crate::control::request(&mount, op)? {
+        strata_vfs::control::ControlResult::Flushed { blocks } => {
+            if blocks > 0 {
+                println!("uploaded {blocks} staged blocks");
+            }
+            Ok(())
+        }
+        other => bail!("unexpected answer from the mount: {other:?}"),
     }
 }
 

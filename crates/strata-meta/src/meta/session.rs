@@ -32,6 +32,10 @@ pub struct SessionInfo {
     /// The cache group this client is in, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_group: Option<super::GroupMember>,
+    /// The client stages writes locally (`--writeback`): other clients wait for its
+    /// blocks to land rather than failing at once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub writeback: bool,
 }
 
 /// A session with what it holds (`Meta::session_detail`).

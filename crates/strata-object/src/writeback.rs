@@ -1,0 +1,744 @@
+//! Writeback (`mount --writeback`): puts land in a staging directory on the local disk
+//! and return; background uploaders copy them to the object store in the order they were
+//! staged (FIFO, so no block waits behind newer ones) after `upload_delay`, and delete the
+//! staged copy once the store has it. A failed upload stays staged and is retried with
+//! backoff (the object store may be down for a while); nothing is dropped.
+//!
+//! Durability: the staging directory is a local bucket ([`crate::backend::Backend::local`]),
+//! so a put is written and renamed into place, and [`ObjectStore::sync`] — which `fsync`
+//! and the metadata engine's sync call — `fsync`s every staged file and the directories
+//! naming them before returning. A restart finds the staged files and uploads them
+//! (after `kill -9`, and after a machine crash for what was synced).
+//!
+//! Reads of a staged block are served from the staging copy. Beyond `max_bytes` staged,
+//! puts go straight to the object store.
+
+use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use parking_lot::Mutex;
+use strata_types::metrics::{Exposition, Kind};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::backend::Backend;
+use crate::{ObjectError, ObjectInfo, ObjectStore, ObjectVisitor, Result};
+
+/// Settings of a writeback store.
+#[derive(Clone, Debug)]
+pub struct WritebackOptions {
+    /// The staging directory (created 0700).
+    pub dir: PathBuf,
+    /// Most bytes staged at once; puts beyond it go to the object store directly.
+    pub max_bytes: u64,
+    /// How long a staged block waits before its upload starts.
+    pub upload_delay: Duration,
+    /// Uploads at once.
+    pub uploaders: usize,
+}
+
+/// A staged object waiting for (or in) its upload.
+#[derive(Debug)]
+struct Queued {
+    key: String,
+    since: Instant,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Staged objects by key, with their sizes.
+    staged: HashMap<String, u64>,
+    /// Staged objects not being uploaded, oldest first.
+    queue: VecDeque<Queued>,
+    bytes: u64,
+}
+
+/// Counters of a writeback store (docs/METRICS.md).
+#[derive(Debug, Default)]
+struct Counters {
+    staged: AtomicU64,
+    uploaded: AtomicU64,
+    upload_failures: AtomicU64,
+    bypassed: AtomicU64,
+}
+
+/// A store that stages puts locally and uploads them in the background.
+#[derive(Debug)]
+pub struct Writeback {
+    staging: Backend,
+    remote: Arc<dyn ObjectStore>,
+    opts: WritebackOptions,
+    state: Mutex<State>,
+    /// Woken when something is queued or an upload ends.
+    changed: Notify,
+    counters: Counters,
+}
+
+impl Writeback {
+    /// Open the staging directory over `remote` and queue what an earlier run left there.
+    pub async fn open(opts: WritebackOptions, remote: Arc<dyn ObjectStore>) -> Result<Arc<Self>> {
+        create_private_dir(&opts.dir)?;
+        let staging = Backend::local(&opts.dir)?;
+        let wb = Arc::new(Writeback {
+            staging,
+            remote,
+            opts,
+            state: Mutex::default(),
+            changed: Notify::new(),
+            counters: Counters::default(),
+        });
+        let mut found = Vec::new();
+        wb.staging
+            .scan_all("", &mut |info: ObjectInfo| {
+                found.push(info);
+                Ok(())
+            })
+            .await?;
+        // Oldest first, as they were staged.
+        found.sort_by(|a, b| (a.modified, &a.key).cmp(&(b.modified, &b.key)));
+        let mut state = wb.state.lock();
+        for info in found {
+            state.bytes += info.size;
+            state.staged.insert(info.key.clone(), info.size);
+            // Left over from an earlier run: no delay.
+            let since = Instant::now()
+                .checked_sub(wb.opts.upload_delay)
+                .unwrap_or_else(Instant::now);
+            state.queue.push_back(Queued {
+                key: info.key,
+                since,
+            });
+        }
+        if !state.staged.is_empty() {
+            tracing::info!(
+                "writeback: {} blocks ({} bytes) staged by an earlier run: uploading them",
+                state.staged.len(),
+                state.bytes
+            );
+        }
+        drop(state);
+        Ok(wb)
+    }
+
+    /// Start the uploaders; they stop (between uploads) when `stop` is cancelled.
+    pub fn start(self: &Arc<Self>, stop: CancellationToken) {
+        for _ in 0..self.opts.uploaders.max(1) {
+            let (wb, stop) = (self.clone(), stop.clone());
+            tokio::spawn(async move { wb.upload_loop(stop).await });
+        }
+    }
+
+    /// Objects and bytes staged now.
+    pub fn staged(&self) -> (usize, u64) {
+        let state = self.state.lock();
+        (state.staged.len(), state.bytes)
+    }
+
+    /// Upload everything staged now, ignoring the upload delay; returns when nothing is
+    /// staged, or with an error once `timeout` passed.
+    pub async fn flush(&self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        {
+            let mut state = self.state.lock();
+            let due = Instant::now()
+                .checked_sub(self.opts.upload_delay)
+                .unwrap_or_else(Instant::now);
+            for q in state.queue.iter_mut() {
+                q.since = q.since.min(due);
+            }
+        }
+        self.changed.notify_waiters();
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let (blocks, _) = self.staged();
+            if blocks == 0 {
+                return Ok(());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(ObjectError::Timeout(timeout));
+            }
+            // Uploaders wake waiters at each end of an upload.
+            let _ = tokio::time::timeout(left.min(Duration::from_secs(1)), changed).await;
+        }
+    }
+
+    async fn upload_loop(self: Arc<Self>, stop: CancellationToken) {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            // Listen before looking, so a put queued in between is not missed.
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let next = self.next_due();
+            let Some(key) = next.key else {
+                let wait = next.wait.unwrap_or(Duration::from_secs(3600));
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = changed => {}
+                    () = tokio::time::sleep(wait) => {}
+                }
+                continue;
+            };
+            match self.upload(&key).await {
+                Ok(()) => backoff = Duration::from_millis(100),
+                Err(e) => {
+                    self.counters
+                        .upload_failures
+                        .fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        "writeback: uploading {key} failed (kept staged, retried in {backoff:?}): {e}"
+                    );
+                    self.requeue_front(key);
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        () = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(10));
+                }
+            }
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// The oldest staged object whose delay has passed (taken off the queue), or how long
+    /// until the oldest one is due.
+    fn next_due(&self) -> Due {
+        let mut state = self.state.lock();
+        let Some(front) = state.queue.front() else {
+            return Due {
+                key: None,
+                wait: None,
+            };
+        };
+        let ready_at = front.since + self.opts.upload_delay;
+        let now = Instant::now();
+        if ready_at > now {
+            return Due {
+                key: None,
+                wait: Some(ready_at - now),
+            };
+        }
+        let key = state.queue.pop_front().map(|q| q.key);
+        Due { key, wait: None }
+    }
+
+    fn requeue_front(&self, key: String) {
+        let mut state = self.state.lock();
+        if state.staged.contains_key(&key) {
+            let since = Instant::now()
+                .checked_sub(self.opts.upload_delay)
+                .unwrap_or_else(Instant::now);
+            state.queue.push_front(Queued { key, since });
+        }
+    }
+
+    /// Copy one staged object to the store, then drop the staged copy.
+    async fn upload(&self, key: &str) -> Result<()> {
+        let data = match self.staging.get(key, None).await {
+            Ok(data) => data,
+            // Deleted while queued (the file was removed): nothing to upload.
+            Err(ObjectError::NotFound(_)) => {
+                self.forget(key);
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        self.remote.put(key, data).await?;
+        // Gone from the staged set before the file goes, so readers never miss it.
+        if self.forget(key) {
+            self.counters.uploaded.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Err(e) = self.staging.delete(key).await {
+            tracing::warn!("writeback: cannot remove the staged copy of {key}: {e}");
+        }
+        Ok(())
+    }
+
+    /// Drop `key` from the staged set; false if it was not there.
+    fn forget(&self, key: &str) -> bool {
+        let mut state = self.state.lock();
+        match state.staged.remove(key) {
+            Some(size) => {
+                state.bytes = state.bytes.saturating_sub(size);
+                state.queue.retain(|q| q.key != key);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn is_staged(&self, key: &str) -> bool {
+        self.state.lock().staged.contains_key(key)
+    }
+
+    /// Stage `data` under `key`, or `false` when the staging area is full.
+    async fn stage(&self, key: &str, data: Bytes) -> Result<bool> {
+        let len = u64::try_from(data.len()).unwrap_or(u64::MAX);
+        {
+            let state = self.state.lock();
+            if state.bytes.saturating_add(len) > self.opts.max_bytes {
+                return Ok(false);
+            }
+        }
+        self.staging.put(key, data).await?;
+        let mut state = self.state.lock();
+        if let Some(old) = state.staged.insert(key.to_string(), len) {
+            state.bytes = state.bytes.saturating_sub(old);
+        } else {
+            state.queue.push_back(Queued {
+                key: key.to_string(),
+                since: Instant::now(),
+            });
+        }
+        state.bytes += len;
+        drop(state);
+        self.counters.staged.fetch_add(1, Ordering::Relaxed);
+        self.changed.notify_waiters();
+        Ok(true)
+    }
+
+    /// The writeback counters in the Prometheus text format.
+    pub fn render_metrics(&self, e: &mut Exposition) {
+        let (blocks, bytes) = self.staged();
+        e.single(
+            "strata_staged_blocks",
+            Kind::Gauge,
+            "Blocks staged on local disk, not uploaded yet (--writeback).",
+            u64::try_from(blocks).unwrap_or(u64::MAX),
+        );
+        e.single(
+            "strata_staged_bytes",
+            Kind::Gauge,
+            "Bytes staged on local disk, not uploaded yet (--writeback).",
+            bytes,
+        );
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        for (name, help, value) in [
+            (
+                "strata_staged_total",
+                "Blocks staged since start.",
+                load(&self.counters.staged),
+            ),
+            (
+                "strata_staged_uploaded",
+                "Staged blocks uploaded since start.",
+                load(&self.counters.uploaded),
+            ),
+            (
+                "strata_staged_upload_failures",
+                "Uploads of staged blocks that failed (retried).",
+                load(&self.counters.upload_failures),
+            ),
+            (
+                "strata_staged_bypassed",
+                "Puts sent straight to the object store because staging was full.",
+                load(&self.counters.bypassed),
+            ),
+        ] {
+            e.single(name, Kind::Counter, help, value);
+        }
+    }
+}
+
+/// What [`Writeback::next_due`] found.
+struct Due {
+    key: Option<String>,
+    wait: Option<Duration>,
+}
+
+fn create_private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| {
+            ObjectError::Other(format!(
+                "cannot create the staging directory {}: {e}",
+                dir.display()
+            ))
+        })
+}
+
+#[async_trait]
+impl ObjectStore for Writeback {
+    fn describe(&self) -> String {
+        format!(
+            "{} (writeback through {})",
+            self.remote.describe(),
+            self.opts.dir.display()
+        )
+    }
+
+    fn cheap_ranges(&self) -> bool {
+        self.remote.cheap_ranges()
+    }
+
+    async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
+        if self.is_staged(key) {
+            match self.staging.get(key, range.clone()).await {
+                // Uploaded and removed since the check: the store has it.
+                Err(ObjectError::NotFound(_)) => {}
+                other => return other,
+            }
+        }
+        self.remote.get(key, range).await
+    }
+
+    async fn put(&self, key: &str, data: Bytes) -> Result<()> {
+        if self.stage(key, data.clone()).await? {
+            return Ok(());
+        }
+        self.counters.bypassed.fetch_add(1, Ordering::Relaxed);
+        self.remote.put(key, data).await
+    }
+
+    async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<()> {
+        self.put(key, crate::concat(parts)).await
+    }
+
+    async fn delete(&self, key: &str) -> Result<()> {
+        if self.forget(key) {
+            match self.staging.delete(key).await {
+                Ok(()) | Err(ObjectError::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        match self.remote.delete(key).await {
+            Ok(()) | Err(ObjectError::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Make every staged object durable (files and directories), then the store's own.
+    async fn sync(&self) -> Result<u64> {
+        let staged = self.staging.sync().await?;
+        let remote = self.remote.sync().await?;
+        Ok(staged + remote)
+    }
+
+    async fn head(&self, key: &str) -> Result<ObjectInfo> {
+        if self.is_staged(key) {
+            match self.staging.head(key).await {
+                Err(ObjectError::NotFound(_)) => {}
+                other => return other,
+            }
+        }
+        self.remote.head(key).await
+    }
+
+    async fn list(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ObjectInfo>> {
+        self.remote.list(prefix, start_after, limit).await
+    }
+
+    async fn scan_all(&self, prefix: &str, each: &mut ObjectVisitor<'_>) -> Result<()> {
+        self.remote.scan_all(prefix, each).await
+    }
+}
+
+/// Reads of blocks another client has staged (`--writeback`) but not uploaded yet: while
+/// some client of the volume writes back (`writers_staging`), a GET of a block the store
+/// does not have waits for it to land, up to `max_wait`, polling with backoff; then the
+/// read fails as before, with a log line saying why.
+#[derive(Debug)]
+pub struct AwaitLanding {
+    inner: Arc<dyn ObjectStore>,
+    writers_staging: Arc<std::sync::atomic::AtomicBool>,
+    max_wait: Duration,
+}
+
+impl AwaitLanding {
+    pub fn new(
+        inner: Arc<dyn ObjectStore>,
+        writers_staging: Arc<std::sync::atomic::AtomicBool>,
+        max_wait: Duration,
+    ) -> AwaitLanding {
+        AwaitLanding {
+            inner,
+            writers_staging,
+            max_wait,
+        }
+    }
+
+    fn waits_for(&self, key: &str) -> bool {
+        key.starts_with("chunks/") && self.writers_staging.load(Ordering::Relaxed)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for AwaitLanding {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    fn cheap_ranges(&self) -> bool {
+        self.inner.cheap_ranges()
+    }
+
+    async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
+        let first = self.inner.get(key, range.clone()).await;
+        if !matches!(first, Err(ObjectError::NotFound(_))) || !self.waits_for(key) {
+            return first;
+        }
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(50);
+        loop {
+            let left = self.max_wait.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                tracing::error!(
+                    "block {key} is still not in the object store after {:?}: the client \
+                     that wrote it with --writeback has not uploaded it (is it running?)",
+                    self.max_wait
+                );
+                return Err(ObjectError::NotFound(key.to_string()));
+            }
+            tokio::time::sleep(pause.min(left)).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+            match self.inner.get(key, range.clone()).await {
+                Err(ObjectError::NotFound(_)) => {}
+                landed => return landed,
+            }
+        }
+    }
+
+    async fn put(&self, key: &str, data: Bytes) -> Result<()> {
+        self.inner.put(key, data).await
+    }
+
+    async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<()> {
+        self.inner.put_parts(key, parts).await
+    }
+
+    async fn delete(&self, key: &str) -> Result<()> {
+        self.inner.delete(key).await
+    }
+
+    async fn sync(&self) -> Result<u64> {
+        self.inner.sync().await
+    }
+
+    async fn head(&self, key: &str) -> Result<ObjectInfo> {
+        self.inner.head(key).await
+    }
+
+    async fn list(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<ObjectInfo>> {
+        self.inner.list(prefix, start_after, limit).await
+    }
+
+    async fn scan_all(&self, prefix: &str, each: &mut ObjectVisitor<'_>) -> Result<()> {
+        self.inner.scan_all(prefix, each).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::fault::{FaultPlan, Faulty};
+
+    fn opts(dir: &Path, delay: Duration, max_bytes: u64) -> WritebackOptions {
+        WritebackOptions {
+            dir: dir.join("staging"),
+            max_bytes,
+            upload_delay: delay,
+            uploaders: 2,
+        }
+    }
+
+    /// Wait (bounded) until nothing is staged.
+    async fn drained(wb: &Writeback) {
+        wb.flush(Duration::from_secs(10)).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_put_is_staged_served_locally_then_uploaded_and_the_copy_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote: Arc<dyn ObjectStore> = Arc::new(Backend::memory());
+        let wb = Writeback::open(
+            opts(dir.path(), Duration::from_secs(3600), 1 << 20),
+            remote.clone(),
+        )
+        .await
+        .unwrap();
+        let stop = CancellationToken::new();
+        wb.start(stop.clone());
+        wb.put("chunks/0/0/1_0_5", Bytes::from_static(b"hello"))
+            .await
+            .unwrap();
+        assert_eq!(wb.staged(), (1, 5));
+        assert!(matches!(
+            remote.get("chunks/0/0/1_0_5", None).await,
+            Err(ObjectError::NotFound(_))
+        ));
+        assert_eq!(
+            &wb.get("chunks/0/0/1_0_5", Some(1..3)).await.unwrap()[..],
+            b"el"
+        );
+        assert_eq!(
+            wb.sync().await.unwrap(),
+            1,
+            "the staged file was made durable"
+        );
+        // The delay is an hour: only a flush uploads it now.
+        drained(&wb).await;
+        assert_eq!(
+            &remote.get("chunks/0/0/1_0_5", None).await.unwrap()[..],
+            b"hello"
+        );
+        assert!(!dir.path().join("staging/chunks/0/0/1_0_5").exists());
+        stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_failed_upload_stays_staged_and_lands_when_the_store_is_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (faulty, control) = Faulty::new(Backend::memory());
+        control.set(FaultPlan {
+            fail_puts_after: Some(0),
+            ..FaultPlan::default()
+        });
+        let remote: Arc<dyn ObjectStore> = Arc::new(faulty);
+        let wb = Writeback::open(opts(dir.path(), Duration::ZERO, 1 << 20), remote.clone())
+            .await
+            .unwrap();
+        let stop = CancellationToken::new();
+        wb.start(stop.clone());
+        wb.put("chunks/0/0/2_0_3", Bytes::from_static(b"abc"))
+            .await
+            .unwrap();
+        // Wait for the condition: at least two failed attempts.
+        while wb.counters.upload_failures.load(Ordering::Relaxed) < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(wb.staged().0, 1, "kept while the store is down");
+        control.set(FaultPlan::default());
+        drained(&wb).await;
+        assert_eq!(
+            &remote.get("chunks/0/0/2_0_3", None).await.unwrap()[..],
+            b"abc"
+        );
+        stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn a_restart_uploads_what_an_earlier_run_staged_oldest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote: Arc<dyn ObjectStore> = Arc::new(Backend::memory());
+        {
+            let wb = Writeback::open(
+                opts(dir.path(), Duration::from_secs(3600), 1 << 20),
+                remote.clone(),
+            )
+            .await
+            .unwrap();
+            for i in 0..3u8 {
+                wb.put(&format!("chunks/0/0/{i}_0_1"), Bytes::from(vec![i]))
+                    .await
+                    .unwrap();
+            }
+            wb.sync().await.unwrap();
+            // Dropped without uploading: as a killed process.
+        }
+        let wb = Writeback::open(
+            opts(dir.path(), Duration::from_secs(3600), 1 << 20),
+            remote.clone(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(wb.staged(), (3, 3));
+        let stop = CancellationToken::new();
+        wb.start(stop.clone());
+        // Left-over blocks are due at once, whatever the delay.
+        drained(&wb).await;
+        for i in 0..3u8 {
+            assert_eq!(
+                &remote
+                    .get(&format!("chunks/0/0/{i}_0_1"), None)
+                    .await
+                    .unwrap()[..],
+                [i]
+            );
+        }
+        stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn beyond_the_staging_limit_puts_go_straight_to_the_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote: Arc<dyn ObjectStore> = Arc::new(Backend::memory());
+        let wb = Writeback::open(
+            opts(dir.path(), Duration::from_secs(3600), 4),
+            remote.clone(),
+        )
+        .await
+        .unwrap();
+        wb.put("chunks/0/0/3_0_3", Bytes::from_static(b"abc"))
+            .await
+            .unwrap();
+        wb.put("chunks/0/0/4_0_3", Bytes::from_static(b"def"))
+            .await
+            .unwrap();
+        assert_eq!(wb.staged(), (1, 3));
+        assert_eq!(
+            &remote.get("chunks/0/0/4_0_3", None).await.unwrap()[..],
+            b"def"
+        );
+        wb.delete("chunks/0/0/3_0_3").await.unwrap();
+        assert_eq!(
+            wb.staged(),
+            (0, 0),
+            "a deleted staged block is never uploaded"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_reader_waits_for_a_block_staged_elsewhere_to_land() {
+        let remote: Arc<dyn ObjectStore> = Arc::new(Backend::memory());
+        let flag = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let reader = AwaitLanding::new(remote.clone(), flag.clone(), Duration::from_secs(10));
+        let landing = {
+            let remote = remote.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                remote
+                    .put("chunks/0/0/5_0_2", Bytes::from_static(b"ok"))
+                    .await
+                    .unwrap();
+            })
+        };
+        assert_eq!(
+            &reader.get("chunks/0/0/5_0_2", None).await.unwrap()[..],
+            b"ok"
+        );
+        landing.await.unwrap();
+        flag.store(false, Ordering::Relaxed);
+        let started = Instant::now();
+        assert!(matches!(
+            reader.get("chunks/0/0/6_0_2", None).await,
+            Err(ObjectError::NotFound(_))
+        ));
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "no writer stages: no wait"
+        );
+    }
+}

@@ -1,0 +1,242 @@
+//! End-to-end tests of `mount --writeback` on real mounts: data fsynced and then the mount
+//! `kill -9`ed is uploaded by the next start and readable from another client; a block
+//! staged while the object store refuses writes lands when it is back; another client
+//! reading a file not uploaded yet gets its bytes (waiting for them), never garbage;
+//! `umount --flush` leaves nothing staged; fsck finds the volume clean after each.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Files under `dir`, recursively (0 if it does not exist).
+fn files_under(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| {
+            let p = e.path();
+            if p.is_dir() { files_under(&p) } else { 1 }
+        })
+        .sum()
+}
+
+/// The staging directory of a client whose cache directory is `cache`.
+fn staging(cache: &Path) -> PathBuf {
+    let uuid = std::fs::read_dir(cache)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    uuid.join("staging")
+}
+
+/// Objects in the volume's bucket.
+fn stored_blocks(vol: &Volume) -> usize {
+    files_under(&vol.dir.path().join("bucket").join("e2e-vol").join("chunks"))
+}
+
+/// Wait until `cond` holds (bounded).
+fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !cond() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A fresh mount reads `f` as `../expected`; then fsck finds the volume clean.
+fn reader_sees_expected(vol: &Volume) {
+    let reader = vol.mount("r");
+    let out = sh(&reader.path, "cmp f ../expected && echo same");
+    assert!(out.contains("same"), "{out}");
+    drop(reader);
+    fsck_clean(vol);
+}
+
+fn fsck_clean(vol: &Volume) {
+    let out = run(Command::new(STRATA).args(["fsck", &vol.meta_url]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("volume is clean"), "{text}");
+}
+
+/// A writeback mount of `vol` at NAME (its cache directory is NAME-cache).
+fn writeback_mount(vol: &Volume, name: &str, delay: &str) -> Mount {
+    vol.mount_with(name, &["--writeback", "--upload-delay", delay])
+}
+
+#[test]
+fn fsynced_data_staged_before_kill_9_is_uploaded_by_the_next_start() {
+    let vol = Volume::new();
+    let cache = vol.dir.path().join("w-cache");
+    let m = writeback_mount(&vol, "w", "1h");
+    sh(
+        &m.path,
+        "head -c 9000000 /dev/urandom > ../expected && cp ../expected f && sync f",
+    );
+    assert_eq!(
+        stored_blocks(&vol),
+        0,
+        "an hour's delay: nothing uploaded yet"
+    );
+    assert!(files_under(&staging(&cache)) >= 3, "the blocks are staged");
+    let pattern = format!("[m]ount {} {} ", vol.meta_url, m.path.display());
+    let pid = sh(vol.dir.path(), &format!("pgrep -f '{pattern}' | head -1"))
+        .trim()
+        .to_string();
+    assert!(!pid.is_empty());
+    sh(vol.dir.path(), &format!("kill -9 {pid}"));
+    let _ = Command::new("umount").arg("-l").arg(&m.path).status();
+    std::mem::forget(m);
+
+    // The next start with this cache directory uploads what was staged.
+    let again = writeback_mount(&vol, "w", "0s");
+    wait_for("the staged blocks to be uploaded", || {
+        files_under(&staging(&cache)) == 0
+    });
+    assert!(stored_blocks(&vol) >= 3);
+    drop(again);
+    reader_sees_expected(&vol);
+}
+
+#[test]
+fn blocks_staged_while_the_store_refuses_writes_land_when_it_is_back() {
+    let vol = Volume::new();
+    let cache = vol.dir.path().join("w-cache");
+    let bucket = vol.dir.path().join("bucket");
+    let m = writeback_mount(&vol, "w", "0s");
+    // The object store goes read-only (as a store refusing writes would).
+    run(Command::new("mount")
+        .args(["--bind"])
+        .arg(&bucket)
+        .arg(&bucket));
+    run(Command::new("mount")
+        .args(["-o", "remount,bind,ro"])
+        .arg(&bucket));
+    let outcome = std::panic::catch_unwind(|| {
+        sh(
+            &m.path,
+            "head -c 5000000 /dev/urandom > ../expected && cp ../expected f && sync f",
+        );
+        let stats = std::fs::read_to_string(m.path.join(".stats")).unwrap();
+        assert!(
+            files_under(&staging(&cache)) >= 2,
+            "staged while the store is down: {stats}"
+        );
+        wait_for("a failed upload", || {
+            let stats = std::fs::read_to_string(m.path.join(".stats")).unwrap();
+            stats
+                .lines()
+                .any(|l| l.starts_with("strata_staged_upload_failures ") && !l.ends_with(" 0"))
+        });
+    });
+    run(Command::new("umount").arg(&bucket));
+    outcome.unwrap();
+    wait_for("the staged blocks to land", || {
+        files_under(&staging(&cache)) == 0
+    });
+    drop(m);
+    reader_sees_expected(&vol);
+}
+
+#[test]
+fn another_client_reading_a_file_not_uploaded_yet_gets_its_bytes() {
+    let vol = Volume::new();
+    let cache = vol.dir.path().join("w-cache");
+    let writer = writeback_mount(&vol, "w", "3s");
+    // Started after the writer, the reader knows a client of the volume writes back.
+    let reader = vol.mount("r");
+    sh(
+        &writer.path,
+        "head -c 6000000 /dev/urandom > ../expected && cp ../expected f",
+    );
+    assert_eq!(
+        stored_blocks(&vol),
+        0,
+        "not uploaded yet when the reader starts"
+    );
+    assert!(files_under(&staging(&cache)) >= 2, "staged at the writer");
+    let out = sh(&reader.path, "cmp f ../expected && echo same");
+    assert!(out.contains("same"), "{out}");
+    drop(reader);
+    drop(writer);
+    fsck_clean(&vol);
+}
+
+#[test]
+fn umount_flush_uploads_every_staged_block_first() {
+    let vol = Volume::new();
+    let cache = vol.dir.path().join("w-cache");
+    let m = writeback_mount(&vol, "w", "1h");
+    sh(
+        &m.path,
+        "for i in $(seq 20); do head -c 100000 /dev/urandom > small.$i; done; head -c 5000000 /dev/urandom > big",
+    );
+    assert!(files_under(&staging(&cache)) >= 21);
+    let out = run(Command::new(STRATA)
+        .args(["umount", "--flush"])
+        .arg(&m.path));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("uploaded"),
+        "{out:?}"
+    );
+    wait_for("the unmount", || !is_mounted(&m.path));
+    assert_eq!(files_under(&staging(&cache)), 0, "nothing left staged");
+    assert!(stored_blocks(&vol) >= 22);
+    fsck_clean(&vol);
+}
+
+#[test]
+fn fsck_names_the_writeback_client_whose_blocks_are_not_uploaded_yet() {
+    let vol = Volume::new();
+    let m = writeback_mount(&vol, "w", "1h");
+    sh(&m.path, "head -c 100000 /dev/urandom > f");
+    let out = Command::new(STRATA)
+        .args(["fsck", &vol.meta_url])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success(),
+        "the block is not in the object store yet: {text}"
+    );
+    assert!(
+        text.contains("broken file /f") && text.contains("writes back"),
+        "{text}"
+    );
+    // Every writeback metric of docs/METRICS.md is in the mount's metrics.
+    let stats = std::fs::read_to_string(m.path.join(".stats")).unwrap();
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/METRICS.md"),
+    )
+    .unwrap();
+    let section = &doc[doc.find("## Writeback").unwrap()..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    let names: Vec<&str> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `")?.split('`').next())
+        .collect();
+    assert!(names.len() >= 6, "{names:?}");
+    for name in names {
+        assert!(
+            stats.contains(&format!("# TYPE {name} ")),
+            "{name} is documented but not served"
+        );
+    }
+    assert!(stats.contains("strata_staged_blocks 1"), "{stats}");
+    run(Command::new(STRATA)
+        .args(["umount", "--flush"])
+        .arg(&m.path));
+    wait_for("the unmount", || !is_mounted(&m.path));
+    fsck_clean(&vol);
+}
