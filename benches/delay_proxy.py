@@ -1,26 +1,27 @@
 #!/usr/bin/env python3
-"""A TCP proxy that adds a fixed delay to each request: data from the client that
-arrives after the line was quiet for at least DELAY (a new request, not the rest of a
-body) waits DELAY before it is forwarded. Stands in for a distant object store where
-`tc netem` is not available. Usage: delay_proxy.py LISTEN_PORT TARGET_PORT DELAY_MS"""
+"""A TCP proxy that adds a fixed delay to each HTTP request: the first data from the
+client on a connection, and the first after each answer from the server (a new request,
+not the rest of a body), waits DELAY before it is forwarded. Stands in for a distant
+object store where `tc netem` is not available.
+Usage: delay_proxy.py LISTEN_PORT TARGET_PORT DELAY_MS"""
 import asyncio
 import sys
-import time
 
 LISTEN, TARGET, DELAY = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]) / 1000
 
 
-async def pipe(reader, writer, delayed):
-    last = 0.0
+async def pipe(reader, writer, turn, from_client):
+    """Copy one direction. `turn[0]` is True when the server spoke last."""
     try:
         while True:
             data = await reader.read(65536)
             if not data:
                 break
-            now = time.monotonic()
-            if delayed and now - last >= DELAY:
+            if from_client and turn[0]:
                 await asyncio.sleep(DELAY)
-            last = time.monotonic()
+                turn[0] = False
+            elif not from_client:
+                turn[0] = True
             writer.write(data)
             await writer.drain()
     except (ConnectionError, asyncio.CancelledError):
@@ -38,9 +39,10 @@ async def handle(client_reader, client_writer):
     except OSError:
         client_writer.close()
         return
+    turn = [True]  # a new connection's first request is delayed too
     await asyncio.gather(
-        pipe(client_reader, server_writer, True),
-        pipe(server_reader, client_writer, False),
+        pipe(client_reader, server_writer, turn, True),
+        pipe(server_reader, client_writer, turn, False),
     )
 
 
