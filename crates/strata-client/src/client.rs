@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use strata_chunk::ChunkStore;
@@ -20,7 +19,7 @@ use strata_object::limit::Limits;
 use strata_object::prefix::Prefixed;
 use strata_object::retry::RetryPolicy;
 use strata_object::stack::{StackOptions, build};
-use strata_object::writeback::{AwaitLanding, Writeback, WritebackOptions};
+use strata_object::writeback::{AwaitLanding, StagingWriters, Writeback, WritebackOptions};
 use strata_types::{Ino, MetaUrl};
 use strata_vfs::{BackgroundJobs, Vfs, VfsOptions};
 
@@ -154,12 +153,8 @@ impl Client {
         let raw: Arc<dyn strata_object::ObjectStore> =
             Arc::new(Prefixed::new(backend.clone(), &format.name));
         let (store, object_stats) = build(backend, &stack_options(o, &format)?);
-        let writers_staging = Arc::new(AtomicBool::new(false));
-        let store: Arc<dyn ObjectStore> = Arc::new(AwaitLanding::new(
-            store,
-            writers_staging.clone(),
-            STAGED_WAIT,
-        ));
+        let writers = Arc::new(SessionWriters { meta: meta.clone() });
+        let store: Arc<dyn ObjectStore> = Arc::new(AwaitLanding::new(store, writers, STAGED_WAIT));
         let background_stop = CancellationToken::new();
         let writeback = match o.writeback {
             true => Some(open_writeback(o, &format, store.clone(), &background_stop).await?),
@@ -207,12 +202,6 @@ impl Client {
         if let Some(wb) = &writeback {
             vfs.set_writeback(wb.clone());
         }
-        watch_writers(
-            meta.clone(),
-            writers_staging,
-            o.heartbeat.max(Duration::from_secs(1)),
-            background_stop.clone(),
-        );
         let jobs = BackgroundJobs::start(
             vfs.clone(),
             o.heartbeat.max(Duration::from_secs(1)),
@@ -387,25 +376,27 @@ async fn open_writeback(
     Ok(wb)
 }
 
-/// Keep `flag` telling whether another client of the volume writes back (checked every
-/// `every`), so reads of its blocks wait for them to land.
-fn watch_writers(meta: Arc<Meta>, flag: Arc<AtomicBool>, every: Duration, stop: CancellationToken) {
-    tokio::spawn(async move {
-        loop {
-            match meta.list_sessions().await {
-                Ok(sessions) => {
-                    let me = meta.session_id();
-                    let any = sessions.iter().any(|s| s.writeback && s.sid != me);
-                    flag.store(any, std::sync::atomic::Ordering::Relaxed);
-                }
-                Err(e) => tracing::debug!("listing sessions for writeback clients: {e}"),
+/// Other clients of the volume that write back, from the session records: read when a
+/// block is not found (rare), never on reads that succeed.
+#[derive(Debug)]
+struct SessionWriters {
+    meta: Arc<Meta>,
+}
+
+#[async_trait::async_trait]
+impl StagingWriters for SessionWriters {
+    async fn exist(&self) -> bool {
+        match self.meta.list_sessions().await {
+            Ok(sessions) => {
+                let me = self.meta.session_id();
+                sessions.iter().any(|s| s.writeback && s.sid != me)
             }
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(every) => {}
+            Err(e) => {
+                tracing::debug!("listing sessions for writeback clients: {e}");
+                false
             }
         }
-    });
+    }
 }
 
 /// The block cache of a client. A disk cache on the same device as a local-directory

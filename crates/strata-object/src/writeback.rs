@@ -47,7 +47,8 @@ pub struct WritebackOptions {
 #[derive(Debug)]
 struct Queued {
     key: String,
-    since: Instant,
+    /// When its upload may start.
+    due: Instant,
 }
 
 #[derive(Debug, Default)]
@@ -106,13 +107,10 @@ impl Writeback {
         for info in found {
             state.bytes += info.size;
             state.staged.insert(info.key.clone(), info.size);
-            // Left over from an earlier run: no delay.
-            let since = Instant::now()
-                .checked_sub(wb.opts.upload_delay)
-                .unwrap_or_else(Instant::now);
+            // Left over from an earlier run: due at once, whatever the delay.
             state.queue.push_back(Queued {
                 key: info.key,
-                since,
+                due: Instant::now(),
             });
         }
         if !state.staged.is_empty() {
@@ -143,15 +141,10 @@ impl Writeback {
     /// Upload everything staged now, ignoring the upload delay; returns when nothing is
     /// staged, or with an error once `timeout` passed.
     pub async fn flush(&self, timeout: Duration) -> Result<()> {
-        let deadline = Instant::now() + timeout;
-        {
-            let mut state = self.state.lock();
-            let due = Instant::now()
-                .checked_sub(self.opts.upload_delay)
-                .unwrap_or_else(Instant::now);
-            for q in state.queue.iter_mut() {
-                q.since = q.since.min(due);
-            }
+        let now = Instant::now();
+        let deadline = now.checked_add(timeout).unwrap_or(now);
+        for q in self.state.lock().queue.iter_mut() {
+            q.due = q.due.min(now);
         }
         self.changed.notify_waiters();
         loop {
@@ -219,12 +212,11 @@ impl Writeback {
                 wait: None,
             };
         };
-        let ready_at = front.since + self.opts.upload_delay;
         let now = Instant::now();
-        if ready_at > now {
+        if front.due > now {
             return Due {
                 key: None,
-                wait: Some(ready_at - now),
+                wait: Some(front.due - now),
             };
         }
         let key = state.queue.pop_front().map(|q| q.key);
@@ -234,10 +226,8 @@ impl Writeback {
     fn requeue_front(&self, key: String) {
         let mut state = self.state.lock();
         if state.staged.contains_key(&key) {
-            let since = Instant::now()
-                .checked_sub(self.opts.upload_delay)
-                .unwrap_or_else(Instant::now);
-            state.queue.push_front(Queued { key, since });
+            let due = Instant::now();
+            state.queue.push_front(Queued { key, due });
         }
     }
 
@@ -254,9 +244,14 @@ impl Writeback {
         };
         self.remote.put(key, data).await?;
         // Gone from the staged set before the file goes, so readers never miss it.
-        if self.forget(key) {
-            self.counters.uploaded.fetch_add(1, Ordering::Relaxed);
+        if !self.forget(key) {
+            // Deleted while it was being uploaded: the copy just stored is an orphan.
+            return match self.remote.delete(key).await {
+                Ok(()) | Err(ObjectError::NotFound(_)) => Ok(()),
+                Err(e) => Err(e),
+            };
         }
+        self.counters.uploaded.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = self.staging.delete(key).await {
             tracing::warn!("writeback: cannot remove the staged copy of {key}: {e}");
         }
@@ -294,9 +289,10 @@ impl Writeback {
         if let Some(old) = state.staged.insert(key.to_string(), len) {
             state.bytes = state.bytes.saturating_sub(old);
         } else {
+            let now = Instant::now();
             state.queue.push_back(Queued {
                 key: key.to_string(),
-                since: Instant::now(),
+                due: now.checked_add(self.opts.upload_delay).unwrap_or(now),
             });
         }
         state.bytes += len;
@@ -450,32 +446,39 @@ impl ObjectStore for Writeback {
     }
 }
 
-/// Reads of blocks another client has staged (`--writeback`) but not uploaded yet: while
-/// some client of the volume writes back (`writers_staging`), a GET of a block the store
-/// does not have waits for it to land, up to `max_wait`, polling with backoff; then the
-/// read fails as before, with a log line saying why.
+/// Whether another client of the volume stages its writes (`--writeback`). Asked only
+/// when a block is not found, so it costs nothing on reads that succeed.
+#[async_trait]
+pub trait StagingWriters: Send + Sync + std::fmt::Debug {
+    async fn exist(&self) -> bool;
+}
+
+/// Reads of blocks another client has staged (`--writeback`) but not uploaded yet: a GET
+/// of a block the store does not have asks whether some other client writes back, and if
+/// so waits for the block to land, up to `max_wait`, polling with backoff; then the read
+/// fails as before, with a log line saying why.
 #[derive(Debug)]
 pub struct AwaitLanding {
     inner: Arc<dyn ObjectStore>,
-    writers_staging: Arc<std::sync::atomic::AtomicBool>,
+    writers: Arc<dyn StagingWriters>,
     max_wait: Duration,
 }
 
 impl AwaitLanding {
     pub fn new(
         inner: Arc<dyn ObjectStore>,
-        writers_staging: Arc<std::sync::atomic::AtomicBool>,
+        writers: Arc<dyn StagingWriters>,
         max_wait: Duration,
     ) -> AwaitLanding {
         AwaitLanding {
             inner,
-            writers_staging,
+            writers,
             max_wait,
         }
     }
 
-    fn waits_for(&self, key: &str) -> bool {
-        key.starts_with("chunks/") && self.writers_staging.load(Ordering::Relaxed)
+    async fn waits_for(&self, key: &str) -> bool {
+        key.starts_with("chunks/") && self.writers.exist().await
     }
 }
 
@@ -491,7 +494,7 @@ impl ObjectStore for AwaitLanding {
 
     async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
         let first = self.inner.get(key, range.clone()).await;
-        if !matches!(first, Err(ObjectError::NotFound(_))) || !self.waits_for(key) {
+        if !matches!(first, Err(ObjectError::NotFound(_))) || !self.waits_for(key).await {
             return first;
         }
         let started = Instant::now();
@@ -710,10 +713,21 @@ mod tests {
         );
     }
 
+    /// Writers that exist while the flag is up.
+    #[derive(Debug)]
+    struct Flag(std::sync::atomic::AtomicBool);
+
+    #[async_trait]
+    impl StagingWriters for Flag {
+        async fn exist(&self) -> bool {
+            self.0.load(Ordering::Relaxed)
+        }
+    }
+
     #[tokio::test]
     async fn a_reader_waits_for_a_block_staged_elsewhere_to_land() {
         let remote: Arc<dyn ObjectStore> = Arc::new(Backend::memory());
-        let flag = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let flag = Arc::new(Flag(std::sync::atomic::AtomicBool::new(true)));
         let reader = AwaitLanding::new(remote.clone(), flag.clone(), Duration::from_secs(10));
         let landing = {
             let remote = remote.clone();
@@ -730,7 +744,7 @@ mod tests {
             b"ok"
         );
         landing.await.unwrap();
-        flag.store(false, Ordering::Relaxed);
+        flag.0.store(false, Ordering::Relaxed);
         let started = Instant::now();
         assert!(matches!(
             reader.get("chunks/0/0/6_0_2", None).await,

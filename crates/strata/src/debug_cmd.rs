@@ -59,7 +59,7 @@ pub fn run_debug(a: DebugArgs) -> Result<()> {
     let pid = config["pid"]
         .as_u64()
         .context("the mount's .config has no pid (a mount older than this command?)")?;
-    let stamp = chrono_stamp();
+    let stamp = utc_stamp();
     let name = format!("strata-debug-{stamp}");
     let staging = tempfile::Builder::new()
         .prefix("strata-debug")
@@ -93,7 +93,7 @@ pub fn run_debug(a: DebugArgs) -> Result<()> {
 }
 
 /// UTC time as `YYYYMMDD-HHMMSS` for the archive's name.
-fn chrono_stamp() -> String {
+fn utc_stamp() -> String {
     let ns = strata_meta::now_ns();
     let hour = strata_meta::hour_name(ns); // YYYY-MM-DD-HH
     let secs = (ns / 1_000_000_000).rem_euclid(3600);

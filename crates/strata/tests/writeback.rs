@@ -154,7 +154,6 @@ fn another_client_reading_a_file_not_uploaded_yet_gets_its_bytes() {
     let vol = Volume::new();
     let cache = vol.dir.path().join("w-cache");
     let writer = writeback_mount(&vol, "w", "3s");
-    // Started after the writer, the reader knows a client of the volume writes back.
     let reader = vol.mount("r");
     sh(
         &writer.path,
