@@ -13,6 +13,7 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, Shared as SharedFuture};
 use parking_lot::Mutex;
 use strata_object::ObjectStore;
+use strata_object::writeback::Writeback;
 use strata_types::{CHUNK_SIZE, Slice, build_read_plan};
 use tokio::sync::Semaphore;
 
@@ -51,6 +52,9 @@ pub(crate) struct Shared {
     pub reads: crate::warm::DemandReads,
     /// The cache group this client is in, if any (set once, after start).
     pub group: OnceLock<Arc<Group>>,
+    /// This client's staging area with `--writeback` (set once, after start): group peers
+    /// may ask it for blocks staged here and not uploaded yet.
+    pub staging: OnceLock<Arc<Writeback>>,
     /// Block fetches in flight, by (block key, through a peer).
     inflight: Mutex<HashMap<(String, bool), Fetch>>,
     /// Segment fetches in flight, by (block key, segment index, through a peer).
@@ -126,6 +130,7 @@ impl ChunkStore {
                 stats: ChunkStats::default(),
                 reads: crate::warm::DemandReads::default(),
                 group: OnceLock::new(),
+                staging: OnceLock::new(),
                 inflight: Mutex::new(HashMap::new()),
                 inflight_segments: Mutex::new(HashMap::new()),
                 prefetch_slots: Arc::new(Semaphore::new(opts.max_prefetch)),
@@ -160,6 +165,12 @@ impl ChunkStore {
     /// False if a group was set already.
     pub fn set_group(&self, group: Arc<Group>) -> bool {
         self.shared.group.set(group).is_ok()
+    }
+
+    /// Let group peers read blocks staged in `wb` (`--writeback`) before they are uploaded.
+    /// False if a staging area was set already.
+    pub fn set_staging(&self, wb: Arc<Writeback>) -> bool {
+        self.shared.staging.set(wb).is_ok()
     }
 
     pub fn group(&self) -> Option<&Arc<Group>> {

@@ -2,14 +2,17 @@
 //! and background jobs — built from plain options, so the CLI's front ends and the
 //! Python SDK open volumes the same way.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use bytes::Bytes;
 use strata_chunk::ChunkStore;
 use strata_chunk::cache::disk::DiskCache;
 use strata_chunk::cache::memory::MemoryCache;
 use strata_chunk::cache::{BlockCache, NoCache};
+use strata_chunk::group::{Group, Member};
 use strata_chunk::reader::ChunkOptions;
 use strata_meta::{Ctx, Format, GroupMember, Meta, MetaOptions, SessionInfo};
 use strata_object::ObjectStore;
@@ -19,7 +22,7 @@ use strata_object::limit::Limits;
 use strata_object::prefix::Prefixed;
 use strata_object::retry::RetryPolicy;
 use strata_object::stack::{StackOptions, build};
-use strata_object::writeback::{AwaitLanding, StagingWriters, Writeback, WritebackOptions};
+use strata_object::writeback::{AwaitLanding, Staged, StagingWriters, Writeback, WritebackOptions};
 use strata_types::{Ino, MetaUrl};
 use strata_vfs::{BackgroundJobs, Vfs, VfsOptions};
 
@@ -153,8 +156,12 @@ impl Client {
         let raw: Arc<dyn strata_object::ObjectStore> =
             Arc::new(Prefixed::new(backend.clone(), &format.name));
         let (store, object_stats) = build(backend, &stack_options(o, &format)?);
-        let writers = Arc::new(SessionWriters { meta: meta.clone() });
-        let store: Arc<dyn ObjectStore> = Arc::new(AwaitLanding::new(store, writers, STAGED_WAIT));
+        let writers = Arc::new(SessionWriters {
+            meta: meta.clone(),
+            group: OnceLock::new(),
+        });
+        let store: Arc<dyn ObjectStore> =
+            Arc::new(AwaitLanding::new(store, writers.clone(), STAGED_WAIT));
         let background_stop = CancellationToken::new();
         let writeback = match o.writeback {
             true => Some(open_writeback(o, &format, store.clone(), &background_stop).await?),
@@ -173,6 +180,9 @@ impl Client {
             ..ChunkOptions::default()
         };
         let chunks = ChunkStore::new(store, cache_for(o, &format)?, chunk_opts);
+        if let Some(wb) = &writeback {
+            chunks.set_staging(wb.clone());
+        }
         let joining = match &o.cache_group {
             Some(g) => Some(group::join(&meta, g, o.cache_size).await?),
             None => None,
@@ -192,6 +202,7 @@ impl Client {
         let group_stop = CancellationToken::new();
         if let Some(joining) = joining {
             chunks.set_group(joining.group.clone());
+            let _ = writers.group.set(joining.group.clone());
             let every = o.heartbeat.max(Duration::from_secs(1));
             joining
                 .run(meta.clone(), chunks.clone(), every, group_stop.clone())
@@ -377,26 +388,73 @@ async fn open_writeback(
 }
 
 /// Other clients of the volume that write back, from the session records: read when a
-/// block is not found (rare), never on reads that succeed.
+/// block is not found (rare), never on reads that succeed. In a cache group, a writer
+/// that is a member of this client's group is asked for its staged copy.
 #[derive(Debug)]
 struct SessionWriters {
     meta: Arc<Meta>,
+    /// This client's cache group, once joined.
+    group: OnceLock<Arc<Group>>,
 }
 
 #[async_trait::async_trait]
 impl StagingWriters for SessionWriters {
-    async fn exist(&self) -> bool {
-        match self.meta.list_sessions().await {
-            Ok(sessions) => {
-                let me = self.meta.session_id();
-                sessions.iter().any(|s| s.writeback && s.sid != me)
-            }
+    async fn ask(&self, key: &str, range: Option<Range<u64>>) -> Staged {
+        let sessions = match self.meta.list_sessions().await {
+            Ok(sessions) => sessions,
             Err(e) => {
                 tracing::debug!("listing sessions for writeback clients: {e}");
-                false
+                return Staged::NoWriters;
+            }
+        };
+        let me = self.meta.session_id();
+        let writers: Vec<_> = sessions
+            .into_iter()
+            .filter(|s| s.writeback && s.sid != me)
+            .collect();
+        if writers.is_empty() {
+            return Staged::NoWriters;
+        }
+        if let Some(group) = self.group.get() {
+            let peers = writers.iter().filter_map(|s| s.cache_group.as_ref());
+            for writer in peers.filter_map(|m| group_peer(group, m)) {
+                if let Some(data) = fetch_staged(group, &writer, key, range.clone()).await {
+                    return Staged::Fetched(data);
+                }
             }
         }
+        Staged::Elsewhere
     }
+}
+
+/// The member a session record describes, if it is in `group` and serves peers.
+fn group_peer(group: &Group, record: &GroupMember) -> Option<Member> {
+    if record.group != group.config().name || record.id == group.config().id {
+        return None;
+    }
+    Some(Member {
+        id: record.id,
+        addr: record.addr.parse().ok()?,
+        weight_mib: record.weight_mib,
+    })
+}
+
+/// `range` of block `key` from `writer`'s staging area.
+async fn fetch_staged(
+    group: &Group,
+    writer: &Member,
+    key: &str,
+    range: Option<Range<u64>>,
+) -> Option<Bytes> {
+    let block_len = strata_chunk::group::block_len_of(key)?;
+    let (from, to) = match range {
+        Some(r) => (usize::try_from(r.start).ok()?, usize::try_from(r.end).ok()?),
+        None => (0, block_len),
+    };
+    if from > to || to > block_len {
+        return None;
+    }
+    group.get_staged(writer, key, block_len, from, to).await
 }
 
 /// The block cache of a client. A disk cache on the same device as a local-directory

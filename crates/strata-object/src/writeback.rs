@@ -132,6 +132,20 @@ impl Writeback {
         }
     }
 
+    /// `key` (or its `range`) from the staging copy alone; `None` when it is not staged
+    /// here (never was, or uploaded and removed since). Reads through this store use it
+    /// first, and so does a cache-group peer asking the writer for a block it staged.
+    pub async fn get_staged(&self, key: &str, range: Option<Range<u64>>) -> Option<Result<Bytes>> {
+        if !self.is_staged(key) {
+            return None;
+        }
+        match self.staging.get(key, range).await {
+            // Uploaded and removed since the check: the store has it.
+            Err(ObjectError::NotFound(_)) => None,
+            other => Some(other),
+        }
+    }
+
     /// Objects and bytes staged now.
     pub fn staged(&self) -> (usize, u64) {
         let state = self.state.lock();
@@ -380,14 +394,10 @@ impl ObjectStore for Writeback {
     }
 
     async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
-        if self.is_staged(key) {
-            match self.staging.get(key, range.clone()).await {
-                // Uploaded and removed since the check: the store has it.
-                Err(ObjectError::NotFound(_)) => {}
-                other => return other,
-            }
+        match self.get_staged(key, range.clone()).await {
+            Some(staged) => staged,
+            None => self.remote.get(key, range).await,
         }
-        self.remote.get(key, range).await
     }
 
     async fn put(&self, key: &str, data: Bytes) -> Result<()> {
@@ -446,17 +456,32 @@ impl ObjectStore for Writeback {
     }
 }
 
-/// Whether another client of the volume stages its writes (`--writeback`). Asked only
-/// when a block is not found, so it costs nothing on reads that succeed.
+/// What the other clients of the volume that write back (`--writeback`) say about a
+/// block the object store does not have.
+#[derive(Debug)]
+pub enum Staged {
+    /// No other client writes back: the block is not coming.
+    NoWriters,
+    /// Some do, but none handed the block over: wait for its upload.
+    Elsewhere,
+    /// A writer handed over its staged copy (a cache-group peer, DESIGN.md).
+    Fetched(Bytes),
+}
+
+/// The other clients that stage their writes. Asked only when a block is not found, so
+/// it costs nothing on reads that succeed.
 #[async_trait]
 pub trait StagingWriters: Send + Sync + std::fmt::Debug {
-    async fn exist(&self) -> bool;
+    /// Whether some other client writes back, and its staged copy of `key` (or its
+    /// `range`) if one can hand it over.
+    async fn ask(&self, key: &str, range: Option<Range<u64>>) -> Staged;
 }
 
 /// Reads of blocks another client has staged (`--writeback`) but not uploaded yet: a GET
-/// of a block the store does not have asks whether some other client writes back, and if
-/// so waits for the block to land, up to `max_wait`, polling with backoff; then the read
-/// fails as before, with a log line saying why.
+/// of a block the store does not have asks the writers (a cache-group member hands its
+/// staged copy over at once); otherwise, if some client writes back, waits for the block
+/// to land, up to `max_wait`, polling with backoff; then the read fails as before, with
+/// a log line saying why.
 #[derive(Debug)]
 pub struct AwaitLanding {
     inner: Arc<dyn ObjectStore>,
@@ -477,26 +502,8 @@ impl AwaitLanding {
         }
     }
 
-    async fn waits_for(&self, key: &str) -> bool {
-        key.starts_with("chunks/") && self.writers.exist().await
-    }
-}
-
-#[async_trait]
-impl ObjectStore for AwaitLanding {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-
-    fn cheap_ranges(&self) -> bool {
-        self.inner.cheap_ranges()
-    }
-
-    async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
-        let first = self.inner.get(key, range.clone()).await;
-        if !matches!(first, Err(ObjectError::NotFound(_))) || !self.waits_for(key).await {
-            return first;
-        }
+    /// Poll the store (and the writers) until the block lands or `max_wait` passes.
+    async fn wait_for_landing(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
         let started = Instant::now();
         let mut pause = Duration::from_millis(50);
         loop {
@@ -515,6 +522,32 @@ impl ObjectStore for AwaitLanding {
                 Err(ObjectError::NotFound(_)) => {}
                 landed => return landed,
             }
+            if let Staged::Fetched(data) = self.writers.ask(key, range.clone()).await {
+                return Ok(data);
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl ObjectStore for AwaitLanding {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    fn cheap_ranges(&self) -> bool {
+        self.inner.cheap_ranges()
+    }
+
+    async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
+        let first = self.inner.get(key, range.clone()).await;
+        if !matches!(first, Err(ObjectError::NotFound(_))) || !key.starts_with("chunks/") {
+            return first;
+        }
+        match self.writers.ask(key, range.clone()).await {
+            Staged::NoWriters => first,
+            Staged::Fetched(data) => Ok(data),
+            Staged::Elsewhere => self.wait_for_landing(key, range).await,
         }
     }
 
@@ -713,22 +746,37 @@ mod tests {
         );
     }
 
-    /// Writers that exist while the flag is up.
+    /// Other writers: present while the flag is up; one of them holds `staged` copies.
     #[derive(Debug)]
-    struct Flag(std::sync::atomic::AtomicBool);
+    struct Writers {
+        present: std::sync::atomic::AtomicBool,
+        staged: Option<Arc<Writeback>>,
+    }
 
     #[async_trait]
-    impl StagingWriters for Flag {
-        async fn exist(&self) -> bool {
-            self.0.load(Ordering::Relaxed)
+    impl StagingWriters for Writers {
+        async fn ask(&self, key: &str, range: Option<Range<u64>>) -> Staged {
+            if !self.present.load(Ordering::Relaxed) {
+                return Staged::NoWriters;
+            }
+            match &self.staged {
+                Some(wb) => match wb.get_staged(key, range).await {
+                    Some(Ok(data)) => Staged::Fetched(data),
+                    _ => Staged::Elsewhere,
+                },
+                None => Staged::Elsewhere,
+            }
         }
     }
 
     #[tokio::test]
     async fn a_reader_waits_for_a_block_staged_elsewhere_to_land() {
         let remote: Arc<dyn ObjectStore> = Arc::new(Backend::memory());
-        let flag = Arc::new(Flag(std::sync::atomic::AtomicBool::new(true)));
-        let reader = AwaitLanding::new(remote.clone(), flag.clone(), Duration::from_secs(10));
+        let writers = Arc::new(Writers {
+            present: std::sync::atomic::AtomicBool::new(true),
+            staged: None,
+        });
+        let reader = AwaitLanding::new(remote.clone(), writers.clone(), Duration::from_secs(10));
         let landing = {
             let remote = remote.clone();
             tokio::spawn(async move {
@@ -744,7 +792,7 @@ mod tests {
             b"ok"
         );
         landing.await.unwrap();
-        flag.0.store(false, Ordering::Relaxed);
+        writers.present.store(false, Ordering::Relaxed);
         let started = Instant::now();
         assert!(matches!(
             reader.get("chunks/0/0/6_0_2", None).await,
@@ -753,6 +801,40 @@ mod tests {
         assert!(
             started.elapsed() < Duration::from_secs(1),
             "no writer stages: no wait"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_writer_that_hands_its_staged_copy_over_spares_the_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote: Arc<dyn ObjectStore> = Arc::new(Backend::memory());
+        let writer = Writeback::open(
+            opts(dir.path(), Duration::from_secs(3600), 1 << 20),
+            remote.clone(),
+        )
+        .await
+        .unwrap();
+        writer
+            .put("chunks/0/0/7_0_6", Bytes::from_static(b"staged"))
+            .await
+            .unwrap();
+        assert!(writer.get_staged("chunks/0/0/8_0_6", None).await.is_none());
+        let writers = Arc::new(Writers {
+            present: std::sync::atomic::AtomicBool::new(true),
+            staged: Some(writer.clone()),
+        });
+        // The block never lands: without the handed-over copy the read ends NotFound.
+        let reader = AwaitLanding::new(remote.clone(), writers, Duration::from_secs(2));
+        assert_eq!(
+            &reader.get("chunks/0/0/7_0_6", Some(1..4)).await.unwrap()[..],
+            b"tag"
+        );
+        assert!(
+            matches!(
+                remote.get("chunks/0/0/7_0_6", None).await,
+                Err(ObjectError::NotFound(_))
+            ),
+            "still only staged"
         );
     }
 }

@@ -1,7 +1,8 @@
 //! End-to-end tests of `mount --writeback` on real mounts: data fsynced and then the mount
 //! `kill -9`ed is uploaded by the next start and readable from another client; a block
 //! staged while the object store refuses writes lands when it is back; another client
-//! reading a file not uploaded yet gets its bytes (waiting for them), never garbage;
+//! reading a file not uploaded yet gets its bytes (waiting for them, or from the writer
+//! in a cache group), never garbage;
 //! `umount --flush` leaves nothing staged; fsck finds the volume clean after each.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -170,6 +171,45 @@ fn another_client_reading_a_file_not_uploaded_yet_gets_its_bytes() {
     drop(reader);
     drop(writer);
     fsck_clean(&vol);
+}
+
+/// The value of counter `name` in a mount's `.stats`.
+fn stat(mount: &Mount, name: &str) -> u64 {
+    let text = std::fs::read_to_string(mount.path.join(".stats")).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} not in .stats"))
+}
+
+#[test]
+fn a_cache_group_member_gets_a_staged_block_from_its_writer() {
+    let vol = Volume::new();
+    let group = ["--cache-group", "g", "--group-listen", "127.0.0.1:0"];
+    let mut writer_flags = vec!["--writeback", "--upload-delay", "1h", "--cache-size", "1M"];
+    writer_flags.extend(group);
+    // The writer's share of the ring is 1 MiB against the reader's 2 GiB: nearly every
+    // block is the reader's to fetch, so it must ask the writer for the staged copy.
+    let writer = vol.mount_with("w", &writer_flags);
+    let mut reader_flags = vec!["--cache-size", "2G"];
+    reader_flags.extend(group);
+    let reader = vol.mount_with("r", &reader_flags);
+    sh(
+        &writer.path,
+        "head -c 40000000 /dev/urandom > ../expected && cp ../expected f",
+    );
+    // Uploads wait an hour: without the writer's copy this read would wait 60 s, then fail.
+    let out = sh(&reader.path, "cmp f ../expected && echo same");
+    assert!(out.contains("same"), "{out}");
+    assert_eq!(stored_blocks(&vol), 0, "nothing was uploaded");
+    assert!(stat(&reader, "strata_group_staged_hits") > 0);
+    assert!(stat(&reader, "strata_group_staged_bytes") > 0);
+    drop(reader);
+    let out = run(Command::new(STRATA)
+        .args(["umount", "--flush"])
+        .arg(&writer.path));
+    assert!(out.status.success(), "{out:?}");
+    wait_for("the unmount", || !is_mounted(&writer.path));
+    reader_sees_expected(&vol);
 }
 
 #[test]

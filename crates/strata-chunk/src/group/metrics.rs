@@ -50,6 +50,16 @@ impl Group {
                 load(&s.served_bytes),
             ),
             (
+                "strata_group_staged_hits",
+                "Blocks or ranges a writer handed over from its staging area (--writeback).",
+                load(&s.staged_hits),
+            ),
+            (
+                "strata_group_staged_bytes",
+                "Bytes writers handed over from their staging areas.",
+                load(&s.staged_bytes),
+            ),
+            (
                 "strata_group_refused",
                 "Peer requests refused: wrong signature or clock.",
                 load(&s.refused),

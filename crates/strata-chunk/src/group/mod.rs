@@ -6,6 +6,9 @@
 //! does not answer in time is skipped and marked down: the reader falls back to the
 //! object store, never to an error.
 //!
+//! A block written with `--writeback` and not uploaded yet is asked of its writer
+//! ([`Group::get_staged`]), which answers from its staging area.
+//!
 //! Membership comes from outside (the client layer reads the volume's sessions): this
 //! module only takes the current member list ([`Group::set_members`]).
 
@@ -63,6 +66,10 @@ pub struct GroupStats {
     pub served_bytes: AtomicU64,
     /// Requests refused: wrong signature or clock.
     pub refused: AtomicU64,
+    /// Blocks or ranges a writer handed over from its staging area before uploading
+    /// them (`--writeback`), and their bytes.
+    pub staged_hits: AtomicU64,
+    pub staged_bytes: AtomicU64,
 }
 
 /// This client's view of its group.
@@ -188,6 +195,42 @@ impl Group {
             Err(_) => None,
         }
     }
+}
+
+impl Group {
+    /// Bytes `[from, to)` of block `key` from the staged copy of the member `writer`
+    /// (`--writeback`, not uploaded yet), or `None` when it holds none or does not answer.
+    /// `writer` need not be in the ring (its membership may not be read yet).
+    pub async fn get_staged(
+        &self,
+        writer: &Member,
+        key: &str,
+        block_len: usize,
+        from: usize,
+        to: usize,
+    ) -> Option<Bytes> {
+        let known = self.peers.read().get(&writer.id).cloned();
+        let peer = match known {
+            Some(p) if p.member == *writer => p,
+            _ => Arc::new(Peer::new(writer.clone())),
+        };
+        let reply = self
+            .call(&peer, Op::Staged, key, block_len, (from, to))
+            .await
+            .ok()?;
+        if reply.status != wire::REPLY_OK || reply.payload.len() != to - from {
+            return None;
+        }
+        bump(&self.stats.staged_hits);
+        let n = u64::try_from(reply.payload.len()).unwrap_or(u64::MAX);
+        self.stats.staged_bytes.fetch_add(n, Ordering::Relaxed);
+        Some(reply.payload)
+    }
+}
+
+/// The length of the block `key` names (`chunks/.../{id}_{index}_{len}`).
+pub fn block_len_of(key: &str) -> Option<usize> {
+    key.rsplit('_').next()?.parse().ok()
 }
 
 pub(crate) fn bump(counter: &AtomicU64) {

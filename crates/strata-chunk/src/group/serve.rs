@@ -106,7 +106,7 @@ async fn connection(mut stream: TcpStream, chunks: &ChunkStore, group: &Group) {
 fn is_block_key(key: &str, block_len: u32) -> bool {
     key.starts_with("chunks/")
         && !key.contains("..")
-        && key.rsplit('_').next().and_then(|s| s.parse::<u32>().ok()) == Some(block_len)
+        && super::block_len_of(key) == usize::try_from(block_len).ok()
 }
 
 fn failed() -> Reply {
@@ -148,6 +148,23 @@ impl ChunkStore {
             Op::Cached => {
                 let held = self.shared.cache.cached_bytes(&req.key);
                 ok(Bytes::copy_from_slice(&held.to_be_bytes()))
+            }
+            Op::Staged => {
+                let staged = match self.shared.staging.get() {
+                    Some(wb) => {
+                        let range = u64::from(req.from)..u64::from(req.to);
+                        wb.get_staged(&req.key, Some(range)).await
+                    }
+                    None => None,
+                };
+                match staged {
+                    Some(Ok(data)) if data.len() == to - from => ok(data),
+                    Some(Err(e)) => {
+                        tracing::warn!("cache group: reading staged {}: {e}", req.key);
+                        failed()
+                    }
+                    _ => failed(),
+                }
             }
             Op::Evict => {
                 self.shared.recent.remove(&req.key).await;

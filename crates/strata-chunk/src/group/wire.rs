@@ -34,6 +34,10 @@ pub enum Op {
     Cached = 3,
     /// Drop the block from the owner's cache.
     Evict = 4,
+    /// Bytes `[from, to)` of a block the member staged (`--writeback`) and has not
+    /// uploaded yet; `REPLY_FAILED` at once when it holds no staged copy. Asked of the
+    /// writer, whoever owns the block.
+    Staged = 5,
 }
 
 impl Op {
@@ -43,6 +47,7 @@ impl Op {
             2 => Op::Warm,
             3 => Op::Cached,
             4 => Op::Evict,
+            5 => Op::Staged,
             _ => return None,
         })
     }
