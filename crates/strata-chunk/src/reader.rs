@@ -169,7 +169,21 @@ impl ChunkStore {
 
     /// Let group peers read blocks staged in `wb` (`--writeback`) before they are uploaded.
     /// False if a staging area was set already.
+    /// Small blocks are then cached when their upload ends, not when they are written
+    /// (until then the staged copy serves reads).
     pub fn set_staging(&self, wb: Arc<Writeback>) -> bool {
+        let shared = Arc::downgrade(&self.shared);
+        let block_size = usize::try_from(self.shared.block_size).unwrap_or(usize::MAX);
+        wb.on_uploaded(Box::new(move |key, data| {
+            let shared = shared.upgrade();
+            Box::pin(async move {
+                if let Some(shared) = shared
+                    && data.len() < block_size
+                {
+                    shared.cache.put(&key, data).await;
+                }
+            })
+        }));
         self.shared.staging.set(wb).is_ok()
     }
 

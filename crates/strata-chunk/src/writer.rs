@@ -202,8 +202,9 @@ impl SliceWriter {
         for index in tail {
             if let Some(block) = self.blocks.remove(&index) {
                 // Short blocks (tails, small files) are cached on write: reading them back
-                // right away is common and they are cheap to keep.
-                let short = block.data.len() < to_usize(bs);
+                // right away is common and they are cheap to keep. With --writeback the
+                // staged copy serves them instead, and the uploader caches them.
+                let short = block.data.len() < to_usize(bs) && self.shared.staging.get().is_none();
                 ready.push(self.seal(index, block, short));
             }
         }

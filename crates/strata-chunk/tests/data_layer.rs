@@ -518,3 +518,56 @@ async fn a_block_read_in_pieces_is_fetched_once() {
         "ten reads, one GET: the read buffer keeps the block"
     );
 }
+
+#[tokio::test]
+async fn with_writeback_a_short_block_is_cached_when_uploaded_not_when_written() {
+    use strata_object::writeback::{Writeback, WritebackOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let remote: Arc<dyn ObjectStore> = Arc::new(Backend::memory());
+    let wb = Writeback::open(
+        WritebackOptions {
+            dir: dir.path().join("staging"),
+            max_bytes: 1 << 20,
+            upload_delay: Duration::from_secs(3600),
+            uploaders: 1,
+        },
+        remote.clone(),
+    )
+    .await
+    .unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    wb.start(stop.clone());
+    let cache = Arc::new(MemoryCache::new(1 << 20));
+    let opts = ChunkOptions {
+        block_size: BS,
+        read_buffer: 0,
+        ..ChunkOptions::default()
+    };
+    let chunks = ChunkStore::new(wb.clone(), cache.clone(), opts);
+    assert!(chunks.set_staging(wb.clone()));
+    let mut w = chunks.writer(21, 0);
+    w.write_at(0, &bytes(1500, 4), None).await.unwrap();
+    assert_eq!(w.finish().await.unwrap(), 1500);
+    let (full, short) = (block_key(21, 0, 1000), block_key(21, 1, 500));
+    for key in [&full, &short] {
+        assert_eq!(cache.cached_bytes(key), 0, "nothing cached on write: {key}");
+    }
+    let slice = Slice {
+        pos: 0,
+        id: 21,
+        size: 1500,
+        off: 0,
+        len: 1500,
+    };
+    let read = chunks.read(&[slice], 0, 1500).await.unwrap();
+    assert_eq!(
+        &read[..],
+        &bytes(1500, 4)[..],
+        "read from the staged copies"
+    );
+    assert!(remote.get(&short, None).await.is_err(), "not uploaded yet");
+    wb.flush(Duration::from_secs(10)).await.unwrap();
+    assert_eq!(cache.cached_bytes(&short), 500, "cached once uploaded");
+    assert_eq!(remote.get(&short, None).await.unwrap().len(), 500);
+    stop.cancel();
+}

@@ -16,12 +16,13 @@
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use strata_types::metrics::{Exposition, Kind};
 use tokio::sync::Notify;
@@ -69,6 +70,11 @@ struct Counters {
     bypassed: AtomicU64,
 }
 
+/// Called with each object once it is uploaded (and before its staged copy goes): the
+/// data layer keeps small blocks in its cache then rather than when they are written, so
+/// a small file costs one local file on the write path, not two.
+pub type UploadedHook = Box<dyn Fn(String, Bytes) -> BoxFuture<'static, ()> + Send + Sync>;
+
 /// A store that stages puts locally and uploads them in the background.
 #[derive(Debug)]
 pub struct Writeback {
@@ -79,6 +85,16 @@ pub struct Writeback {
     /// Woken when something is queued or an upload ends.
     changed: Notify,
     counters: Counters,
+    uploaded: OnceLock<HookSlot>,
+}
+
+/// The uploaded hook, in a wrapper that `Debug` can print.
+struct HookSlot(UploadedHook);
+
+impl std::fmt::Debug for HookSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("UploadedHook")
+    }
 }
 
 impl Writeback {
@@ -93,6 +109,7 @@ impl Writeback {
             state: Mutex::default(),
             changed: Notify::new(),
             counters: Counters::default(),
+            uploaded: OnceLock::new(),
         });
         let mut found = Vec::new();
         wb.staging
@@ -122,6 +139,11 @@ impl Writeback {
         }
         drop(state);
         Ok(wb)
+    }
+
+    /// Call `hook` with each object once it is uploaded; false if a hook was set already.
+    pub fn on_uploaded(&self, hook: UploadedHook) -> bool {
+        self.uploaded.set(HookSlot(hook)).is_ok()
     }
 
     /// Start the uploaders; they stop (between uploads) when `stop` is cancelled.
@@ -256,7 +278,10 @@ impl Writeback {
             }
             Err(e) => return Err(e),
         };
-        self.remote.put(key, data).await?;
+        self.remote.put(key, data.clone()).await?;
+        if let Some(hook) = self.uploaded.get() {
+            (hook.0)(key.to_string(), data).await;
+        }
         // Gone from the staged set before the file goes, so readers never miss it.
         if !self.forget(key) {
             // Deleted while it was being uploaded: the copy just stored is an orphan.
