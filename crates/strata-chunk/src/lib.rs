@@ -66,6 +66,11 @@ pub fn block_key(id: u64, index: u32, size: u32) -> String {
     )
 }
 
+/// The block length a block key ends with (`…/{id}_{index}_{len}`, [`block_key`]).
+pub fn block_len_of(key: &str) -> Option<usize> {
+    key.rsplit('_').next()?.parse().ok()
+}
+
 /// Sizes of the blocks of a slice of `slice_size` bytes with blocks of `block_size`.
 pub fn block_sizes(slice_size: u32, block_size: u32) -> impl Iterator<Item = (u32, u32)> {
     let count = slice_size.div_ceil(block_size);

@@ -446,7 +446,7 @@ async fn fetch_staged(
     key: &str,
     range: Option<Range<u64>>,
 ) -> Option<Bytes> {
-    let block_len = strata_chunk::group::block_len_of(key)?;
+    let block_len = strata_chunk::block_len_of(key)?;
     let (from, to) = match range {
         Some(r) => (usize::try_from(r.start).ok()?, usize::try_from(r.end).ok()?),
         None => (0, block_len),

@@ -527,7 +527,10 @@ impl AwaitLanding {
         }
     }
 
-    /// Poll the store (and the writers) until the block lands or `max_wait` passes.
+    /// Poll the store until the block lands or `max_wait` passes. The writers were asked
+    /// already: a copy not handed over then is one being uploaded (or a writer that is
+    /// down, whose uploads wait too), so asking again — a listing of the sessions each
+    /// time — would only cost metadata round trips.
     async fn wait_for_landing(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
         let started = Instant::now();
         let mut pause = Duration::from_millis(50);
@@ -546,9 +549,6 @@ impl AwaitLanding {
             match self.inner.get(key, range.clone()).await {
                 Err(ObjectError::NotFound(_)) => {}
                 landed => return landed,
-            }
-            if let Staged::Fetched(data) = self.writers.ask(key, range.clone()).await {
-                return Ok(data);
             }
         }
     }

@@ -107,11 +107,6 @@ impl Index {
     }
 }
 
-/// The block length a key ends with (`{slice}_{index}_{len}`).
-fn block_len_of(key: &str) -> Option<usize> {
-    key.rsplit('_').next()?.parse().ok()
-}
-
 impl DiskCache {
     /// Open (creating) the cache directories and index what they already hold. Blocks
     /// beyond `capacity` bytes are evicted; `free_ratio` (0..1) of each disk is kept free.
@@ -322,7 +317,7 @@ fn scan(root: &Path, dir: &Path, index: &mut Index) -> std::io::Result<()> {
             .strip_prefix(root)
             .map(|rel| rel.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let held = match block_len_of(&key) {
+        let held = match crate::block_len_of(&key) {
             Some(block_len) if !name.contains(seg::TMP_MARK) => File::open(&path)
                 .and_then(|file| seg::slots_on_disk(&file, block_len))
                 .ok()

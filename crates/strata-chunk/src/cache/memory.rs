@@ -141,6 +141,5 @@ impl BlockCache for MemoryCache {
 
 /// How many segments the block `key` has: its size ends its key.
 fn segments_of(key: &str) -> usize {
-    let size = key.rsplit('_').next().and_then(|s| s.parse::<usize>().ok());
-    size.map_or(0, |n| n.div_ceil(strata_object::checksum::SEGMENT))
+    crate::block_len_of(key).map_or(0, |n| n.div_ceil(strata_object::checksum::SEGMENT))
 }

@@ -228,11 +228,6 @@ impl Group {
     }
 }
 
-/// The length of the block `key` names (`chunks/.../{id}_{index}_{len}`).
-pub fn block_len_of(key: &str) -> Option<usize> {
-    key.rsplit('_').next()?.parse().ok()
-}
-
 pub(crate) fn bump(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
 }

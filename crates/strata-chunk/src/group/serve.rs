@@ -106,7 +106,7 @@ async fn connection(mut stream: TcpStream, chunks: &ChunkStore, group: &Group) {
 fn is_block_key(key: &str, block_len: u32) -> bool {
     key.starts_with("chunks/")
         && !key.contains("..")
-        && super::block_len_of(key) == usize::try_from(block_len).ok()
+        && crate::block_len_of(key) == usize::try_from(block_len).ok()
 }
 
 fn failed() -> Reply {
