@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::stream::FuturesUnordered;
 use futures::{StreamExt, TryStreamExt};
 use object_store::aws::AmazonS3Builder;
 use object_store::local::LocalFileSystem;
@@ -18,6 +19,7 @@ use object_store::{GetOptions, GetRange, ObjectStoreExt, PutPayload};
 use strata_types::Secret;
 
 use crate::local::{self, INLINE_MAX, LocalSync};
+use crate::upload::{PART_SIZE, PARTS_IN_FLIGHT, Upload};
 use crate::{ObjectError, ObjectInfo, ObjectStore, Result};
 
 /// Settings of an S3-compatible store.
@@ -100,7 +102,17 @@ impl Backend {
         if let Some(token) = &cfg.session_token {
             b = b.with_token(token.expose());
         }
+        // Three quick retries inside the client: requests that go through a volume's
+        // store are retried again, with backoff, by the retry wrapper; a bare store (a
+        // bucket check, `sync`'s first request) reports an unreachable endpoint in about
+        // a second instead of after ten retries (about a minute).
+        let retry = object_store::RetryConfig {
+            max_retries: 3,
+            retry_timeout: std::time::Duration::from_secs(30),
+            ..object_store::RetryConfig::default()
+        };
         let store = b
+            .with_retry(retry)
             .with_virtual_hosted_style_request(!cfg.path_style)
             .build()
             .map_err(|e| ObjectError::Other(format!("s3 configuration: {e}")))?;
@@ -233,6 +245,18 @@ impl ObjectStore for Backend {
         Ok(())
     }
 
+    async fn upload<'a>(&'a self, key: &str) -> Result<Box<dyn Upload + 'a>> {
+        Ok(Box::new(BackendUpload {
+            backend: self,
+            location: path(key)?,
+            key: key.to_string(),
+            multipart: None,
+            pending: Vec::new(),
+            pending_len: 0,
+            in_flight: FuturesUnordered::new(),
+        }))
+    }
+
     async fn delete(&self, key: &str) -> Result<()> {
         let location = path(key)?;
         match self.inner.delete(&location).await {
@@ -318,6 +342,85 @@ impl ObjectStore for Backend {
             }
         }
         Ok(())
+    }
+}
+
+/// A piecewise write to a [`Backend`]: one plain put when the object ends within its first
+/// part, otherwise the store's multipart upload with a few parts in flight.
+struct BackendUpload<'a> {
+    backend: &'a Backend,
+    location: Path,
+    key: String,
+    multipart: Option<Box<dyn object_store::MultipartUpload>>,
+    pending: Vec<Bytes>,
+    pending_len: usize,
+    in_flight: FuturesUnordered<object_store::UploadPart>,
+}
+
+impl BackendUpload<'_> {
+    /// Send what is pending as the next part, once fewer than [`PARTS_IN_FLIGHT`] are out.
+    async fn send_part(&mut self) -> Result<()> {
+        while self.in_flight.len() >= PARTS_IN_FLIGHT {
+            self.wait_one().await?;
+        }
+        if self.multipart.is_none() {
+            let started = self.backend.inner.put_multipart(&self.location).await;
+            self.multipart = Some(started.map_err(|e| map_err(&self.key, e))?);
+        }
+        let payload: PutPayload = std::mem::take(&mut self.pending).into_iter().collect();
+        self.pending_len = 0;
+        if let Some(m) = self.multipart.as_mut() {
+            self.in_flight.push(m.put_part(payload));
+        }
+        Ok(())
+    }
+
+    async fn wait_one(&mut self) -> Result<()> {
+        match self.in_flight.next().await {
+            Some(done) => done.map_err(|e| map_err(&self.key, e)),
+            None => Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl Upload for BackendUpload<'_> {
+    async fn write(&mut self, data: Bytes) -> Result<()> {
+        self.pending_len += data.len();
+        self.pending.push(data);
+        if self.pending_len >= PART_SIZE {
+            self.send_part().await?;
+        }
+        Ok(())
+    }
+
+    async fn finish(mut self: Box<Self>) -> Result<()> {
+        if self.multipart.is_none() {
+            let parts = std::mem::take(&mut self.pending);
+            return self.backend.put_parts(&self.key, parts).await;
+        }
+        if self.pending_len > 0 {
+            self.send_part().await?;
+        }
+        while !self.in_flight.is_empty() {
+            if let Err(e) = self.wait_one().await {
+                let _ = self.abort().await;
+                return Err(e);
+            }
+        }
+        if let Some(m) = self.multipart.as_mut() {
+            m.complete().await.map_err(|e| map_err(&self.key, e))?;
+        }
+        self.backend.written(&self.key);
+        Ok(())
+    }
+
+    async fn abort(mut self: Box<Self>) -> Result<()> {
+        while self.in_flight.next().await.is_some() {}
+        match self.multipart.as_mut() {
+            Some(m) => m.abort().await.map_err(|e| map_err(&self.key, e)),
+            None => Ok(()),
+        }
     }
 }
 

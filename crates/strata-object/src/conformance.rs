@@ -231,6 +231,48 @@ pub async fn put_get_round_trip<B: TestBackend>() {
     );
 }
 
+/// An object written piece by piece reads back as one: empty, within one part (one plain
+/// put), and across several parts (a multipart upload on S3 stores); an aborted upload
+/// leaves nothing a listing or a read finds.
+pub async fn uploads_in_pieces_read_as_one_object<B: TestBackend>() {
+    let b = B::start();
+    let s = scoped(&b);
+    let big = pattern(crate::upload::PART_SIZE * 2 + 12345, 7);
+    for (key, data, piece) in [
+        ("up/empty", Bytes::new(), 1),
+        ("up/small", pattern(100_000, 3), 4096),
+        ("up/big", big.clone(), 1 << 20),
+    ] {
+        let mut up = s.upload(key).await.unwrap();
+        let mut at = 0;
+        while at < data.len() {
+            let end = (at + piece).min(data.len());
+            up.write(data.slice(at..end)).await.unwrap();
+            at = end;
+        }
+        up.finish().await.unwrap();
+        assert_eq!(s.get(key, None).await.unwrap(), data, "{key}");
+        assert_eq!(s.head(key).await.unwrap().size, data.len() as u64, "{key}");
+    }
+    let mut up = s.upload("up/aborted").await.unwrap();
+    up.write(big.slice(..crate::upload::PART_SIZE + 1))
+        .await
+        .unwrap();
+    up.abort().await.unwrap();
+    assert!(matches!(
+        s.head("up/aborted").await,
+        Err(crate::ObjectError::NotFound(_))
+    ));
+    let keys: Vec<String> = s
+        .list("up/", None, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| i.key)
+        .collect();
+    assert_eq!(keys, ["up/big", "up/empty", "up/small"]);
+}
+
 /// `sync` succeeds with nothing to do, after puts, and after some of them were deleted;
 /// it changes nothing anyone reads, and a second sync has nothing left to do.
 pub async fn sync_after_puts_and_deletes<B: TestBackend>() {
@@ -461,7 +503,8 @@ pub async fn missing_bucket_is_reported<B: S3TestBackend>() {
 macro_rules! object_conformance_tests {
     ($backend:ty) => {
         $crate::object_conformance_tests!(@cases $backend; put_get_round_trip, range_reads, missing_objects,
-            sync_after_puts_and_deletes, listing_is_ordered_and_paged, scan_all_streams_every_object_once, concurrent_requests);
+            sync_after_puts_and_deletes, listing_is_ordered_and_paged, scan_all_streams_every_object_once, concurrent_requests,
+            uploads_in_pieces_read_as_one_object);
     };
     ($backend:ty, s3) => {
         $crate::object_conformance_tests!($backend);

@@ -21,6 +21,7 @@ pub mod metered;
 pub mod prefix;
 pub mod retry;
 pub mod stack;
+pub mod upload;
 pub mod writeback;
 
 use std::fmt;
@@ -105,6 +106,15 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// without copying the data. Stores that can send parts as they are override it.
     async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<()> {
         self.put(key, concat(parts)).await
+    }
+
+    /// Write `key` piece by piece ([`upload::Upload`]), for objects too big to hold in
+    /// memory. The default collects the pieces and puts them at the end; backends that can
+    /// send them as they come (multipart uploads) and wrappers that pass pieces through
+    /// override it.
+    async fn upload<'a>(&'a self, key: &str) -> Result<Box<dyn upload::Upload + 'a>> {
+        check_key(key)?;
+        Ok(Box::new(upload::BufferedUpload::new(self, key)))
     }
 
     /// Make every object put so far survive a crash of the machine; returns how many

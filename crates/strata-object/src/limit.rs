@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use tokio::sync::Semaphore;
 
+use crate::upload::Upload;
 use crate::{ObjectError, ObjectInfo, ObjectStore, Result};
 
 /// Limits on traffic to a store; 0 means unlimited for the bandwidth limits.
@@ -34,13 +35,14 @@ impl Default for Limits {
 
 /// Spaces transfers so their bytes do not exceed a rate.
 #[derive(Debug)]
-struct Pacer {
+pub struct Pacer {
     bytes_per_sec: f64,
     next_free: parking_lot::Mutex<Instant>,
 }
 
 impl Pacer {
-    fn new(mbps: u64) -> Option<Pacer> {
+    /// A pacer for `mbps` megabits per second; none for 0 (unlimited).
+    pub fn new(mbps: u64) -> Option<Pacer> {
         (mbps > 0).then(|| Pacer {
             bytes_per_sec: mbps as f64 * 1_000_000.0 / 8.0,
             next_free: parking_lot::Mutex::new(Instant::now()),
@@ -48,7 +50,7 @@ impl Pacer {
     }
 
     /// Reserve time for `bytes` and wait for the reservation to start.
-    async fn pace(&self, bytes: usize) {
+    pub async fn pace(&self, bytes: usize) {
         let wait = {
             let mut next = self.next_free.lock();
             let now = Instant::now();
@@ -119,6 +121,15 @@ impl<S: ObjectStore> ObjectStore for Limited<S> {
         self.inner.put_parts(key, parts).await
     }
 
+    /// Paced like puts, piece by piece; not counted against `max_uploads` (a long upload
+    /// would hold a slot for its whole length).
+    async fn upload<'a>(&'a self, key: &str) -> Result<Box<dyn Upload + 'a>> {
+        Ok(Box::new(LimitedUpload {
+            inner: self.inner.upload(key).await?,
+            pacer: self.up.as_ref(),
+        }))
+    }
+
     async fn delete(&self, key: &str) -> Result<()> {
         let _permit = self.uploads.acquire().await.map_err(|_| closed())?;
         self.inner.delete(key).await
@@ -141,5 +152,29 @@ impl<S: ObjectStore> ObjectStore for Limited<S> {
     ) -> Result<Vec<ObjectInfo>> {
         let _permit = self.downloads.acquire().await.map_err(|_| closed())?;
         self.inner.list(prefix, start_after, limit).await
+    }
+}
+
+/// An upload whose pieces are paced by the upload limit.
+struct LimitedUpload<'a> {
+    inner: Box<dyn Upload + 'a>,
+    pacer: Option<&'a Pacer>,
+}
+
+#[async_trait]
+impl Upload for LimitedUpload<'_> {
+    async fn write(&mut self, data: Bytes) -> Result<()> {
+        if let Some(p) = self.pacer {
+            p.pace(data.len()).await;
+        }
+        self.inner.write(data).await
+    }
+
+    async fn finish(self: Box<Self>) -> Result<()> {
+        self.inner.finish().await
+    }
+
+    async fn abort(self: Box<Self>) -> Result<()> {
+        self.inner.abort().await
     }
 }

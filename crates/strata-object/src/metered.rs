@@ -11,6 +11,7 @@ use bytes::Bytes;
 
 use strata_types::metrics::{Exposition, Histogram, Kind};
 
+use crate::upload::Upload;
 use crate::{ObjectError, ObjectInfo, ObjectStore, Result};
 
 /// Kinds of request.
@@ -201,6 +202,16 @@ impl<S: ObjectStore> ObjectStore for Metered<S> {
         r
     }
 
+    /// Counted as one put, of all its bytes, when it finishes.
+    async fn upload<'a>(&'a self, key: &str) -> Result<Box<dyn Upload + 'a>> {
+        Ok(Box::new(MeteredUpload {
+            inner: self.inner.upload(key).await?,
+            stats: &self.stats,
+            started: Instant::now(),
+            bytes: 0,
+        }))
+    }
+
     async fn delete(&self, key: &str) -> Result<()> {
         let started = Instant::now();
         let r = self.inner.delete(key).await;
@@ -235,5 +246,34 @@ impl<S: ObjectStore> ObjectStore for Metered<S> {
         let r = self.inner.list(prefix, start_after, limit).await;
         self.stats.record(4, started, &r);
         r
+    }
+}
+
+/// An upload counted as one put when it finishes.
+struct MeteredUpload<'a> {
+    inner: Box<dyn Upload + 'a>,
+    stats: &'a ObjectStats,
+    started: Instant,
+    bytes: u64,
+}
+
+#[async_trait]
+impl Upload for MeteredUpload<'_> {
+    async fn write(&mut self, data: Bytes) -> Result<()> {
+        self.bytes += len64(data.len());
+        self.inner.write(data).await
+    }
+
+    async fn finish(self: Box<Self>) -> Result<()> {
+        let r = self.inner.finish().await;
+        self.stats.record(1, self.started, &r);
+        if r.is_ok() {
+            self.stats.bytes_up.fetch_add(self.bytes, Ordering::Relaxed);
+        }
+        r
+    }
+
+    async fn abort(self: Box<Self>) -> Result<()> {
+        self.inner.abort().await
     }
 }

@@ -6,6 +6,7 @@ use std::ops::Range;
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use crate::upload::Upload;
 use crate::{ObjectInfo, ObjectStore, Result};
 
 /// Stores every key under `prefix` (which ends in `/`).
@@ -54,6 +55,10 @@ impl<S: ObjectStore> ObjectStore for Prefixed<S> {
 
     async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<()> {
         self.inner.put_parts(&self.full(key)?, parts).await
+    }
+
+    async fn upload<'a>(&'a self, key: &str) -> Result<Box<dyn Upload + 'a>> {
+        self.inner.upload(&self.full(key)?).await
     }
 
     async fn delete(&self, key: &str) -> Result<()> {

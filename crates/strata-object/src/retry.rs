@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use rand::Rng;
 
+use crate::upload::{SmallFirstUpload, Upload};
 use crate::{ObjectError, ObjectInfo, ObjectStore, Result};
 
 /// How requests are retried.
@@ -101,6 +102,13 @@ impl<S: ObjectStore> ObjectStore for Retrying<S> {
             self.inner.put_parts(key, parts.clone())
         })
         .await
+    }
+
+    /// Objects that end within their first part go up as one retried put; bigger ones
+    /// stream through the inner store's upload, whose part requests are not retried here.
+    async fn upload<'a>(&'a self, key: &str) -> Result<Box<dyn Upload + 'a>> {
+        crate::check_key(key)?;
+        Ok(Box::new(SmallFirstUpload::new(self, &self.inner, key)))
     }
 
     async fn delete(&self, key: &str) -> Result<()> {

@@ -15,6 +15,7 @@ use crate::limit::{Limited, Limits};
 use crate::metered::{Metered, ObjectStats};
 use crate::prefix::Prefixed;
 use crate::retry::{RetryPolicy, Retrying};
+use crate::upload::Upload;
 use crate::{ObjectInfo, ObjectStore, Result};
 
 /// Everything that shapes a volume's store above its backend.
@@ -65,6 +66,10 @@ impl<S: ObjectStore + ?Sized> ObjectStore for Arc<S> {
 
     async fn put_parts(&self, key: &str, parts: Vec<Bytes>) -> Result<()> {
         (**self).put_parts(key, parts).await
+    }
+
+    async fn upload<'a>(&'a self, key: &str) -> Result<Box<dyn Upload + 'a>> {
+        (**self).upload(key).await
     }
 
     async fn delete(&self, key: &str) -> Result<()> {

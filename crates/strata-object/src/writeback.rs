@@ -217,7 +217,7 @@ impl Writeback {
                 }
                 continue;
             };
-            match self.upload(&key).await {
+            match self.upload_staged(&key).await {
                 Ok(()) => backoff = Duration::from_millis(100),
                 Err(e) => {
                     self.counters
@@ -268,7 +268,7 @@ impl Writeback {
     }
 
     /// Copy one staged object to the store, then drop the staged copy.
-    async fn upload(&self, key: &str) -> Result<()> {
+    async fn upload_staged(&self, key: &str) -> Result<()> {
         let data = match self.staging.get(key, None).await {
             Ok(data) => data,
             // Deleted while queued (the file was removed): nothing to upload.

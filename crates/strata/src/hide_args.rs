@@ -29,6 +29,11 @@ const ENGINE_SCHEMES: [&str; 5] = [
     "etcd://",
 ];
 
+/// Schemes of `strata sync` addresses whose credentials (`AK:SK[:TOKEN]@`) are hidden.
+const ADDRESS_SCHEMES: [&str; 2] = ["s3://", "minio://"];
+/// The variables carrying the credentials of the first, second, ... address.
+const ADDRESS_VAR: &str = "STRATA_HIDDEN_ADDRESS_";
+
 /// Environment variables to set: (name, value).
 type Carried = Vec<(String, String)>;
 
@@ -65,6 +70,15 @@ fn hidden(args: &[OsString]) -> Option<(Vec<OsString>, Carried)> {
             out.push(OsString::from(format!("{flag}={PLACEHOLDER}")));
             continue;
         }
+        if let Some((scheme, userinfo, rest)) = address_credentials(text) {
+            let n = env
+                .iter()
+                .filter(|(k, _)| k.starts_with(ADDRESS_VAR))
+                .count();
+            env.push((format!("{ADDRESS_VAR}{n}"), userinfo.to_string()));
+            out.push(OsString::from(format!("{scheme}{PLACEHOLDER}{n}@{rest}")));
+            continue;
+        }
         let url = MetaUrl::new(text);
         let is_engine = ENGINE_SCHEMES.iter().any(|s| text.starts_with(s));
         let has_meta_password = env.iter().any(|(k, _)| k == "META_PASSWORD");
@@ -77,6 +91,28 @@ fn hidden(args: &[OsString]) -> Option<(Vec<OsString>, Carried)> {
         }
     }
     (!env.is_empty()).then_some((out, env))
+}
+
+/// A sync address with credentials: its scheme, the credentials and what follows the `@`.
+fn address_credentials(text: &str) -> Option<(&'static str, &str, &str)> {
+    let scheme = ADDRESS_SCHEMES.iter().find(|s| text.starts_with(**s))?;
+    let rest = &text[scheme.len()..];
+    let host_end = rest.find('/').unwrap_or(rest.len());
+    let at = rest[..host_end].rfind('@')?;
+    let userinfo = &rest[..at];
+    if !userinfo.contains(':') || userinfo.starts_with(PLACEHOLDER) {
+        return None;
+    }
+    Some((scheme, userinfo, &rest[at + 1..]))
+}
+
+/// The credentials of a sync address as given: those carried across the `exec` when
+/// the address shows the placeholder instead.
+pub fn revealed_userinfo(userinfo: &str) -> String {
+    userinfo
+        .strip_prefix(PLACEHOLDER)
+        .and_then(|n| std::env::var(format!("{ADDRESS_VAR}{n}")).ok())
+        .unwrap_or_else(|| userinfo.to_string())
 }
 
 /// Run this command again without its secrets in the arguments, if it has any. Returns
@@ -154,6 +190,30 @@ mod tests {
             ]
         );
         assert!(hidden(&os(&["strata", "mount", "sqlite3:///a.db", "/mnt"])).is_none());
+        let (out, env) = hidden(&os(&[
+            "strata",
+            "sync",
+            "s3://ak:sk@bkt.s3.amazonaws.com/p",
+            "minio://a:b:tok@h:9000/b",
+        ]))
+        .unwrap();
+        assert_eq!(
+            out,
+            os(&[
+                "strata",
+                "sync",
+                "s3://****0@bkt.s3.amazonaws.com/p",
+                "minio://****1@h:9000/b"
+            ])
+        );
+        assert_eq!(
+            env,
+            vec![
+                ("STRATA_HIDDEN_ADDRESS_0".to_string(), "ak:sk".to_string()),
+                ("STRATA_HIDDEN_ADDRESS_1".to_string(), "a:b:tok".to_string()),
+            ]
+        );
+        assert!(hidden(&os(&["strata", "sync", "s3://bkt/p", "/tmp/x"])).is_none());
         assert!(hidden(&os(&["strata", "mount", "redis://h:6379/1", "/mnt"])).is_none());
     }
 }

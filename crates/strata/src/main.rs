@@ -24,6 +24,7 @@ mod profile_cmd;
 mod progress;
 mod quota_cmd;
 mod stats_cmd;
+mod sync_cmd;
 mod trash_cmd;
 mod tree_cmd;
 mod units;
@@ -120,6 +121,9 @@ enum Command {
     /// Collect a mount's config, stats, log, thread dump and environment into one archive
     /// for a bug report (secrets removed).
     Debug(debug_cmd::DebugArgs),
+    /// Copy a tree between local directories, S3 buckets and Strata volumes and keep the
+    /// copies in step (juicefs sync's flags): only what differs is copied.
+    Sync(Box<sync_cmd::SyncArgs>),
     /// Print the version.
     Version,
 }
@@ -182,6 +186,7 @@ fn main() -> ExitCode {
         Command::Stats(a) => stats_cmd::run_stats(a),
         Command::Profile(a) => profile_cmd::run_profile(a),
         Command::Debug(a) => debug_cmd::run_debug(a),
+        Command::Sync(a) => sync_cmd::run_sync(*a),
         Command::Version => {
             println!("strata {}", env!("CARGO_PKG_VERSION"));
             Ok(())

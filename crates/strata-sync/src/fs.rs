@@ -1,0 +1,373 @@
+//! A local directory as an endpoint: a walk that reads one directory at a time and sends
+//! its names in key order; files written under a temporary name and renamed into place,
+//! so an interrupted run leaves no half file under a real name; one `syncfs` at the end.
+
+use std::io::ErrorKind;
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use tokio::io::AsyncWriteExt;
+
+use crate::endpoint::{
+    Endpoint, Entry, Kind, ListSender, Prune, TEMP_PREFIX, Writer, base_name, parent_key,
+    sort_as_keys, wanted,
+};
+use crate::{Result, SyncError};
+
+/// A directory tree on a local (or locally mounted) file system.
+#[derive(Debug)]
+pub struct FsEndpoint {
+    root: PathBuf,
+    /// Keep symlinks as symlinks (`--links`); otherwise they are followed.
+    links: bool,
+    /// Names this run's temporary files.
+    token: String,
+}
+
+impl FsEndpoint {
+    /// The tree at `root`; with `create` (a destination) the directory is made if missing.
+    pub fn open(root: &Path, links: bool, create: bool) -> Result<FsEndpoint> {
+        if create {
+            std::fs::create_dir_all(root).map_err(|e| SyncError::io(root.display(), e))?;
+        }
+        let meta = std::fs::metadata(root).map_err(|e| SyncError::io(root.display(), e))?;
+        if !meta.is_dir() {
+            return Err(SyncError::Usage(format!(
+                "{} is not a directory",
+                root.display()
+            )));
+        }
+        Ok(FsEndpoint {
+            root: root.to_path_buf(),
+            links,
+            token: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
+        })
+    }
+
+    fn path(&self, key: &str) -> PathBuf {
+        self.root.join(key.trim_end_matches('/'))
+    }
+}
+
+/// The entry for `name` in directory key `prefix`, from its `lstat` (and, when symlinks
+/// are followed, its target's `stat`).
+fn entry_of(path: &Path, key: String, links: bool) -> Result<Entry> {
+    let lmeta = std::fs::symlink_metadata(path).map_err(|e| SyncError::io(&key, e))?;
+    let (meta, target) = if lmeta.file_type().is_symlink() {
+        if links {
+            let target = std::fs::read_link(path).map_err(|e| SyncError::io(&key, e))?;
+            let target = target
+                .into_os_string()
+                .into_string()
+                .map_err(|_| SyncError::Check(format!("{key}: symlink target is not UTF-8")))?;
+            (lmeta, Some(target))
+        } else {
+            let meta = std::fs::metadata(path).map_err(|e| SyncError::io(&key, e))?;
+            (meta, None)
+        }
+    } else {
+        (lmeta, None)
+    };
+    let kind = if target.is_some() {
+        Kind::Symlink
+    } else if meta.is_dir() {
+        Kind::Dir
+    } else if meta.is_file() {
+        Kind::File
+    } else {
+        return Err(SyncError::Check(format!(
+            "{key}: not a regular file, directory or symlink"
+        )));
+    };
+    let key = if kind == Kind::Dir { key + "/" } else { key };
+    Ok(Entry {
+        key,
+        kind,
+        size: if kind == Kind::Dir { 0 } else { meta.len() },
+        mtime: meta.mtime(),
+        mtime_nsec: u32::try_from(meta.mtime_nsec()).unwrap_or(0),
+        mode: Some(meta.mode() & 0o7777),
+        uid: Some(meta.uid()),
+        gid: Some(meta.gid()),
+        target,
+        id: meta.ino(),
+    })
+}
+
+/// One directory's entries in key order (an unreadable one is an error entry).
+fn read_sorted(dir: &Path, prefix: &str, links: bool) -> Result<Vec<Result<Entry>>> {
+    let mut names = Vec::new();
+    let read = std::fs::read_dir(dir).map_err(|e| SyncError::io(prefix_or_root(prefix), e))?;
+    for de in read {
+        let de = de.map_err(|e| SyncError::io(prefix_or_root(prefix), e))?;
+        match de.file_name().into_string() {
+            Ok(name) if name.starts_with(TEMP_PREFIX) => {}
+            Ok(name) => {
+                let is_dir = de.file_type().is_ok_and(|t| t.is_dir());
+                names.push((name, is_dir));
+            }
+            Err(raw) => names.push((format!("{}", raw.to_string_lossy()), false)),
+        }
+    }
+    sort_as_keys(&mut names, |(n, d)| (n.as_str(), *d));
+    Ok(names
+        .into_iter()
+        .map(|(name, _)| entry_of(&dir.join(&name), format!("{prefix}{name}"), links))
+        .collect())
+}
+
+fn prefix_or_root(prefix: &str) -> &str {
+    if prefix.is_empty() { "." } else { prefix }
+}
+
+/// The walk itself, on a blocking thread: a stack of directories being read.
+fn walk(
+    root: &Path,
+    links: bool,
+    after: Option<&str>,
+    prune: &Prune,
+    tx: &ListSender,
+) -> Result<()> {
+    let mut stack = vec![(read_sorted(root, "", links)?.into_iter(), ino_of(root))];
+    while let Some((items, _)) = stack.last_mut() {
+        let Some(item) = items.next() else {
+            stack.pop();
+            continue;
+        };
+        let entry = match item {
+            Ok(entry) => entry,
+            Err(e) => {
+                if tx.blocking_send(Err(e)).is_err() {
+                    return Ok(());
+                }
+                continue;
+            }
+        };
+        let (send, enter) = wanted(&entry.key, after);
+        let descend = entry.is_dir() && enter && !prune(&entry.key);
+        let key = entry.key.clone();
+        let ino = entry.id;
+        if send && tx.blocking_send(Ok(entry)).is_err() {
+            return Ok(());
+        }
+        if !descend {
+            continue;
+        }
+        if stack.iter().any(|(_, seen)| *seen == ino) {
+            let loop_error = SyncError::Check(format!("{key}: directory loop through a symlink"));
+            if tx.blocking_send(Err(loop_error)).is_err() {
+                return Ok(());
+            }
+            continue;
+        }
+        match read_sorted(&root.join(key.trim_end_matches('/')), &key, links) {
+            Ok(items) => stack.push((items.into_iter(), ino)),
+            Err(e) => {
+                if tx.blocking_send(Err(e)).is_err() {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn ino_of(path: &Path) -> u64 {
+    std::fs::metadata(path).map(|m| m.ino()).unwrap_or(0)
+}
+
+async fn blocking<T: Send + 'static>(
+    what: &str,
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| SyncError::Check(format!("{what}: task failed: {e}")))?
+}
+
+#[async_trait]
+impl Endpoint for FsEndpoint {
+    fn describe(&self) -> String {
+        format!("file://{}", self.root.display())
+    }
+
+    fn has_dirs(&self) -> bool {
+        true
+    }
+
+    async fn list(&self, after: Option<String>, prune: Arc<Prune>, tx: ListSender) -> Result<()> {
+        let root = self.root.clone();
+        let links = self.links;
+        blocking("listing", move || {
+            walk(&root, links, after.as_deref(), &*prune, &tx)
+        })
+        .await
+    }
+
+    async fn read(&self, entry: &Entry, offset: u64, len: u64) -> Result<Bytes> {
+        let path = self.path(&entry.key);
+        let key = entry.key.clone();
+        blocking(&entry.key, move || {
+            let file = std::fs::File::open(&path).map_err(|e| SyncError::io(&key, e))?;
+            let want = usize::try_from(len)
+                .map_err(|_| SyncError::Check(format!("{key}: read too big")))?;
+            let mut buf = vec![0u8; want];
+            let mut got = 0;
+            while got < want {
+                let at = offset + u64::try_from(got).unwrap_or(u64::MAX);
+                match file.read_at(&mut buf[got..], at) {
+                    Ok(0) => break,
+                    Ok(n) => got += n,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => return Err(SyncError::io(&key, e)),
+                }
+            }
+            buf.truncate(got);
+            Ok(Bytes::from(buf))
+        })
+        .await
+    }
+
+    async fn create<'a>(&'a self, key: &str) -> Result<Box<dyn Writer + 'a>> {
+        let path = self.path(key);
+        let dir = self.path(parent_key(key));
+        tokio::fs::create_dir_all(&dir)
+            .await
+            .map_err(|e| SyncError::io(parent_key(key), e))?;
+        let temp = dir.join(format!("{TEMP_PREFIX}{}.{}", self.token, base_name(key)));
+        let file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&temp)
+            .await
+            .map_err(|e| SyncError::io(key, e))?;
+        Ok(Box::new(FsWriter {
+            key: key.to_string(),
+            file,
+            temp,
+            path,
+        }))
+    }
+
+    async fn delete(&self, entry: &Entry) -> Result<()> {
+        let path = self.path(&entry.key);
+        let r = if entry.is_dir() {
+            tokio::fs::remove_dir(&path).await
+        } else {
+            tokio::fs::remove_file(&path).await
+        };
+        match r {
+            Err(e) if e.kind() != ErrorKind::NotFound => Err(SyncError::io(&entry.key, e)),
+            _ => Ok(()),
+        }
+    }
+
+    async fn mkdir(&self, key: &str) -> Result<()> {
+        tokio::fs::create_dir_all(self.path(key))
+            .await
+            .map_err(|e| SyncError::io(key, e))
+    }
+
+    async fn symlink(&self, key: &str, target: &str) -> Result<()> {
+        let path = self.path(key);
+        let dir = self.path(parent_key(key));
+        let target = target.to_string();
+        let key = key.to_string();
+        blocking(&key.clone(), move || {
+            std::fs::create_dir_all(&dir).map_err(|e| SyncError::io(&key, e))?;
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != ErrorKind::NotFound => return Err(SyncError::io(&key, e)),
+                _ => {}
+            }
+            std::os::unix::fs::symlink(&target, &path).map_err(|e| SyncError::io(&key, e))
+        })
+        .await
+    }
+
+    async fn set_attrs(&self, key: &str, like: &Entry, perms: bool) -> Result<()> {
+        let path = self.path(key);
+        let like = like.clone();
+        let key = key.to_string();
+        blocking(&key.clone(), move || apply_attrs(&path, &key, &like, perms)).await
+    }
+
+    async fn sync(&self) -> Result<()> {
+        let root = self.root.clone();
+        blocking("syncfs", move || {
+            let dir = std::fs::File::open(&root).map_err(|e| SyncError::io(root.display(), e))?;
+            nix::unistd::syncfs(&dir)
+                .map_err(|e| SyncError::io(root.display(), std::io::Error::from(e)))
+        })
+        .await
+    }
+}
+
+/// Give `path` the mtime of `like` and, with `perms`, its mode, owner and group (symlinks:
+/// owner and group only).
+fn apply_attrs(path: &Path, key: &str, like: &Entry, perms: bool) -> Result<()> {
+    let err = |e| SyncError::io(key, e);
+    if like.kind != Kind::Symlink {
+        let mtime = std::time::UNIX_EPOCH
+            + std::time::Duration::new(u64::try_from(like.mtime).unwrap_or(0), like.mtime_nsec);
+        let file = std::fs::File::open(path).map_err(err)?;
+        file.set_times(std::fs::FileTimes::new().set_modified(mtime))
+            .map_err(err)?;
+        if perms && let Some(mode) = like.mode {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(err)?;
+        }
+    }
+    if perms && (like.uid.is_some() || like.gid.is_some()) {
+        std::os::unix::fs::lchown(path, like.uid, like.gid).map_err(err)?;
+    }
+    Ok(())
+}
+
+/// A file written under a temporary name in its directory.
+struct FsWriter {
+    key: String,
+    file: tokio::fs::File,
+    temp: PathBuf,
+    path: PathBuf,
+}
+
+#[async_trait]
+impl Writer for FsWriter {
+    async fn write(&mut self, data: Bytes) -> Result<()> {
+        self.file
+            .write_all(&data)
+            .await
+            .map_err(|e| SyncError::io(&self.key, e))
+    }
+
+    async fn finish(self: Box<Self>, like: &Entry, perms: bool) -> Result<()> {
+        let FsWriter {
+            key,
+            mut file,
+            temp,
+            path,
+        } = *self;
+        if let Err(e) = file.flush().await {
+            let _ = tokio::fs::remove_file(&temp).await;
+            return Err(SyncError::io(&key, e));
+        }
+        drop(file);
+        let like = like.clone();
+        blocking(&key.clone(), move || {
+            let done = apply_attrs(&temp, &key, &like, perms)
+                .and_then(|()| std::fs::rename(&temp, &path).map_err(|e| SyncError::io(&key, e)));
+            if done.is_err() {
+                let _ = std::fs::remove_file(&temp);
+            }
+            done
+        })
+        .await
+    }
+
+    async fn abort(self: Box<Self>) {
+        let _ = tokio::fs::remove_file(&self.temp).await;
+    }
+}

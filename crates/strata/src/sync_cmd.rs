@@ -1,0 +1,495 @@
+//! `strata sync SRC DST`: flags (those of `juicefs sync`), addresses turned into
+//! endpoints, a live progress line and the summary. The work is `strata-sync`'s.
+
+use std::collections::BTreeSet;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use strata_client::{Client, ClientOptions};
+use strata_object::ObjectStore;
+use strata_object::backend::{Backend, S3Config};
+use strata_object::limit::{Limited, Limits};
+use strata_object::metered::{Metered, ObjectStats};
+use strata_object::retry::{RetryPolicy, Retrying};
+use strata_sync::fs::FsEndpoint;
+use strata_sync::objects::ObjectEndpoint;
+use strata_sync::volume::VolumeEndpoint;
+use strata_sync::{Endpoint, Filter, Options, Selection, SyncStats};
+use strata_types::{MetaUrl, Secret};
+use strata_vfs::VfsOptions;
+
+use crate::units;
+
+#[derive(Debug, Args)]
+#[command(after_help = "ADDRESSES (SRC and DST):
+  /path, ./path, file:///path      a local directory
+  s3://[AK:SK[:TOKEN]@]BUCKET[.ENDPOINT][/PREFIX]
+                                   an S3 bucket (AWS when ENDPOINT is left out; credentials
+                                   also from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)
+  minio://[AK:SK@]HOST:PORT/BUCKET[/PREFIX]
+                                   an S3-compatible server over http, path-style
+  strata://NAME/PATH               a Strata volume, opened without a mount; the environment
+                                   variable NAME holds its META-URL (as juicefs's jfs://)
+
+Both sides are directories: SRC's tree is copied into DST's. Rules are tried in the
+order given, the first match decides (see docs/SYNC.md).")]
+pub struct SyncArgs {
+    /// Where to copy from
+    pub src: String,
+    /// Where to copy to
+    pub dst: String,
+    /// Copy keys matching PATTERN even if a later --exclude matches (order matters)
+    #[arg(long, value_name = "PATTERN")]
+    pub include: Vec<String>,
+    /// Leave out keys matching PATTERN (order matters)
+    #[arg(long, value_name = "PATTERN")]
+    pub exclude: Vec<String>,
+    /// Match rules against whole keys once, instead of level by level like rsync
+    #[arg(long)]
+    pub match_full_path: bool,
+    /// Only files at least this big: 1K, 10M, 1G (a plain number is bytes)
+    #[arg(long, value_parser = bytes)]
+    pub min_size: Option<u64>,
+    /// Only files at most this big
+    #[arg(long, value_parser = bytes)]
+    pub max_size: Option<u64>,
+    /// Only files modified at least this long ago: 30s, 10m, 2h, 7d
+    #[arg(long, value_parser = units::parse_duration)]
+    pub min_age: Option<Duration>,
+    /// Only files modified at most this long ago
+    #[arg(long, value_parser = units::parse_duration)]
+    pub max_age: Option<Duration>,
+    /// Copy a file the destination has when the source's is newer (skip it when older)
+    #[arg(short, long)]
+    pub update: bool,
+    /// Copy every file, whatever the destination has
+    #[arg(short, long)]
+    pub force_update: bool,
+    /// Only update files the destination has; copy no new ones
+    #[arg(long)]
+    pub existing: bool,
+    /// Leave alone every file the destination has
+    #[arg(long)]
+    pub ignore_existing: bool,
+    /// Make directories, empty ones too (where the destination has directories)
+    #[arg(long)]
+    pub dirs: bool,
+    /// Keep mode, owner and group
+    #[arg(long)]
+    pub perms: bool,
+    /// Copy symlinks as symlinks (without it, what they point to is copied)
+    #[arg(short, long)]
+    pub links: bool,
+    /// Delete each source file once the destination has it
+    #[arg(long)]
+    pub delete_src: bool,
+    /// Delete destination files the source does not have
+    #[arg(long)]
+    pub delete_dst: bool,
+    /// Read back every new copy and compare it with its source
+    #[arg(long)]
+    pub check_new: bool,
+    /// Compare the contents of files whose sizes agree, and copy those that differ
+    #[arg(long)]
+    pub check_all: bool,
+    /// Print what would be done (one line per key on stdout), do nothing
+    #[arg(long)]
+    pub dry: bool,
+    /// Files copied at once
+    #[arg(short = 'p', long, default_value_t = 10)]
+    pub threads: usize,
+    /// Bandwidth limit in Mbps (0: none)
+    #[arg(long, default_value_t = 0)]
+    pub bwlimit: u64,
+    /// Only the keys listed in FILE, one per line (a line ending in / stands for a directory)
+    #[arg(long, value_name = "FILE")]
+    pub files_from: Option<PathBuf>,
+    /// Stop at the first key that fails (by default the run goes on and fails at the end)
+    #[arg(long)]
+    pub fail_fast: bool,
+}
+
+fn bytes(text: &str) -> Result<u64, String> {
+    units::parse_size(text, 1)
+}
+
+/// The include/exclude rules in command-line order (clap keeps each flag's values apart).
+fn rules_in_order(a: &SyncArgs) -> Vec<(bool, String)> {
+    let mut rules = Vec::new();
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let (include, value) = match arg.split_once('=') {
+            Some(("--include", v)) => (true, Some(v.to_string())),
+            Some(("--exclude", v)) => (false, Some(v.to_string())),
+            _ if arg == "--include" => (true, args.next()),
+            _ if arg == "--exclude" => (false, args.next()),
+            _ => continue,
+        };
+        if let Some(v) = value {
+            rules.push((include, v));
+        }
+    }
+    if rules.len() != a.include.len() + a.exclude.len() {
+        // Not from this process's own arguments (tests, wrappers): includes first.
+        rules = a.include.iter().map(|p| (true, p.clone())).collect();
+        rules.extend(a.exclude.iter().map(|p| (false, p.clone())));
+    }
+    rules
+}
+
+pub fn run_sync(a: SyncArgs) -> Result<()> {
+    let rt = crate::wiring::runtime()?;
+    rt.block_on(sync(a))
+}
+
+async fn sync(a: SyncArgs) -> Result<()> {
+    let filter = Filter::new(&rules_in_order(&a), a.match_full_path)?;
+    let files_from = match &a.files_from {
+        Some(path) => Some(read_key_list(path)?),
+        None => None,
+    };
+    let opts = options(&a);
+    refuse_dst_inside_src(&a.src, &a.dst)?;
+    let mut clients = Vec::new();
+    let src = open(&a.src, &a, false, &mut clients).await?;
+    let dst = open(&a.dst, &a, true, &mut clients).await?;
+    let stats = Arc::new(SyncStats::default());
+    let view = ProgressLine::start(stats.clone());
+    let started = Instant::now();
+    let sel = Selection { filter, files_from };
+    let outcome = strata_sync::sync(src, dst, opts, sel, stats.clone()).await;
+    drop(view);
+    for client in clients {
+        if let Err(e) = client.close().await {
+            tracing::error!("closing the volume: {e}");
+        }
+    }
+    outcome?;
+    let done = stats.snapshot();
+    if !crate::wiring::quiet() {
+        let secs = started.elapsed().as_secs_f64();
+        eprintln!("{} in {secs:.1}s", done.summary());
+    }
+    if done.failed > 0 {
+        bail!("{} keys failed (their errors are above)", done.failed);
+    }
+    Ok(())
+}
+
+fn options(a: &SyncArgs) -> Options {
+    Options {
+        threads: a.threads.max(1),
+        update: a.update,
+        force_update: a.force_update,
+        existing: a.existing,
+        ignore_existing: a.ignore_existing,
+        dirs: a.dirs,
+        perms: a.perms,
+        links: a.links,
+        delete_src: a.delete_src,
+        delete_dst: a.delete_dst,
+        check_new: a.check_new,
+        check_all: a.check_all,
+        dry: a.dry,
+        min_size: a.min_size,
+        max_size: a.max_size,
+        min_age: a.min_age,
+        max_age: a.max_age,
+        bwlimit_mbps: a.bwlimit,
+        fail_fast: a.fail_fast,
+    }
+}
+
+fn read_key_list(path: &PathBuf) -> Result<BTreeSet<String>> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--files-from {}", path.display()))?;
+    Ok(text
+        .lines()
+        .map(|l| l.trim().trim_start_matches('/'))
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect())
+}
+
+/// The endpoint an address names; volumes opened are kept in `clients` to be closed.
+/// A local DST inside a local SRC would be copied into itself.
+fn refuse_dst_inside_src(src: &str, dst: &str) -> Result<()> {
+    let local = |addr: &str| {
+        let path = addr.strip_prefix("file://").unwrap_or(addr);
+        (!path.contains("://")).then(|| PathBuf::from(path))
+    };
+    let (Some(src), Some(dst)) = (local(src), local(dst)) else {
+        return Ok(());
+    };
+    let Ok(src) = src.canonicalize() else {
+        return Ok(());
+    };
+    let dst = std::path::absolute(&dst).unwrap_or(dst);
+    let dst = resolve_existing_part(&dst);
+    if dst != src && dst.starts_with(&src) {
+        bail!(
+            "DST {} is inside SRC {}: the copy would copy itself",
+            dst.display(),
+            src.display()
+        );
+    }
+    Ok(())
+}
+
+/// `path` with its longest existing ancestor resolved (symlinks, `..`).
+fn resolve_existing_part(path: &std::path::Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut at = path.to_path_buf();
+    loop {
+        if let Ok(real) = at.canonicalize() {
+            return rest.iter().rev().fold(real, |p, name| p.join(name));
+        }
+        match (at.file_name().map(|n| n.to_os_string()), at.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                at = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// `addr` with any credentials in it replaced by `***`, for messages.
+fn redacted(addr: &str) -> String {
+    match addr.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('/').unwrap_or((rest, "")) {
+            (host, path) if host.contains('@') => {
+                let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+                format!("{scheme}://***@{host}/{path}")
+            }
+            _ => addr.to_string(),
+        },
+        None => addr.to_string(),
+    }
+}
+
+async fn open(
+    addr: &str,
+    a: &SyncArgs,
+    is_dst: bool,
+    clients: &mut Vec<Client>,
+) -> Result<Arc<dyn Endpoint>> {
+    let side = if is_dst { "DST" } else { "SRC" };
+    let shown = redacted(addr);
+    if let Some(rest) = addr.strip_prefix("strata://") {
+        let (name, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let url = std::env::var(name).with_context(|| {
+            format!("{side} {addr}: set the environment variable {name} to the volume's META-URL")
+        })?;
+        let url = MetaUrl::new(url);
+        let opts = ClientOptions {
+            cache_size: 0,
+            no_bgjob: true,
+            ..ClientOptions::default()
+        };
+        let client = Client::open(&url, &opts, VfsOptions::default(), "sync")
+            .await
+            .with_context(|| format!("{side} {addr}"))?;
+        let ep = VolumeEndpoint::open(client.vfs.clone(), name, path, a.links, is_dst).await;
+        clients.push(client);
+        return Ok(Arc::new(ep.with_context(|| format!("{side} {addr}"))?));
+    }
+    if addr.starts_with("s3://") || addr.starts_with("minio://") {
+        let (cfg, prefix) = s3_address(addr).with_context(|| format!("{side} {shown}"))?;
+        let store = object_store(&cfg, a)
+            .await
+            .with_context(|| format!("{side} {shown}"))?;
+        return Ok(Arc::new(ObjectEndpoint::new(store, &prefix)));
+    }
+    if let Some((scheme, _)) = addr.split_once("://")
+        && scheme != "file"
+    {
+        bail!("{side} {shown}: unknown address kind {scheme}:// (file, s3, minio or strata)");
+    }
+    let path = PathBuf::from(addr.strip_prefix("file://").unwrap_or(addr));
+    Ok(Arc::new(
+        FsEndpoint::open(&path, a.links, is_dst).with_context(|| format!("{side} {addr}"))?,
+    ))
+}
+
+/// An S3 store with retries and request limits, counted (not shown: the summary counts
+/// files, not requests), once it answered (without retries: a wrong address or key is
+/// reported at once).
+async fn object_store(cfg: &S3Config, a: &SyncArgs) -> Result<Arc<dyn ObjectStore>> {
+    let backend = Backend::s3(cfg)?;
+    backend.check().await?;
+    let limits = Limits {
+        max_uploads: a.threads.max(1) * 4,
+        max_downloads: a.threads.max(1) * 4,
+        ..Limits::default()
+    };
+    let metered = Metered::new(
+        Limited::new(backend, limits),
+        Arc::new(ObjectStats::default()),
+    );
+    Ok(Arc::new(Retrying::new(metered, RetryPolicy::default())))
+}
+
+/// `s3://[AK:SK[:TOKEN]@]BUCKET[.ENDPOINT][/PREFIX]` or
+/// `minio://[AK:SK@]HOST:PORT/BUCKET[/PREFIX]`, as a store and a key prefix.
+fn s3_address(addr: &str) -> Result<(S3Config, String)> {
+    let (scheme, rest) = addr.split_once("://").unwrap_or(("s3", addr));
+    let (userinfo, rest) = match rest.rsplit_once('@') {
+        Some((u, r)) if !u.contains('/') => (Some(u), r),
+        _ => (None, rest),
+    };
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    if host.is_empty() {
+        bail!("no bucket");
+    }
+    let mut cfg = S3Config::default();
+    if let Some(u) = userinfo {
+        let u = crate::hide_args::revealed_userinfo(u);
+        let mut parts = u.splitn(3, ':');
+        cfg.access_key = unescape(parts.next().unwrap_or_default());
+        cfg.secret_key = Secret::new(unescape(parts.next().unwrap_or_default()));
+        cfg.session_token = parts.next().map(|t| Secret::new(unescape(t)));
+    }
+    let prefix = if scheme == "minio" {
+        let (bucket, prefix) = path.split_once('/').unwrap_or((path, ""));
+        if bucket.is_empty() {
+            bail!("expected minio://HOST:PORT/BUCKET[/PREFIX]");
+        }
+        cfg.endpoint = format!("http://{host}");
+        cfg.bucket = bucket.to_string();
+        cfg.path_style = true;
+        prefix.to_string()
+    } else {
+        match host.split_once('.') {
+            Some((bucket, endpoint)) => {
+                cfg.bucket = bucket.to_string();
+                cfg.endpoint = format!("https://{host}");
+                cfg.region = aws_region(endpoint).unwrap_or_default();
+            }
+            None => cfg.bucket = host.to_string(),
+        }
+        path.to_string()
+    };
+    Ok((cfg, prefix))
+}
+
+/// The region in `s3.REGION.amazonaws.com` / `s3-REGION.amazonaws.com`.
+fn aws_region(endpoint: &str) -> Option<String> {
+    let inner = endpoint.strip_suffix(".amazonaws.com")?;
+    let region = inner
+        .strip_prefix("s3.")
+        .or_else(|| inner.strip_prefix("s3-"))?;
+    (!region.is_empty()).then(|| region.to_string())
+}
+
+/// `%2F` and friends, as JuiceFS addresses write special characters in keys.
+fn unescape(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = (bytes[i] == b'%')
+            .then(|| text.get(i + 1..i + 3))
+            .flatten()
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match hex {
+            Some(b) => {
+                out.push(b);
+                i += 3;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A one-line live view of the counters on stderr (a terminal only, not with -q).
+struct ProgressLine {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ProgressLine {
+    fn start(stats: Arc<SyncStats>) -> ProgressLine {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        let show = std::io::stderr().is_terminal() && !crate::wiring::quiet();
+        let thread = std::thread::spawn(move || {
+            if !show {
+                return;
+            }
+            let bar = indicatif::ProgressBar::new_spinner();
+            let started = Instant::now();
+            while !stopping.load(Ordering::Relaxed) {
+                let s = stats.snapshot();
+                let secs = started.elapsed().as_secs_f64().max(0.001);
+                let rate = indicatif::HumanBytes((s.copied_bytes as f64 / secs) as u64);
+                bar.set_message(format!(
+                    "listed {}/{}  copied {} ({}, {rate}/s)  skipped {}  deleted {}  failed {}",
+                    s.listed_src,
+                    s.listed_dst,
+                    s.copied,
+                    indicatif::HumanBytes(s.copied_bytes),
+                    s.skipped,
+                    s.deleted_src + s.deleted_dst,
+                    s.failed
+                ));
+                bar.tick();
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            bar.finish_and_clear();
+        });
+        ProgressLine {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for ProgressLine {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s3_addresses_read_like_juicefs_ones() {
+        let (c, p) = s3_address("minio://ak:s%2Fk@127.0.0.1:9000/bkt/a/b").unwrap();
+        assert_eq!(
+            (c.endpoint.as_str(), c.bucket.as_str(), p.as_str()),
+            ("http://127.0.0.1:9000", "bkt", "a/b")
+        );
+        assert_eq!(
+            (c.access_key.as_str(), c.secret_key.expose()),
+            ("ak", "s/k")
+        );
+        assert!(c.path_style);
+        let (c, p) = s3_address("s3://bkt.s3.us-east-2.amazonaws.com/x").unwrap();
+        assert_eq!(
+            (c.bucket.as_str(), c.region.as_str(), p.as_str()),
+            ("bkt", "us-east-2", "x")
+        );
+        assert!(!c.path_style);
+        let (c, p) = s3_address("s3://bkt").unwrap();
+        assert_eq!(
+            (c.bucket.as_str(), c.endpoint.as_str(), p.as_str()),
+            ("bkt", "", "")
+        );
+        assert!(s3_address("minio://host:1/").is_err());
+    }
+}

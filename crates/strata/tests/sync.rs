@@ -1,0 +1,395 @@
+//! `strata sync` end to end through the binary: local directories, an S3 server (s3s-fs,
+//! and SeaweedFS started by scripts/test.sh) and a Strata volume opened without a mount;
+//! every filter and update flag; an interrupted run resumed without copying anything
+//! twice; bad input gives one clear line.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use common::{STRATA, Volume, sh, test_server};
+use strata_object::ObjectStore;
+use strata_object::conformance::{S3TestBackend, S3sFs, TEST_BUCKET, TEST_SECRET_KEY, TestBackend};
+
+/// Run `strata sync ARGS`; its output.
+fn sync(args: &[&str], envs: &[(&str, &str)]) -> Output {
+    Command::new(STRATA)
+        .arg("sync")
+        .args(args)
+        .envs(envs.iter().copied())
+        .output()
+        .unwrap()
+}
+
+/// Run `strata sync ARGS`, which must succeed; its summary line.
+fn sync_ok(args: &[&str], envs: &[(&str, &str)]) -> String {
+    let out = sync(args, envs);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "sync {args:?} failed:\n{stderr}");
+    stderr.lines().last().unwrap_or_default().to_string()
+}
+
+/// The number after `word` in a summary line.
+fn count(summary: &str, word: &str) -> u64 {
+    summary
+        .split(word)
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.trim_end_matches(',').parse().ok())
+        .unwrap_or_else(|| panic!("no {word:?} in {summary:?}"))
+}
+
+/// Every file below `dir` with its md5, as one sorted text.
+fn tree(dir: &Path) -> String {
+    sh(
+        dir,
+        "find . \\( -type f -o -type l \\) -printf '%P\\n' | LC_ALL=C sort | while read -r f; do echo \"$f $(md5sum < \"$f\")\"; done",
+    )
+}
+
+/// A small source tree: nested files, an empty directory, a symlink, a big file.
+fn make_tree(dir: &Path) {
+    sh(
+        dir,
+        "mkdir -p a/b empty logs build/obj && echo one > a/1.txt && echo two > a/b/2.txt \
+         && echo three > top.c && printf x > logs/x.log && head -c 20000000 /dev/urandom > big.bin \
+         && echo obj > build/obj/o.o && ln -s a/1.txt link && chmod 640 top.c",
+    );
+}
+
+#[test]
+fn local_directories_with_every_filter_and_update_flag() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, dst) = (tmp.path().join("src"), tmp.path().join("dst"));
+    std::fs::create_dir(&src).unwrap();
+    make_tree(&src);
+    let (s, d) = (src.to_str().unwrap(), dst.to_str().unwrap());
+
+    // --dry changes nothing and says what it would do.
+    let out = sync(&["--dry", s, d], &[]);
+    assert!(out.status.success());
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("copy a/b/2.txt") && said.contains("copy big.bin"),
+        "{said}"
+    );
+    assert_eq!(std::fs::read_dir(&dst).unwrap().count(), 0);
+
+    // A first run copies everything (the symlink as what it points to), a second nothing.
+    let first = sync_ok(&[s, d], &[]);
+    assert_eq!(count(&first, "copied"), 7, "{first}");
+    assert_eq!(tree(&src), tree(&dst));
+    assert!(
+        !dst.join("empty").exists(),
+        "no --dirs: empty directories are not made"
+    );
+    let again = sync_ok(&[s, d], &[]);
+    assert_eq!(count(&again, "copied"), 0, "{again}");
+    assert_eq!(count(&again, "skipped"), 7, "{again}");
+
+    // Times are kept, so --update sees equal files as equal; a changed file is copied.
+    let mtime = |p: &Path| std::fs::metadata(p).unwrap().mtime();
+    assert_eq!(mtime(&src.join("a/1.txt")), mtime(&dst.join("a/1.txt")));
+    std::fs::write(src.join("a/1.txt"), "one, longer").unwrap();
+    let changed = sync_ok(&["--update", s, d], &[]);
+    assert_eq!(
+        count(&changed, "copied"),
+        2,
+        "the file and the symlink to it: {changed}"
+    );
+    // Same size, newer in the destination: --update leaves it, --force-update copies.
+    std::fs::write(dst.join("a/b/2.txt"), "TWO\n").unwrap();
+    assert_eq!(count(&sync_ok(&["-u", s, d], &[]), "copied"), 0);
+    assert_eq!(
+        count(&sync_ok(&[s, d], &[]), "copied"),
+        0,
+        "same size: skipped by default"
+    );
+    let checked = sync_ok(&["--check-all", s, d], &[]);
+    assert_eq!(
+        (count(&checked, "checked"), count(&checked, "copied")),
+        (7, 1),
+        "{checked}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dst.join("a/b/2.txt")).unwrap(),
+        "two\n"
+    );
+    assert_eq!(count(&sync_ok(&["-f", s, d], &[]), "copied"), 7);
+
+    // --existing copies no new file, --ignore-existing touches no old one.
+    std::fs::write(src.join("new.txt"), "new").unwrap();
+    std::fs::write(src.join("top.c"), "changed size").unwrap();
+    let existing = sync_ok(&["--existing", s, d], &[]);
+    assert_eq!(count(&existing, "copied"), 1, "{existing}");
+    assert!(!dst.join("new.txt").exists());
+    std::fs::write(src.join("top.c"), "changed again, longer").unwrap();
+    let ignoring = sync_ok(&["--ignore-existing", s, d], &[]);
+    assert_eq!(count(&ignoring, "copied"), 1, "{ignoring}");
+    assert_eq!(
+        std::fs::read_to_string(dst.join("top.c")).unwrap(),
+        "changed size"
+    );
+
+    // --delete-dst removes what the source lacks, but never what a filter leaves out.
+    std::fs::write(dst.join("stray"), "x").unwrap();
+    std::fs::write(dst.join("keep.log"), "x").unwrap();
+    let deleted = sync_ok(&["--delete-dst", "--exclude", "*.log", s, d], &[]);
+    assert_eq!(count(&deleted, "from source and"), 1, "{deleted}");
+    assert!(!dst.join("stray").exists() && dst.join("keep.log").exists());
+}
+
+#[test]
+fn filters_sizes_dirs_perms_and_links() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    make_tree(&src);
+    let s = src.to_str().unwrap();
+    let run_into = |name: &str, flags: &[&str]| {
+        let dst = tmp.path().join(name);
+        let mut args: Vec<&str> = flags.to_vec();
+        let d = dst.to_str().unwrap().to_string();
+        args.push(s);
+        args.push(&d);
+        sync_ok(&args, &[]);
+        sh(
+            &dst,
+            "find . -mindepth 1 -printf '%P\\n' | LC_ALL=C sort | tr '\\n' ' '",
+        )
+    };
+    // Layered rules, like rsync: directories first, then C files, nothing else.
+    assert_eq!(
+        run_into(
+            "c",
+            &["--include", "*/", "--include", "*.c", "--exclude", "*"]
+        ),
+        "top.c "
+    );
+    // Excluding a directory excludes what is in it.
+    let no_build = run_into("nobuild", &["--exclude", "build/", "--exclude", "big.bin"]);
+    assert!(
+        !no_build.contains("build") && no_build.contains("a/b/2.txt"),
+        "{no_build}"
+    );
+    // Full-path matching: ** crosses directories.
+    assert_eq!(
+        run_into(
+            "txt",
+            &["--match-full-path", "--include", "**.txt", "--exclude", "*"]
+        ),
+        "a a/1.txt a/b a/b/2.txt "
+    );
+    // Sizes.
+    assert_eq!(run_into("big", &["--min-size", "1M"]), "big.bin ");
+    let small = run_into("small", &["--max-size", "2"]);
+    assert_eq!(small, "logs logs/x.log ", "{small}");
+    assert_eq!(run_into("young", &["--min-age", "1h"]), "");
+    // --dirs makes empty directories; --perms keeps modes; --links keeps symlinks.
+    let all = run_into("all", &["--dirs", "--perms", "--links"]);
+    assert!(all.contains("empty "), "{all}");
+    let dst = tmp.path().join("all");
+    assert_eq!(
+        std::fs::metadata(dst.join("top.c"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o640
+    );
+    assert_eq!(
+        std::fs::read_link(dst.join("link")).unwrap(),
+        Path::new("a/1.txt")
+    );
+    // --files-from.
+    let list = tmp.path().join("list");
+    std::fs::write(&list, "a/b/\ntop.c\n").unwrap();
+    assert_eq!(
+        run_into("listed", &["--files-from", list.to_str().unwrap()]),
+        "a a/b a/b/2.txt top.c "
+    );
+}
+
+/// local → s3s-fs → Strata volume → SeaweedFS → local: the same tree at the end, and
+/// --delete-src / --check-new on the way.
+#[test]
+fn round_trip_through_s3_servers_and_a_volume() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    make_tree(&src);
+    std::fs::remove_file(src.join("link")).unwrap();
+    let s3 = S3sFs::start();
+    let cfg = s3.config();
+    let host = cfg.endpoint.trim_start_matches("http://");
+    let bucket = format!("minio://strata:{TEST_SECRET_KEY}@{host}/{TEST_BUCKET}/in");
+    let vol = Volume::new();
+    let env = [("VOL", vol.meta_url.as_str())];
+    let weed = test_server("STRATA_TEST_SEAWEEDFS");
+    let weed = format!(
+        "minio://strata:{TEST_SECRET_KEY}@{}/{TEST_BUCKET}/{}",
+        weed.trim_start_matches("http://"),
+        common::unique_prefix("sync")
+    );
+    let back = tmp.path().join("back");
+
+    let to_s3 = sync_ok(&["--check-new", src.to_str().unwrap(), &bucket], &[]);
+    assert_eq!(
+        (count(&to_s3, "copied"), count(&to_s3, "checked")),
+        (6, 6),
+        "{to_s3}"
+    );
+    let big = s3.store().head("in/big.bin").await_blocking().unwrap();
+    assert_eq!(
+        big.size, 20_000_000,
+        "one object, sent as a multipart upload"
+    );
+    sync_ok(&[&bucket, "strata://VOL/data/"], &env);
+    sync_ok(&["strata://VOL/data", &weed], &env);
+    let from_weed = sync_ok(&["--delete-src", &weed, back.to_str().unwrap()], &[]);
+    assert_eq!(count(&from_weed, "deleted"), 6, "{from_weed}");
+    assert_eq!(tree(&src), tree(&back));
+    let emptied = sync_ok(&[&weed, back.to_str().unwrap()], &[]);
+    assert!(emptied.starts_with("found 0 in source"), "{emptied}");
+    // The volume's copy is whole: fsck finds every block.
+    let fsck = Command::new(STRATA)
+        .args(["fsck", &vol.meta_url])
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+    // And a second run into the volume copies nothing.
+    let again = sync_ok(&[&bucket, "strata://VOL/data/"], &env);
+    assert_eq!(count(&again, "copied"), 0, "{again}");
+}
+
+/// Blocking on a future in a plain test.
+trait AwaitBlocking: std::future::Future + Sized {
+    fn await_blocking(self) -> Self::Output {
+        tokio::runtime::Runtime::new().unwrap().block_on(self)
+    }
+}
+impl<F: std::future::Future> AwaitBlocking for F {}
+
+/// A run killed with SIGKILL halfway, then run again, puts every object exactly once in
+/// all: an object appears only whole, and what is whole is not copied again.
+#[test]
+fn a_killed_run_resumes_without_copying_anything_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    sh(
+        &src,
+        "head -c 4096 /dev/urandom > f; for d in $(seq 1 20); do mkdir d$d; for f in $(seq 1 100); do cp f d$d/f$f; done; done; rm f",
+    );
+    let s3 = S3sFs::start();
+    let host = s3
+        .config()
+        .endpoint
+        .trim_start_matches("http://")
+        .to_string();
+    let bucket = format!("minio://strata:{TEST_SECRET_KEY}@{host}/{TEST_BUCKET}/k");
+    // One runtime for every listing: the store's connections belong to it.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let objects = || {
+        let store = s3.store();
+        rt.block_on(async move {
+            let mut n = 0;
+            let mut after: Option<String> = None;
+            loop {
+                let page = store.list("k/", after.as_deref(), 1000).await.unwrap();
+                n += page.len();
+                if page.len() < 1000 {
+                    return n;
+                }
+                after = page.last().map(|o| o.key.clone());
+            }
+        })
+    };
+    let mut child = Command::new(STRATA)
+        .args(["sync", "-p", "2", "--bwlimit", "4"])
+        .arg(&src)
+        .arg(&bucket)
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while objects() < 300 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the first run is stuck"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the first run ended early"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // A request whose body had arrived may still land: wait for the count to settle.
+    let mut done = objects();
+    loop {
+        std::thread::sleep(Duration::from_millis(200));
+        let now = objects();
+        if now == done {
+            break;
+        }
+        done = now;
+    }
+    assert!(done < 2000, "the first run was killed too late to tell");
+    let resumed = sync_ok(&[src.to_str().unwrap(), &bucket], &[]);
+    assert_eq!(count(&resumed, "copied"), 2000 - done as u64, "{resumed}");
+    assert_eq!(count(&resumed, "skipped"), done as u64, "{resumed}");
+    assert_eq!(objects(), 2000);
+}
+
+#[test]
+fn bad_input_gives_one_clear_line_and_one_bad_file_fails_only_itself() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    sh(&src, "echo a > a && echo b > b && ln -s missing dangling");
+    let s = src.to_str().unwrap();
+    let d = tmp.path().join("dst");
+    let d = d.to_str().unwrap();
+    let line = |out: Output| {
+        assert!(!out.status.success());
+        let text = String::from_utf8_lossy(&out.stderr).into_owned();
+        text.lines().last().unwrap_or_default().to_string()
+    };
+    // A dangling symlink fails, the rest is copied, the exit status says so.
+    let out = sync(&[s, d], &[]);
+    let text = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success());
+    assert!(text.contains("dangling"), "{text}");
+    assert_eq!(line(out), "strata: 1 keys failed (their errors are above)");
+    assert!(Path::new(d).join("a").exists() && Path::new(d).join("b").exists());
+    for (args, want) in [
+        (vec!["gs://b", d], "unknown address kind gs://"),
+        (
+            vec!["strata://NOPE_VAR/x", d],
+            "set the environment variable NOPE_VAR",
+        ),
+        (vec![s, "minio://a:b@127.0.0.1:1/bucket"], "DST minio://"),
+        (vec!["/does/not/exist", d], "SRC /does/not/exist"),
+        (vec!["--include", "a[", s, d], "bad pattern"),
+        (vec![s, &format!("{s}/inside")], "inside"),
+    ] {
+        let got = line(sync(&args, &[]));
+        assert!(
+            got.starts_with("strata: ") && got.contains(want),
+            "{args:?}: {got}"
+        );
+    }
+    assert!(!Path::new(s).join("inside").exists());
+    // The credentials of an address never show in messages.
+    let got = line(sync(&[s, "minio://a:SECRETKEY@127.0.0.1:1/bucket"], &[]));
+    assert!(!got.contains("SECRETKEY"), "{got}");
+}
