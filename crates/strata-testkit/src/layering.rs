@@ -43,6 +43,12 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
             "strata-vfs",
         ],
     ),
+    // `strata sync`: copies between directories, object stores and volumes (a volume
+    // through the VFS; the binary opens it and names the concrete stores).
+    (
+        "strata-sync",
+        &["strata-types", "strata-object", "strata-vfs"],
+    ),
     (
         "strata-py",
         &["strata-types", "strata-vfs", "strata-client"],
@@ -63,6 +69,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
             "strata-webdav",
             "strata-http",
             "strata-client",
+            "strata-sync",
         ],
     ),
     ("strata-testkit", &[]),
