@@ -100,6 +100,7 @@ fn entry_of(path: &Path, key: String, links: bool) -> Result<Entry> {
 /// One directory's entries in key order (an unreadable one is an error entry).
 fn read_sorted(dir: &Path, prefix: &str, links: bool) -> Result<Vec<Result<Entry>>> {
     let mut names = Vec::new();
+    let mut unnamed = Vec::new();
     let read = std::fs::read_dir(dir).map_err(|e| SyncError::io(prefix_or_root(prefix), e))?;
     for de in read {
         let de = de.map_err(|e| SyncError::io(prefix_or_root(prefix), e))?;
@@ -109,14 +110,17 @@ fn read_sorted(dir: &Path, prefix: &str, links: bool) -> Result<Vec<Result<Entry
                 let is_dir = de.file_type().is_ok_and(|t| t.is_dir());
                 names.push((name, is_dir));
             }
-            Err(raw) => names.push((format!("{}", raw.to_string_lossy()), false)),
+            Err(raw) => unnamed.push(Err(SyncError::Check(format!(
+                "{prefix}{}: the name is not UTF-8 (left out)",
+                raw.to_string_lossy()
+            )))),
         }
     }
     sort_as_keys(&mut names, |(n, d)| (n.as_str(), *d));
-    Ok(names
+    let entries = names
         .into_iter()
-        .map(|(name, _)| entry_of(&dir.join(&name), format!("{prefix}{name}"), links))
-        .collect())
+        .map(|(name, _)| entry_of(&dir.join(&name), format!("{prefix}{name}"), links));
+    Ok(unnamed.into_iter().chain(entries).collect())
 }
 
 fn prefix_or_root(prefix: &str) -> &str {

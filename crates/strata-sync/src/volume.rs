@@ -27,6 +27,9 @@ pub struct VolumeEndpoint {
     name: String,
     links: bool,
     token: String,
+    /// The directory the last file was created in (files come in key order, so most
+    /// share it): its key and inode, saving a lookup per name on its path per file.
+    last_parent: parking_lot::Mutex<Option<(String, Ino)>>,
 }
 
 fn names(key: &str) -> impl Iterator<Item = &str> {
@@ -58,6 +61,7 @@ impl VolumeEndpoint {
             name: name.to_string(),
             links,
             token: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
+            last_parent: parking_lot::Mutex::new(None),
         })
     }
 
@@ -66,12 +70,22 @@ impl VolumeEndpoint {
         walk_names(&self.vfs, &self.ctx, self.root, &parts).await
     }
 
+    /// The directory `key` goes in, made if missing.
     async fn parent_dir(&self, key: &str) -> Result<Ino> {
-        let parts: Vec<&str> = names(parent_key(key)).collect();
-        self.vfs
+        let dir = parent_key(key);
+        if let Some((known, ino)) = &*self.last_parent.lock()
+            && known == dir
+        {
+            return Ok(*ino);
+        }
+        let parts: Vec<&str> = names(dir).collect();
+        let ino = self
+            .vfs
             .make_dirs(&self.ctx, self.root, &parts, 0o755)
             .await
-            .map_err(|e| SyncError::volume(parent_key(key), e))
+            .map_err(|e| SyncError::volume(dir, e))?;
+        *self.last_parent.lock() = Some((dir.to_string(), ino));
+        Ok(ino)
     }
 
     /// One directory's entries in key order.
@@ -263,13 +277,22 @@ impl Endpoint for VolumeEndpoint {
     }
 
     async fn create<'a>(&'a self, key: &str) -> Result<Box<dyn Writer + 'a>> {
-        let parent = self.parent_dir(key).await?;
         let temp = format!("{TEMP_PREFIX}{}.{}", self.token, base_name(key));
-        let (entry, fh) = self
+        let mut parent = self.parent_dir(key).await?;
+        let mut made = self
             .vfs
             .create(&self.ctx, parent, temp.as_bytes(), 0o644)
-            .await
-            .map_err(|e| SyncError::volume(key, e))?;
+            .await;
+        if made == Err(Errno::ENOENT) {
+            // The remembered directory was removed meanwhile: look the path up again.
+            *self.last_parent.lock() = None;
+            parent = self.parent_dir(key).await?;
+            made = self
+                .vfs
+                .create(&self.ctx, parent, temp.as_bytes(), 0o644)
+                .await;
+        }
+        let (entry, fh) = made.map_err(|e| SyncError::volume(key, e))?;
         Ok(Box::new(VolumeWriter {
             vol: self,
             key: key.to_string(),

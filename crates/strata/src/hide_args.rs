@@ -29,7 +29,8 @@ const ENGINE_SCHEMES: [&str; 5] = [
     "etcd://",
 ];
 
-/// Schemes of `strata sync` addresses whose credentials (`AK:SK[:TOKEN]@`) are hidden.
+/// Schemes of `strata sync` addresses whose secrets (`AK:SK[:TOKEN]@`: all after `AK:`)
+/// are hidden.
 const ADDRESS_SCHEMES: [&str; 2] = ["s3://", "minio://"];
 /// The variables carrying the credentials of the first, second, ... address.
 const ADDRESS_VAR: &str = "STRATA_HIDDEN_ADDRESS_";
@@ -70,13 +71,17 @@ fn hidden(args: &[OsString]) -> Option<(Vec<OsString>, Carried)> {
             out.push(OsString::from(format!("{flag}={PLACEHOLDER}")));
             continue;
         }
-        if let Some((scheme, userinfo, rest)) = address_credentials(text) {
+        if ADDRESS_SCHEMES.iter().any(|s| text.starts_with(s))
+            && let (bare, Some(secret)) = MetaUrl::new(text).without_password()
+            && !secret.expose().starts_with(PLACEHOLDER)
+        {
             let n = env
                 .iter()
                 .filter(|(k, _)| k.starts_with(ADDRESS_VAR))
                 .count();
-            env.push((format!("{ADDRESS_VAR}{n}"), userinfo.to_string()));
-            out.push(OsString::from(format!("{scheme}{PLACEHOLDER}{n}@{rest}")));
+            env.push((format!("{ADDRESS_VAR}{n}"), secret.expose().to_string()));
+            let marked = bare.with_password(&format!("{PLACEHOLDER}{n}"));
+            out.push(OsString::from(marked.expose()));
             continue;
         }
         let url = MetaUrl::new(text);
@@ -93,26 +98,13 @@ fn hidden(args: &[OsString]) -> Option<(Vec<OsString>, Carried)> {
     (!env.is_empty()).then_some((out, env))
 }
 
-/// A sync address with credentials: its scheme, the credentials and what follows the `@`.
-fn address_credentials(text: &str) -> Option<(&'static str, &str, &str)> {
-    let scheme = ADDRESS_SCHEMES.iter().find(|s| text.starts_with(**s))?;
-    let rest = &text[scheme.len()..];
-    let host_end = rest.find('/').unwrap_or(rest.len());
-    let at = rest[..host_end].rfind('@')?;
-    let userinfo = &rest[..at];
-    if !userinfo.contains(':') || userinfo.starts_with(PLACEHOLDER) {
-        return None;
-    }
-    Some((scheme, userinfo, &rest[at + 1..]))
-}
-
-/// The credentials of a sync address as given: those carried across the `exec` when
-/// the address shows the placeholder instead.
-pub fn revealed_userinfo(userinfo: &str) -> String {
-    userinfo
+/// The secret of a sync address (what follows `AK:`) as given: the one carried across the
+/// `exec` when the address shows the placeholder instead.
+pub fn revealed_address_secret(secret: &str) -> String {
+    secret
         .strip_prefix(PLACEHOLDER)
         .and_then(|n| std::env::var(format!("{ADDRESS_VAR}{n}")).ok())
-        .unwrap_or_else(|| userinfo.to_string())
+        .unwrap_or_else(|| secret.to_string())
 }
 
 /// Run this command again without its secrets in the arguments, if it has any. Returns
@@ -202,15 +194,15 @@ mod tests {
             os(&[
                 "strata",
                 "sync",
-                "s3://****0@bkt.s3.amazonaws.com/p",
-                "minio://****1@h:9000/b"
+                "s3://ak:****0@bkt.s3.amazonaws.com/p",
+                "minio://a:****1@h:9000/b"
             ])
         );
         assert_eq!(
             env,
             vec![
-                ("STRATA_HIDDEN_ADDRESS_0".to_string(), "ak:sk".to_string()),
-                ("STRATA_HIDDEN_ADDRESS_1".to_string(), "a:b:tok".to_string()),
+                ("STRATA_HIDDEN_ADDRESS_0".to_string(), "sk".to_string()),
+                ("STRATA_HIDDEN_ADDRESS_1".to_string(), "b:tok".to_string()),
             ]
         );
         assert!(hidden(&os(&["strata", "sync", "s3://bkt/p", "/tmp/x"])).is_none());

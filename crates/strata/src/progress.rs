@@ -18,11 +18,21 @@ pub struct ProgressView {
 
 impl ProgressView {
     pub fn start(progress: Arc<Progress>) -> ProgressView {
+        ProgressView::spawn(move |stop| draw(&progress, stop))
+    }
+
+    /// A spinner with the text `line()` gives, redrawn as it changes: for commands whose
+    /// progress is several counters at once (`sync`).
+    pub fn start_line(line: impl Fn() -> String + Send + 'static) -> ProgressView {
+        ProgressView::spawn(move |stop| draw_line(&line, stop))
+    }
+
+    fn spawn(drawer: impl FnOnce(&AtomicBool) + Send + 'static) -> ProgressView {
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
         let thread = std::thread::spawn(move || {
             if !crate::wiring::quiet() {
-                draw(&progress, &stopping)
+                drawer(&stopping)
             }
         });
         ProgressView {
@@ -74,6 +84,20 @@ fn draw(progress: &Progress, stop: &AtomicBool) {
         }
         bar.tick();
         std::thread::sleep(Duration::from_millis(100));
+    }
+    bar.finish_and_clear();
+}
+
+fn draw_line(line: &dyn Fn() -> String, stop: &AtomicBool) {
+    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    while !stop.load(Ordering::Relaxed) {
+        bar.set_message(line());
+        bar.tick();
+        std::thread::sleep(Duration::from_millis(200));
     }
     bar.finish_and_clear();
 }

@@ -2,7 +2,6 @@
 //! endpoints, a live progress line and the summary. The work is `strata-sync`'s.
 
 use std::collections::BTreeSet;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,9 +18,10 @@ use strata_sync::fs::FsEndpoint;
 use strata_sync::objects::ObjectEndpoint;
 use strata_sync::volume::VolumeEndpoint;
 use strata_sync::{Endpoint, Filter, Options, Selection, SyncStats};
-use strata_types::{MetaUrl, Secret};
+use strata_types::{MetaUrl, Secret, redact_url};
 use strata_vfs::VfsOptions;
 
+use crate::progress::ProgressView;
 use crate::units;
 
 #[derive(Debug, Args)]
@@ -158,8 +158,9 @@ async fn sync(a: SyncArgs) -> Result<()> {
     let src = open(&a.src, &a, false, &mut clients).await?;
     let dst = open(&a.dst, &a, true, &mut clients).await?;
     let stats = Arc::new(SyncStats::default());
-    let view = ProgressLine::start(stats.clone());
     let started = Instant::now();
+    let counted = stats.clone();
+    let view = ProgressView::start_line(move || progress_line(&counted, started));
     let sel = Selection { filter, files_from };
     let outcome = strata_sync::sync(src, dst, opts, sel, stats.clone()).await;
     drop(view);
@@ -258,20 +259,6 @@ fn resolve_existing_part(path: &std::path::Path) -> PathBuf {
     }
 }
 
-/// `addr` with any credentials in it replaced by `***`, for messages.
-fn redacted(addr: &str) -> String {
-    match addr.split_once("://") {
-        Some((scheme, rest)) => match rest.split_once('/').unwrap_or((rest, "")) {
-            (host, path) if host.contains('@') => {
-                let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
-                format!("{scheme}://***@{host}/{path}")
-            }
-            _ => addr.to_string(),
-        },
-        None => addr.to_string(),
-    }
-}
-
 async fn open(
     addr: &str,
     a: &SyncArgs,
@@ -279,7 +266,7 @@ async fn open(
     clients: &mut Vec<Client>,
 ) -> Result<Arc<dyn Endpoint>> {
     let side = if is_dst { "DST" } else { "SRC" };
-    let shown = redacted(addr);
+    let shown = redact_url(addr);
     if let Some(rest) = addr.strip_prefix("strata://") {
         let (name, path) = rest.split_once('/').unwrap_or((rest, ""));
         let url = std::env::var(name).with_context(|| {
@@ -348,11 +335,15 @@ fn s3_address(addr: &str) -> Result<(S3Config, String)> {
     }
     let mut cfg = S3Config::default();
     if let Some(u) = userinfo {
-        let u = crate::hide_args::revealed_userinfo(u);
-        let mut parts = u.splitn(3, ':');
-        cfg.access_key = unescape(parts.next().unwrap_or_default());
-        cfg.secret_key = Secret::new(unescape(parts.next().unwrap_or_default()));
-        cfg.session_token = parts.next().map(|t| Secret::new(unescape(t)));
+        let (access_key, secret) = u.split_once(':').unwrap_or((u, ""));
+        let secret = crate::hide_args::revealed_address_secret(secret);
+        let (secret_key, token) = match secret.split_once(':') {
+            Some((key, token)) => (key, Some(token)),
+            None => (secret.as_str(), None),
+        };
+        cfg.access_key = unescape(access_key);
+        cfg.secret_key = Secret::new(unescape(secret_key));
+        cfg.session_token = token.map(|t| Secret::new(unescape(t)));
     }
     let prefix = if scheme == "minio" {
         let (bucket, prefix) = path.split_once('/').unwrap_or((path, ""));
@@ -410,57 +401,23 @@ fn unescape(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// A one-line live view of the counters on stderr (a terminal only, not with -q).
-struct ProgressLine {
-    stop: Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl ProgressLine {
-    fn start(stats: Arc<SyncStats>) -> ProgressLine {
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopping = stop.clone();
-        let show = std::io::stderr().is_terminal() && !crate::wiring::quiet();
-        let thread = std::thread::spawn(move || {
-            if !show {
-                return;
-            }
-            let bar = indicatif::ProgressBar::new_spinner();
-            let started = Instant::now();
-            while !stopping.load(Ordering::Relaxed) {
-                let s = stats.snapshot();
-                let secs = started.elapsed().as_secs_f64().max(0.001);
-                let rate = indicatif::HumanBytes((s.copied_bytes as f64 / secs) as u64);
-                bar.set_message(format!(
-                    "listed {}/{}  copied {} ({}, {rate}/s)  skipped {}  deleted {}  failed {}",
-                    s.listed_src,
-                    s.listed_dst,
-                    s.copied,
-                    indicatif::HumanBytes(s.copied_bytes),
-                    s.skipped,
-                    s.deleted_src + s.deleted_dst,
-                    s.failed
-                ));
-                bar.tick();
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            bar.finish_and_clear();
-        });
-        ProgressLine {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for ProgressLine {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
+/// The live progress line: counts of both sides and the copy rate.
+fn progress_line(stats: &SyncStats, started: Instant) -> String {
+    let s = stats.snapshot();
+    let millis = u64::try_from(started.elapsed().as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1);
+    let rate = indicatif::HumanBytes(s.copied_bytes.saturating_mul(1000) / millis);
+    format!(
+        "listed {}/{}  copied {} ({}, {rate}/s)  skipped {}  deleted {}  failed {}",
+        s.listed_src,
+        s.listed_dst,
+        s.copied,
+        indicatif::HumanBytes(s.copied_bytes),
+        s.skipped,
+        s.deleted_src + s.deleted_dst,
+        s.failed
+    )
 }
 
 #[cfg(test)]

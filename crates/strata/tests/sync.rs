@@ -355,7 +355,10 @@ fn bad_input_gives_one_clear_line_and_one_bad_file_fails_only_itself() {
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
     std::fs::create_dir(&src).unwrap();
-    sh(&src, "echo a > a && echo b > b && ln -s missing dangling");
+    sh(
+        &src,
+        "echo a > a && echo b > b && ln -s missing dangling && echo c > $'bad\\xffname'",
+    );
     let s = src.to_str().unwrap();
     let d = tmp.path().join("dst");
     let d = d.to_str().unwrap();
@@ -369,7 +372,8 @@ fn bad_input_gives_one_clear_line_and_one_bad_file_fails_only_itself() {
     let text = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!out.status.success());
     assert!(text.contains("dangling"), "{text}");
-    assert_eq!(line(out), "strata: 1 keys failed (their errors are above)");
+    assert!(text.contains("the name is not UTF-8"), "{text}");
+    assert_eq!(line(out), "strata: 2 keys failed (their errors are above)");
     assert!(Path::new(d).join("a").exists() && Path::new(d).join("b").exists());
     for (args, want) in [
         (vec!["gs://b", d], "unknown address kind gs://"),
