@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use crate::Result;
 
 /// What a key names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Kind {
     File,
     /// A directory; its key ends in `/`.
@@ -21,7 +21,7 @@ pub enum Kind {
 }
 
 /// One listed key.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Entry {
     /// Relative to the endpoint's root, `/`-separated; a directory's ends in `/`.
     pub key: String,
@@ -83,6 +83,10 @@ pub trait Endpoint: Send + Sync + std::fmt::Debug {
     /// in ascending byte order of key, a directory (`name/`) before what it holds.
     /// Directories for which `prune` says yes are sent but not entered.
     async fn list(&self, after: Option<String>, prune: Arc<Prune>, tx: ListSender) -> Result<()>;
+
+    /// What is at `key` now, `None` when nothing is (a retaken queue task asks this of
+    /// the destination before copying again).
+    async fn stat(&self, key: &str) -> Result<Option<Entry>>;
 
     /// Up to `len` bytes of `entry`'s file from `offset` (fewer only at its end).
     async fn read(&self, entry: &Entry, offset: u64, len: u64) -> Result<Bytes>;

@@ -211,6 +211,17 @@ impl Endpoint for FsEndpoint {
         .await
     }
 
+    async fn stat(&self, key: &str) -> Result<Option<Entry>> {
+        let path = self.path(key);
+        let (key, links) = (key.trim_end_matches('/').to_string(), self.links);
+        blocking("stat", move || match std::fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(SyncError::io(&key, e)),
+            Ok(_) => entry_of(&path, key, links).map(Some),
+        })
+        .await
+    }
+
     async fn read(&self, entry: &Entry, offset: u64, len: u64) -> Result<Bytes> {
         let path = self.path(&entry.key);
         let key = entry.key.clone();

@@ -8,20 +8,27 @@
 //! is decided by [`decide`] from the flags, filtered by [`filter`]; the copies run
 //! `threads` at a time, big files in parts. [`stats::SyncStats`] counts everything for
 //! the progress view and the summary.
+//!
+//! A run may also be shared by processes on many hosts ([`queue`]): the manager lists
+//! and merges as above but queues the work as tasks ([`manager`]), which workers
+//! lease and do ([`worker`]).
 
 pub mod decide;
 pub mod endpoint;
 pub mod filter;
 pub mod fs;
+pub mod manager;
 pub mod objects;
+pub mod queue;
 pub mod run;
 pub mod stats;
 pub mod volume;
+pub mod worker;
 
 pub use decide::Options;
 pub use endpoint::{Endpoint, Entry, Kind, Writer};
 pub use filter::Filter;
-pub use run::{Selection, sync};
+pub use run::{Selection, sync, sync_queued};
 pub use stats::SyncStats;
 
 use strata_object::ObjectError;
@@ -50,6 +57,9 @@ pub enum SyncError {
     /// Contents differ after a copy (--check-new) or a listing went wrong.
     #[error("{0}")]
     Check(String),
+    /// The queue of a job shared by many workers (`--queue`) failed.
+    #[error("sync queue: {0}")]
+    Queue(#[source] strata_meta::kv::KvError),
     /// Flags or addresses that cannot work together.
     #[error("{0}")]
     Usage(String),

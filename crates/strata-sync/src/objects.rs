@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use strata_object::ObjectStore;
 use strata_object::upload::Upload;
+use strata_object::{ObjectError, ObjectStore};
 
 use crate::endpoint::{Endpoint, Entry, ListSender, Prune, Writer};
 use crate::{Result, SyncError};
@@ -77,6 +77,14 @@ impl Endpoint for ObjectEndpoint {
                     return Ok(());
                 }
             }
+        }
+    }
+
+    async fn stat(&self, key: &str) -> Result<Option<Entry>> {
+        match self.store.head(&self.full(key)).await {
+            Ok(info) => Ok(Some(Entry::file(key.to_string(), info.size, info.modified))),
+            Err(ObjectError::NotFound(_)) => Ok(None),
+            Err(e) => Err(SyncError::object(key, e)),
         }
     }
 

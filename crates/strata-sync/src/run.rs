@@ -15,6 +15,7 @@ use tokio::task::JoinSet;
 use crate::decide::{Action, Options};
 use crate::endpoint::{Endpoint, Entry, Kind};
 use crate::filter::Filter;
+use crate::manager::Enqueuer;
 use crate::stats::{SyncStats, bump};
 use crate::{Result, SyncError};
 
@@ -63,12 +64,12 @@ impl Selection {
 }
 
 /// What one run shares between its tasks.
-struct Run {
-    src: Arc<dyn Endpoint>,
-    dst: Arc<dyn Endpoint>,
-    opts: Options,
-    stats: Arc<SyncStats>,
-    pacer: Option<Pacer>,
+pub(crate) struct Run {
+    pub(crate) src: Arc<dyn Endpoint>,
+    pub(crate) dst: Arc<dyn Endpoint>,
+    pub(crate) opts: Options,
+    pub(crate) stats: Arc<SyncStats>,
+    pub(crate) pacer: Option<Arc<Pacer>>,
 }
 
 /// Copy `src` to `dst` as `opts` and `sel` say, counting into `stats`. A key that fails is
@@ -81,6 +82,31 @@ pub async fn sync(
     sel: Selection,
     stats: Arc<SyncStats>,
 ) -> Result<()> {
+    merge_all(src, dst, opts, sel, stats, None).await
+}
+
+/// [`sync`] as the manager of a queued job: the work on each key goes into `queued`'s
+/// queue as tasks for the workers (this process's own among them); directories'
+/// attributes and deletions wait for every task to be done.
+pub async fn sync_queued(
+    src: Arc<dyn Endpoint>,
+    dst: Arc<dyn Endpoint>,
+    opts: Options,
+    sel: Selection,
+    stats: Arc<SyncStats>,
+    queued: Enqueuer,
+) -> Result<()> {
+    merge_all(src, dst, opts, sel, stats, Some(queued)).await
+}
+
+async fn merge_all(
+    src: Arc<dyn Endpoint>,
+    dst: Arc<dyn Endpoint>,
+    opts: Options,
+    sel: Selection,
+    stats: Arc<SyncStats>,
+    queued: Option<Enqueuer>,
+) -> Result<()> {
     if opts.links && !dst.has_dirs() {
         return Err(SyncError::Usage(format!(
             "--links: {} cannot hold symlinks",
@@ -88,7 +114,7 @@ pub async fn sync(
         )));
     }
     let run = Arc::new(Run {
-        pacer: Pacer::new(opts.bwlimit_mbps),
+        pacer: Pacer::new(opts.bwlimit_mbps).map(Arc::new),
         src,
         dst,
         opts,
@@ -97,7 +123,7 @@ pub async fn sync(
     let sel = Arc::new(sel);
     let mut src_rx = listing(run.src.clone(), sel.clone());
     let mut dst_rx = listing(run.dst.clone(), sel.clone());
-    let mut merge = Merge::new(run.clone());
+    let mut merge = Merge::new(run.clone(), queued);
     let mut src_next = merge.next_src(&mut src_rx).await;
     let mut dst_next = merge.next_dst(&mut dst_rx).await;
     loop {
@@ -165,10 +191,12 @@ struct Merge {
     /// Destination directories to delete at the end, deepest last in this list.
     dirs_to_delete: Vec<Entry>,
     stop: bool,
+    /// The queue the work goes to, for a queued job.
+    queued: Option<Enqueuer>,
 }
 
 impl Merge {
-    fn new(run: Arc<Run>) -> Merge {
+    fn new(run: Arc<Run>, queued: Option<Enqueuer>) -> Merge {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
@@ -181,6 +209,7 @@ impl Merge {
             dir_attrs: Vec::new(),
             dirs_to_delete: Vec::new(),
             stop: false,
+            queued,
         }
     }
 
@@ -321,6 +350,13 @@ impl Merge {
 
     /// Run `job` once a slot is free; reap finished tasks so their results do not pile up.
     async fn spawn(&mut self, job: Job) {
+        if let Some(queued) = &mut self.queued {
+            if let Err(e) = queued.push(job).await {
+                self.failed("queueing a task", &e);
+                self.stop = true;
+            }
+            return;
+        }
         let Ok(permit) = self.slots.clone().acquire_owned().await else {
             return;
         };
@@ -352,6 +388,10 @@ impl Merge {
         while let Some(done) = self.tasks.join_next().await {
             self.reaped(done);
         }
+        if let Some(queued) = self.queued.take() {
+            // Every task must be done before directories are finished.
+            queued.finish(self.stop).await?;
+        }
         let run = self.run.clone();
         if !self.stop {
             for dir in std::mem::take(&mut self.dir_attrs).iter().rev() {
@@ -377,8 +417,10 @@ impl Merge {
     }
 }
 
-/// The work on one key.
-enum Job {
+/// The work on one key, as decided by the merge: run at once, or carried by a queued
+/// task (sync queue v1, docs/FORMAT.md) to a worker.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub enum Job {
     Copy(Entry),
     Compare(Entry, Entry),
     Mkdir(String),
@@ -388,7 +430,7 @@ enum Job {
 
 impl Job {
     /// Do it; false when it failed (already counted and logged).
-    async fn run(self, run: &Run) -> bool {
+    pub(crate) async fn run(self, run: &Run) -> bool {
         let stats = &run.stats;
         let (key, outcome) = match self {
             Job::Copy(src) => {

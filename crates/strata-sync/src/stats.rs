@@ -47,6 +47,28 @@ pub(crate) fn bump(counter: &AtomicU64, by: u64) {
 }
 
 impl SyncStats {
+    /// Add what another run (a queued task, every worker's tasks) counted.
+    pub fn add(&self, s: &Snapshot) {
+        let pairs = [
+            (&self.listed_src, s.listed_src),
+            (&self.listed_dst, s.listed_dst),
+            (&self.copied, s.copied),
+            (&self.copied_bytes, s.copied_bytes),
+            (&self.checked, s.checked),
+            (&self.checked_bytes, s.checked_bytes),
+            (&self.skipped, s.skipped),
+            (&self.skipped_bytes, s.skipped_bytes),
+            (&self.filtered, s.filtered),
+            (&self.dirs_made, s.dirs_made),
+            (&self.deleted_src, s.deleted_src),
+            (&self.deleted_dst, s.deleted_dst),
+            (&self.failed, s.failed),
+        ];
+        for (counter, by) in pairs {
+            bump(counter, by);
+        }
+    }
+
     pub fn snapshot(&self) -> Snapshot {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         Snapshot {

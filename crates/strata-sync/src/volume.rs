@@ -247,6 +247,21 @@ impl Endpoint for VolumeEndpoint {
         Ok(())
     }
 
+    async fn stat(&self, key: &str) -> Result<Option<Entry>> {
+        let ino = match self.lookup(key).await {
+            Ok(ino) => ino,
+            Err(Errno::ENOENT) => return Ok(None),
+            Err(e) => return Err(SyncError::volume(key, e)),
+        };
+        let attr = self
+            .vfs
+            .getattr(ino)
+            .await
+            .map_err(|e| SyncError::volume(key, e))?;
+        let key = key.trim_end_matches('/').to_string();
+        self.entry(key, ino, &attr).await.map(Some)
+    }
+
     async fn read(&self, entry: &Entry, offset: u64, len: u64) -> Result<Bytes> {
         let err = |e| SyncError::volume(&entry.key, e);
         let ino = match entry.id {

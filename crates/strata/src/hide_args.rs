@@ -107,6 +107,18 @@ pub fn revealed_address_secret(secret: &str) -> String {
         .unwrap_or_else(|| secret.to_string())
 }
 
+/// A sync address as given, its secret carried across the `exec` put back in place of
+/// the placeholder (a queued job stores the address for workers elsewhere).
+pub fn revealed_address(addr: &str) -> String {
+    match MetaUrl::new(addr).without_password() {
+        (bare, Some(secret)) if secret.expose().starts_with(PLACEHOLDER) => bare
+            .with_password(&revealed_address_secret(secret.expose()))
+            .expose()
+            .to_string(),
+        _ => addr.to_string(),
+    }
+}
+
 /// Run this command again without its secrets in the arguments, if it has any. Returns
 /// only when there is nothing to hide, or the `exec` failed (then it goes on as is).
 pub fn hide_secrets_from_ps() {

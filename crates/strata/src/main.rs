@@ -25,6 +25,7 @@ mod progress;
 mod quota_cmd;
 mod stats_cmd;
 mod sync_cmd;
+mod sync_queue;
 mod trash_cmd;
 mod tree_cmd;
 mod units;

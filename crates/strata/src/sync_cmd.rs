@@ -36,12 +36,21 @@ use crate::units;
                                    variable NAME holds its META-URL (as juicefs's jfs://)
 
 Both sides are directories: SRC's tree is copied into DST's. Rules are tried in the
-order given, the first match decides (see docs/SYNC.md).")]
+order given, the first match decides (see docs/SYNC.md).
+
+MANY HOSTS:
+  strata sync --queue META-URL SRC DST      list, queue the work as tasks in META-URL's
+                                            engine (redis://, postgres://, etcd://,
+                                            sqlite3://), and work on them too
+  strata sync --worker --queue META-URL     on any number of hosts: take tasks until the
+                                            job is done (SRC and DST come from the job)")]
 pub struct SyncArgs {
     /// Where to copy from
-    pub src: String,
+    #[arg(required_unless_present = "worker")]
+    pub src: Option<String>,
     /// Where to copy to
-    pub dst: String,
+    #[arg(required_unless_present = "worker")]
+    pub dst: Option<String>,
     /// Copy keys matching PATTERN even if a later --exclude matches (order matters)
     #[arg(long, value_name = "PATTERN")]
     pub include: Vec<String>,
@@ -111,6 +120,18 @@ pub struct SyncArgs {
     /// Stop at the first key that fails (by default the run goes on and fails at the end)
     #[arg(long)]
     pub fail_fast: bool,
+    /// Share the run with workers on other hosts through tasks kept in this metadata engine
+    /// (the job's addresses, credentials included, are stored there)
+    #[arg(long, value_name = "META-URL")]
+    pub queue: Option<String>,
+    /// Work on the job in --queue (started by `strata sync --queue META-URL SRC DST`)
+    /// until it is done
+    #[arg(long, requires = "queue")]
+    pub worker: bool,
+    /// With --queue: how long a worker that stops answering keeps its tasks before
+    /// others take them over
+    #[arg(long, value_parser = units::parse_duration, default_value = "30s")]
+    pub lease: Duration,
 }
 
 fn bytes(text: &str) -> Result<u64, String> {
@@ -147,33 +168,67 @@ pub fn run_sync(a: SyncArgs) -> Result<()> {
 }
 
 async fn sync(a: SyncArgs) -> Result<()> {
+    if a.worker {
+        return crate::sync_queue::work(&a).await;
+    }
+    let (Some(src_addr), Some(dst_addr)) = (&a.src, &a.dst) else {
+        bail!("SRC and DST are needed (or --worker --queue META-URL)");
+    };
+    if a.queue.is_some() && (a.dry || a.fail_fast) {
+        bail!("--queue runs without --dry and --fail-fast: leave them out");
+    }
     let filter = Filter::new(&rules_in_order(&a), a.match_full_path)?;
     let files_from = match &a.files_from {
         Some(path) => Some(read_key_list(path)?),
         None => None,
     };
     let opts = options(&a);
-    refuse_dst_inside_src(&a.src, &a.dst)?;
+    refuse_dst_inside_src(src_addr, dst_addr)?;
     let mut clients = Vec::new();
-    let src = open(&a.src, &a, false, &mut clients).await?;
-    let dst = open(&a.dst, &a, true, &mut clients).await?;
+    let how = OpenHow::of(&a);
+    let src = open(src_addr, how, false, &mut clients).await?;
+    let dst = open(dst_addr, how, true, &mut clients).await?;
     let stats = Arc::new(SyncStats::default());
     let started = Instant::now();
-    let counted = stats.clone();
-    let view = ProgressView::start_line(move || progress_line(&counted, started));
     let sel = Selection { filter, files_from };
-    let outcome = strata_sync::sync(src, dst, opts, sel, stats.clone()).await;
-    drop(view);
+    let outcome = match &a.queue {
+        Some(queue) => {
+            let side = crate::sync_queue::Sides {
+                src,
+                dst,
+                src_addr,
+                dst_addr,
+            };
+            crate::sync_queue::manage(&a, queue, side, opts, sel, stats.clone(), started).await
+        }
+        None => {
+            let counted = stats.clone();
+            let view = ProgressView::start_line(move || progress_line(&counted, started));
+            let r = strata_sync::sync(src, dst, opts, sel, stats.clone()).await;
+            drop(view);
+            r.map_err(anyhow::Error::from)
+        }
+    };
+    close_all(clients).await;
+    outcome?;
+    finish(&stats, started, "")
+}
+
+/// Close the volumes a run opened.
+pub(crate) async fn close_all(clients: Vec<Client>) {
     for client in clients {
         if let Err(e) = client.close().await {
             tracing::error!("closing the volume: {e}");
         }
     }
-    outcome?;
+}
+
+/// Print the summary (after `what`); fail when some key failed.
+pub(crate) fn finish(stats: &SyncStats, started: Instant, what: &str) -> Result<()> {
     let done = stats.snapshot();
     if !crate::wiring::quiet() {
         let secs = started.elapsed().as_secs_f64();
-        eprintln!("{} in {secs:.1}s", done.summary());
+        eprintln!("{what}{} in {secs:.1}s", done.summary());
     }
     if done.failed > 0 {
         bail!("{} keys failed (their errors are above)", done.failed);
@@ -259,9 +314,25 @@ fn resolve_existing_part(path: &std::path::Path) -> PathBuf {
     }
 }
 
-async fn open(
+/// How endpoints are opened: symlinks kept (`--links`), and requests sized for `threads`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OpenHow {
+    pub links: bool,
+    pub threads: usize,
+}
+
+impl OpenHow {
+    fn of(a: &SyncArgs) -> OpenHow {
+        OpenHow {
+            links: a.links,
+            threads: a.threads.max(1),
+        }
+    }
+}
+
+pub(crate) async fn open(
     addr: &str,
-    a: &SyncArgs,
+    a: OpenHow,
     is_dst: bool,
     clients: &mut Vec<Client>,
 ) -> Result<Arc<dyn Endpoint>> {
@@ -306,7 +377,7 @@ async fn open(
 /// An S3 store with retries and request limits, counted (not shown: the summary counts
 /// files, not requests), once it answered (without retries: a wrong address or key is
 /// reported at once).
-async fn object_store(cfg: &S3Config, a: &SyncArgs) -> Result<Arc<dyn ObjectStore>> {
+async fn object_store(cfg: &S3Config, a: OpenHow) -> Result<Arc<dyn ObjectStore>> {
     let backend = Backend::s3(cfg)?;
     backend.check().await?;
     let limits = Limits {
@@ -402,7 +473,7 @@ fn unescape(text: &str) -> String {
 }
 
 /// The live progress line: counts of both sides and the copy rate.
-fn progress_line(stats: &SyncStats, started: Instant) -> String {
+pub(crate) fn progress_line(stats: &SyncStats, started: Instant) -> String {
     let s = stats.snapshot();
     let millis = u64::try_from(started.elapsed().as_millis())
         .unwrap_or(u64::MAX)

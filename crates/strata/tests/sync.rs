@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{STRATA, Volume, sh, test_server};
+use common::{STRATA, Volume, count, sh, test_server, tree};
 use strata_object::ObjectStore;
 use strata_object::conformance::{S3TestBackend, S3sFs, TEST_BUCKET, TEST_SECRET_KEY, TestBackend};
 
@@ -31,24 +31,6 @@ fn sync_ok(args: &[&str], envs: &[(&str, &str)]) -> String {
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "sync {args:?} failed:\n{stderr}");
     stderr.lines().last().unwrap_or_default().to_string()
-}
-
-/// The number after `word` in a summary line.
-fn count(summary: &str, word: &str) -> u64 {
-    summary
-        .split(word)
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.trim_end_matches(',').parse().ok())
-        .unwrap_or_else(|| panic!("no {word:?} in {summary:?}"))
-}
-
-/// Every file below `dir` with its md5, as one sorted text.
-fn tree(dir: &Path) -> String {
-    sh(
-        dir,
-        "find . \\( -type f -o -type l \\) -printf '%P\\n' | LC_ALL=C sort | while read -r f; do echo \"$f $(md5sum < \"$f\")\"; done",
-    )
 }
 
 /// A small source tree: nested files, an empty directory, a symlink, a big file.

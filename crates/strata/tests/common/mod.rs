@@ -286,3 +286,21 @@ pub fn network_meta_url(engine: &str, tag: &str) -> String {
         other => panic!("no test server for engine {other}"),
     }
 }
+
+/// The number after `word` in a summary line.
+pub fn count(summary: &str, word: &str) -> u64 {
+    summary
+        .split(word)
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.trim_end_matches(',').parse().ok())
+        .unwrap_or_else(|| panic!("no {word:?} in {summary:?}"))
+}
+
+/// Every file below `dir` with its md5, as one sorted text.
+pub fn tree(dir: &Path) -> String {
+    sh(
+        dir,
+        "find . \\( -type f -o -type l \\) -printf '%P\\n' | LC_ALL=C sort | while read -r f; do echo \"$f $(md5sum < \"$f\")\"; done",
+    )
+}

@@ -1,0 +1,171 @@
+//! `strata sync --queue META-URL`: the manager (lists, queues tasks, works on them too,
+//! finishes directories, prints the job's summary) and `--worker` (takes the job's
+//! addresses from the queue, works until the job is done). The queue is `strata-sync`'s.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use strata_sync::manager::Enqueuer;
+use strata_sync::queue::{CopyOptions, JobRecord, QUEUE_VERSION, Queue, now_ns};
+use strata_sync::worker::{WorkerSetup, work as run_worker};
+use strata_sync::{Endpoint, Options, Selection, SyncStats};
+use strata_types::{MetaUrl, redact_url};
+
+use crate::progress::ProgressView;
+use crate::sync_cmd::{OpenHow, SyncArgs, close_all, finish, open, progress_line};
+
+/// How often a worker looks for a job when the queue has none.
+const JOB_POLL: Duration = Duration::from_millis(500);
+
+/// Both sides of the manager's run, opened, and their addresses as given.
+pub(crate) struct Sides<'a> {
+    pub src: Arc<dyn Endpoint>,
+    pub dst: Arc<dyn Endpoint>,
+    pub src_addr: &'a str,
+    pub dst_addr: &'a str,
+}
+
+async fn open_queue(url: &str) -> Result<Queue> {
+    let url = MetaUrl::new(url.to_string());
+    let engine = strata_client::open_engine(&url)
+        .await
+        .with_context(|| format!("--queue {url}"))?;
+    Ok(Queue::new(engine))
+}
+
+/// Run as the manager of a new job in `queue_url`; `stats` ends up holding the whole
+/// job's counts (every worker's).
+pub(crate) async fn manage(
+    a: &SyncArgs,
+    queue_url: &str,
+    sides: Sides<'_>,
+    opts: Options,
+    sel: Selection,
+    stats: Arc<SyncStats>,
+    started: Instant,
+) -> Result<()> {
+    let queue = open_queue(queue_url).await?;
+    let job = JobRecord {
+        queue: QUEUE_VERSION,
+        id: rand_id(),
+        src: crate::hide_args::revealed_address(sides.src_addr),
+        dst: crate::hide_args::revealed_address(sides.dst_addr),
+        copy: CopyOptions {
+            perms: opts.perms,
+            links: opts.links,
+            check_new: opts.check_new,
+            delete_src: opts.delete_src,
+        },
+        lease_ms: u64::try_from(a.lease.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1),
+        created_ns: now_ns(),
+        listed: false,
+        finished: false,
+    };
+    queue.start_job(&job).await?;
+    tracing::info!("sync job {:x} queued in {}", job.id, redact_url(queue_url));
+    let own = Arc::new(SyncStats::default());
+    let worker = tokio::spawn(run_worker(WorkerSetup {
+        queue: queue.clone(),
+        job: job.clone(),
+        src: sides.src.clone(),
+        dst: sides.dst.clone(),
+        threads: a.threads.max(1),
+        bwlimit_mbps: a.bwlimit,
+        stats: own.clone(),
+    }));
+    let enqueuer = Enqueuer::new(queue.clone(), job.clone(), worker);
+    let (listing, working) = (stats.clone(), own);
+    let view = ProgressView::start_line(move || {
+        let both = SyncStats::default();
+        both.add(&listing.snapshot());
+        both.add(&working.snapshot());
+        format!("{} (this host)", progress_line(&both, started))
+    });
+    let outcome =
+        strata_sync::sync_queued(sides.src, sides.dst, opts, sel, stats.clone(), enqueuer).await;
+    drop(view);
+    let (counted, tasks) = queue.counters().await?;
+    stats.add(&counted);
+    queue.mark_finished(job.id).await?;
+    outcome?;
+    if !crate::wiring::quiet() {
+        eprintln!("sync job {:x}: {tasks} tasks done", job.id);
+    }
+    Ok(())
+}
+
+fn rand_id() -> u64 {
+    let bytes = *uuid::Uuid::new_v4().as_bytes();
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&bytes[..8]);
+    u64::from_le_bytes(id)
+}
+
+/// `strata sync --worker --queue META-URL`: wait for a job that is not finished, open its
+/// addresses, work on it until every task is done.
+pub(crate) async fn work(a: &SyncArgs) -> Result<()> {
+    let Some(queue_url) = &a.queue else {
+        bail!("--worker needs --queue META-URL");
+    };
+    if a.src.is_some() || a.dst.is_some() {
+        bail!("--worker takes SRC and DST from the queue's job: leave them out");
+    }
+    let queue = open_queue(queue_url).await?;
+    let mut told = false;
+    let job = loop {
+        match queue.job().await? {
+            Some(job) if !job.finished => break job,
+            _ if !told => {
+                tracing::info!("waiting for a sync job in {}", redact_url(queue_url));
+                told = true;
+            }
+            _ => {}
+        }
+        tokio::time::sleep(JOB_POLL).await;
+    };
+    if job.queue != QUEUE_VERSION {
+        bail!(
+            "the sync job in {} is of queue version {}; this strata knows {QUEUE_VERSION}",
+            redact_url(queue_url),
+            job.queue
+        );
+    }
+    let how = OpenHow {
+        links: job.copy.links,
+        threads: a.threads.max(1),
+    };
+    let mut clients = Vec::new();
+    let src = open(&job.src, how, false, &mut clients).await?;
+    let dst = open(&job.dst, how, true, &mut clients).await?;
+    tracing::info!(
+        "working on sync job {:x}: {} to {}",
+        job.id,
+        redact_url(&job.src),
+        redact_url(&job.dst)
+    );
+    let stats = Arc::new(SyncStats::default());
+    let started = Instant::now();
+    let counted = stats.clone();
+    let view = ProgressView::start_line(move || progress_line(&counted, started));
+    let outcome = run_worker(WorkerSetup {
+        queue,
+        job: job.clone(),
+        src,
+        dst,
+        threads: a.threads.max(1),
+        bwlimit_mbps: a.bwlimit,
+        stats: stats.clone(),
+    })
+    .await;
+    drop(view);
+    close_all(clients).await;
+    outcome?;
+    finish(
+        &stats,
+        started,
+        &format!("worker on sync job {:x}: ", job.id),
+    )
+}
