@@ -35,6 +35,8 @@ command -v s3cmd >/dev/null 2>&1 || need_apt+=(s3cmd)
 # The WebDAV server's conformance suite.
 command -v litmus >/dev/null 2>&1 || need_apt+=(litmus)
 python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv)
+# Azurite, the Azure Blob Storage emulator, comes from the npm registry.
+command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "== installing system packages: ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -84,6 +86,13 @@ make_venv boto3-old 'boto3<1.36'
 make_venv awscli awscli awscrt
 # The Prometheus project's text-format parser, for the /metrics tests.
 make_venv prom prometheus_client
+# Azurite (Microsoft's Azure Blob Storage emulator) for the conformance suite on Azure; the
+# Azure SDK for Python makes its test container.
+if [ ! -x "$TOOLS/azurite/node_modules/.bin/azurite-blob" ]; then
+  echo "== installing Azurite 3.37.0 (npm azurite)"
+  npm install --silent --no-audit --no-fund --prefix "$TOOLS/azurite" azurite@3.37.0
+fi
+make_venv azure azure-storage-blob
 export STRATA_TEST_BOTO3_PY="$VENVS/boto3/bin/python"
 export STRATA_TEST_BOTO3_OLD_PY="$VENVS/boto3-old/bin/python"
 export STRATA_TEST_AWS="$VENVS/awscli/bin/aws"
@@ -117,6 +126,27 @@ if [ "$code" != 200 ]; then
   echo "SeaweedFS did not start (last status $code):" >&2; tail -20 "$WORK/seaweed.log" >&2; exit 1
 fi
 export STRATA_TEST_SEAWEEDFS=http://127.0.0.1:18333
+echo "== starting Azurite on 127.0.0.1:10000"
+mkdir -p "$WORK/azurite"
+"$TOOLS/azurite/node_modules/.bin/azurite-blob" --blobHost 127.0.0.1 --blobPort 10000 \
+  --location "$WORK/azurite" --skipApiVersionCheck --loose --silent >"$WORK/azurite.log" 2>&1 &
+SERVERS+=($!)
+# Azurite's well-known development account (public, in Microsoft's docs).
+AZURITE_KEY="Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+AZURITE_CS="DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=$AZURITE_KEY;BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;"
+made=no
+for _ in $(seq 1 120); do
+  if AZURITE_CS="$AZURITE_CS" "$VENVS/azure/bin/python" -c '
+import os
+from azure.storage.blob import BlobServiceClient
+BlobServiceClient.from_connection_string(os.environ["AZURITE_CS"]).create_container("strata-test")
+' >/dev/null 2>&1; then made=yes; break; fi
+  sleep 0.5
+done
+if [ "$made" != yes ]; then
+  echo "Azurite did not start:" >&2; tail -20 "$WORK/azurite.log" >&2; exit 1
+fi
+export STRATA_TEST_AZURITE=http://127.0.0.1:10000
 source scripts/metadata-servers.sh
 
 echo "== cargo fmt --check"

@@ -11,4 +11,6 @@ mod volume;
 pub use client::{Client, ClientOptions, resolve_subdir, session_timeout};
 pub use error::{OpenError, Result};
 pub use group::GroupOptions;
-pub use volume::{check_backend, home_path, load_meta, load_meta_with, open_backend, open_engine};
+pub use volume::{
+    azure_config, check_backend, home_path, load_meta, load_meta_with, open_backend, open_engine,
+};

@@ -12,7 +12,7 @@ use strata_meta_etcd::{EtcdEngine, EtcdUrl};
 use strata_meta_postgres::{PostgresEngine, PostgresUrl};
 use strata_meta_redis::{RedisEngine, RedisUrl};
 use strata_object::ObjectStore;
-use strata_object::backend::{Backend, S3Config};
+use strata_object::backend::{AzureConfig, Backend, S3Config};
 use strata_types::{MetaUrl, Secret};
 
 use crate::error::{OpenError, Result};
@@ -112,6 +112,14 @@ pub fn open_backend(format: &Format) -> Result<Arc<dyn ObjectStore>> {
         "s3" => Ok(Arc::new(
             Backend::s3(&s3_config(format)?).map_err(bucket_error)?,
         )),
+        "wasb" | "azure" => {
+            let cfg = azure_config(
+                &format.bucket,
+                format.access_key.as_deref().unwrap_or_default(),
+                format.secret_key.clone().unwrap_or_default(),
+            )?;
+            Ok(Arc::new(Backend::azure(&cfg).map_err(bucket_error)?))
+        }
         other => Err(OpenError::UnknownStorage(other.to_owned())),
     }
 }
@@ -172,6 +180,58 @@ fn s3_config(format: &Format) -> Result<S3Config> {
     })
 }
 
+/// An Azure Blob Storage container URL, as `--bucket` gives it:
+/// `https://CONTAINER.ENDPOINT` (JuiceFS's form; the account's blob service is
+/// `https://ACCOUNT.blob.ENDPOINT`, e.g. ENDPOINT `core.windows.net`) or
+/// `http(s)://HOST[:PORT]/ACCOUNT/CONTAINER` (Azurite, the account in the path). The account
+/// is the access key, its key the secret key (both also from `AZURE_STORAGE_ACCOUNT_NAME`
+/// / `AZURE_STORAGE_ACCOUNT_KEY`).
+pub fn azure_config(url: &str, account: &str, key: Secret) -> Result<AzureConfig> {
+    let bad = || {
+        OpenError::BadUrl(format!(
+            "azure container {url:?}: expected https://CONTAINER.core.windows.net or \
+             http://HOST:PORT/ACCOUNT/CONTAINER"
+        ))
+    };
+    let (scheme, rest) = url.split_once("://").ok_or_else(bad)?;
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let path = path.trim_matches('/');
+    let env_account = || std::env::var("AZURE_STORAGE_ACCOUNT_NAME").unwrap_or_default();
+    let account = if account.is_empty() {
+        env_account()
+    } else {
+        account.to_string()
+    };
+    let (account, container, endpoint) = match path.split_once('/') {
+        Some((in_path, container)) if !in_path.is_empty() => (
+            in_path.to_string(),
+            container.to_string(),
+            format!("{scheme}://{host}/{in_path}"),
+        ),
+        _ if !path.is_empty() => return Err(bad()),
+        _ => {
+            let (container, domain) = host.split_once('.').ok_or_else(bad)?;
+            if account.is_empty() {
+                return Err(OpenError::BadUrl(format!(
+                    "azure container {url:?}: give the storage account as the access key \
+                     (or AZURE_STORAGE_ACCOUNT_NAME)"
+                )));
+            }
+            let endpoint = format!("{scheme}://{account}.blob.{domain}");
+            (account, container.to_string(), endpoint)
+        }
+    };
+    if container.is_empty() || host.is_empty() || container.contains('/') {
+        return Err(bad());
+    }
+    Ok(AzureConfig {
+        account,
+        key,
+        container,
+        endpoint,
+    })
+}
+
 /// The region in an AWS S3 host name: `s3.REGION.amazonaws.com`, `s3-REGION.amazonaws.com`.
 fn aws_region(domain: &str) -> Option<String> {
     let rest = domain.strip_suffix(".amazonaws.com")?;
@@ -191,6 +251,39 @@ pub fn home_path(rest: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn azure_container_urls_name_the_account_container_and_endpoint() {
+        let c = azure_config("https://data.core.windows.net", "acct", "k".into()).unwrap();
+        assert_eq!(
+            (
+                c.account.as_str(),
+                c.container.as_str(),
+                c.endpoint.as_str()
+            ),
+            ("acct", "data", "https://acct.blob.core.windows.net")
+        );
+        let c = azure_config(
+            "http://127.0.0.1:10000/devstoreaccount1/box/",
+            "",
+            "k".into(),
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                c.account.as_str(),
+                c.container.as_str(),
+                c.endpoint.as_str()
+            ),
+            (
+                "devstoreaccount1",
+                "box",
+                "http://127.0.0.1:10000/devstoreaccount1"
+            )
+        );
+        assert!(azure_config("http://127.0.0.1:10000/onlyone", "a", "k".into()).is_err());
+        assert!(azure_config("nonsense", "a", "k".into()).is_err());
+    }
 
     fn s3_format(bucket: &str) -> Format {
         Format {

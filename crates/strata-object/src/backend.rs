@@ -1,7 +1,8 @@
 //! Backends on the `object_store` crate: a local directory (`--storage file`; a put is
 //! renamed into place at once and made durable by the next [`ObjectStore::sync`], see
 //! [`crate::local`]), any S3-compatible service (`--storage s3`, durable when a put
-//! returns), and memory (tests).
+//! returns), Azure Blob Storage and its emulator Azurite (`--storage wasb`), and memory
+//! (tests).
 
 use std::ops::Range;
 use std::path::Path as FsPath;
@@ -12,6 +13,7 @@ use bytes::Bytes;
 use futures::stream::FuturesUnordered;
 use futures::{StreamExt, TryStreamExt};
 use object_store::aws::AmazonS3Builder;
+use object_store::azure::MicrosoftAzureBuilder;
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
@@ -38,6 +40,31 @@ pub struct S3Config {
     /// `bucket.host`, and `endpoint` already names the bucket
     /// (`https://BUCKET.s3.REGION.amazonaws.com`).
     pub path_style: bool,
+}
+
+/// Settings of an Azure Blob Storage container.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AzureConfig {
+    /// Storage account; when empty, taken from `AZURE_STORAGE_ACCOUNT_NAME`.
+    pub account: String,
+    /// The account's access key; when empty, taken from `AZURE_STORAGE_ACCOUNT_KEY`.
+    pub key: Secret,
+    pub container: String,
+    /// The account's blob service URL: empty for `https://ACCOUNT.blob.core.windows.net`;
+    /// `http://127.0.0.1:10000/ACCOUNT` for Azurite (the account in the path).
+    pub endpoint: String,
+}
+
+/// Retries inside the `object_store` clients: three quick ones. Requests that go through a
+/// volume's store are retried again, with backoff, by the retry wrapper; a bare store (a
+/// bucket check, `sync`'s first request) reports an unreachable endpoint in about a second
+/// instead of after ten retries (about a minute).
+fn client_retries() -> object_store::RetryConfig {
+    object_store::RetryConfig {
+        max_retries: 3,
+        retry_timeout: std::time::Duration::from_secs(30),
+        ..object_store::RetryConfig::default()
+    }
 }
 
 /// An [`ObjectStore`] backed by an `object_store` implementation.
@@ -102,17 +129,8 @@ impl Backend {
         if let Some(token) = &cfg.session_token {
             b = b.with_token(token.expose());
         }
-        // Three quick retries inside the client: requests that go through a volume's
-        // store are retried again, with backoff, by the retry wrapper; a bare store (a
-        // bucket check, `sync`'s first request) reports an unreachable endpoint in about
-        // a second instead of after ten retries (about a minute).
-        let retry = object_store::RetryConfig {
-            max_retries: 3,
-            retry_timeout: std::time::Duration::from_secs(30),
-            ..object_store::RetryConfig::default()
-        };
         let store = b
-            .with_retry(retry)
+            .with_retry(client_retries())
             .with_virtual_hosted_style_request(!cfg.path_style)
             .build()
             .map_err(|e| ObjectError::Other(format!("s3 configuration: {e}")))?;
@@ -124,6 +142,41 @@ impl Backend {
         Ok(Backend {
             inner: Arc::new(store),
             describe: format!("s3://{}@{place}", cfg.bucket),
+            ordered_list: true,
+            local: None,
+        })
+    }
+}
+
+impl Backend {
+    /// An Azure Blob Storage container (or one of Azurite's). Nothing is contacted until
+    /// the first request; call [`Backend::check`] to verify the container and key.
+    pub fn azure(cfg: &AzureConfig) -> Result<Backend> {
+        let mut b = MicrosoftAzureBuilder::from_env().with_container_name(&cfg.container);
+        if !cfg.account.is_empty() {
+            b = b.with_account(&cfg.account);
+        }
+        if !cfg.key.expose().is_empty() {
+            b = b.with_access_key(cfg.key.expose());
+        }
+        let endpoint = cfg.endpoint.trim_end_matches('/');
+        if !endpoint.is_empty() {
+            b = b
+                .with_endpoint(endpoint.to_string())
+                .with_allow_http(endpoint.starts_with("http://"));
+        }
+        let store = b
+            .with_retry(client_retries())
+            .build()
+            .map_err(|e| ObjectError::Other(format!("azure configuration: {e}")))?;
+        let place = if endpoint.is_empty() {
+            format!("{}.blob.core.windows.net", cfg.account)
+        } else {
+            endpoint.to_string()
+        };
+        Ok(Backend {
+            inner: Arc::new(store),
+            describe: format!("wasb://{}@{place}", cfg.container),
             ordered_list: true,
             local: None,
         })
@@ -157,11 +210,15 @@ fn map_err(key: &str, e: object_store::Error) -> ObjectError {
         E::NotFound { .. } if has(&["NoSuchBucket"]) => ObjectError::NoBucket(text),
         E::NotFound { .. } => ObjectError::NotFound(key.into()),
         E::PermissionDenied { .. } | E::Unauthenticated { .. } => ObjectError::Auth(text),
-        _ if has(&["NoSuchBucket", "bucket does not exist"]) => ObjectError::NoBucket(text),
+        _ if has(&["NoSuchBucket", "bucket does not exist", "ContainerNotFound"]) => {
+            ObjectError::NoBucket(text)
+        }
         _ if has(&[
             "SignatureDoesNotMatch",
             "InvalidAccessKeyId",
             "AccessDenied",
+            "AuthenticationFailed",
+            "AuthorizationFailure",
             "403 Forbidden",
         ]) =>
         {

@@ -1,5 +1,5 @@
 //! The `ObjectStore` conformance suite, written once and run against every backend
-//! (memory, local directory, s3s-fs, SeaweedFS) through
+//! (memory, local directory, s3s-fs, SeaweedFS, Azurite) through
 //! [`object_conformance_tests!`](crate::object_conformance_tests). Every case works under
 //! its own random key prefix, so stores may be shared between cases.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::backend::{Backend, S3Config};
+use crate::backend::{AzureConfig, Backend, S3Config};
 use crate::prefix::Prefixed;
 use crate::{ObjectError, ObjectStore};
 
@@ -23,9 +23,29 @@ pub trait TestBackend: Send + Sync + Sized + 'static {
     fn store(&self) -> Arc<dyn ObjectStore>;
 }
 
-/// S3-compatible test servers can also be asked with wrong credentials or a missing bucket.
+/// S3-compatible test servers: their settings, to open them again differently.
 pub trait S3TestBackend: TestBackend {
     fn config(&self) -> S3Config;
+}
+
+/// Test servers that can also be opened with a wrong secret or a missing bucket.
+pub trait CredentialedBackend: TestBackend {
+    /// The store opened again with a wrong secret (`wrong_secret`) or in a bucket that
+    /// does not exist (`missing_bucket`), or as it is when neither.
+    fn reopened(&self, wrong_secret: bool, missing_bucket: bool) -> Backend;
+}
+
+impl<B: S3TestBackend> CredentialedBackend for B {
+    fn reopened(&self, wrong_secret: bool, missing_bucket: bool) -> Backend {
+        let mut cfg = self.config();
+        if wrong_secret {
+            cfg.secret_key = "not-the-secret".into();
+        }
+        if missing_bucket {
+            cfg.bucket = "no-such-bucket-here".into();
+        }
+        Backend::s3(&cfg).unwrap()
+    }
 }
 
 #[derive(Debug)]
@@ -193,6 +213,65 @@ impl TestBackend for SeaweedFs {
 impl S3TestBackend for SeaweedFs {
     fn config(&self) -> S3Config {
         s3_config(&self.endpoint, TEST_SECRET_KEY, TEST_BUCKET)
+    }
+}
+
+/// Azurite's well-known development account and key (public, in Microsoft's docs).
+pub const AZURITE_ACCOUNT: &str = "devstoreaccount1";
+pub const AZURITE_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+/// An Azurite blob service started by `scripts/test.sh` (`$STRATA_TEST_AZURITE`, e.g.
+/// `http://127.0.0.1:10000`), with container `strata-test` in the development account.
+#[derive(Debug)]
+pub struct Azurite {
+    endpoint: String,
+    store: Arc<dyn ObjectStore>,
+}
+
+impl Azurite {
+    pub fn config(&self) -> AzureConfig {
+        azurite_config(&self.endpoint, AZURITE_KEY, TEST_BUCKET)
+    }
+}
+
+fn azurite_config(endpoint: &str, key: &str, container: &str) -> AzureConfig {
+    AzureConfig {
+        account: AZURITE_ACCOUNT.into(),
+        key: key.into(),
+        container: container.into(),
+        endpoint: format!("{}/{AZURITE_ACCOUNT}", endpoint.trim_end_matches('/')),
+    }
+}
+
+impl TestBackend for Azurite {
+    fn start() -> Self {
+        let endpoint = std::env::var("STRATA_TEST_AZURITE").unwrap_or_else(|_| {
+            panic!("STRATA_TEST_AZURITE is not set: run ./scripts/test.sh, which starts Azurite")
+        });
+        let store =
+            Arc::new(Backend::azure(&azurite_config(&endpoint, AZURITE_KEY, TEST_BUCKET)).unwrap());
+        Azurite { endpoint, store }
+    }
+    fn store(&self) -> Arc<dyn ObjectStore> {
+        self.store.clone()
+    }
+}
+
+impl CredentialedBackend for Azurite {
+    fn reopened(&self, wrong_secret: bool, missing_bucket: bool) -> Backend {
+        // A wrong key must still be base64 of the right length.
+        let key = if wrong_secret {
+            "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=="
+        } else {
+            AZURITE_KEY
+        };
+        let container = if missing_bucket {
+            "no-such-container-here"
+        } else {
+            TEST_BUCKET
+        };
+        Backend::azure(&azurite_config(&self.endpoint, key, container)).unwrap()
     }
 }
 
@@ -457,13 +536,9 @@ pub async fn concurrent_requests<B: TestBackend>() {
     assert_eq!(s.list("c/", None, 100).await.unwrap().len(), 32);
 }
 
-pub async fn wrong_secret_is_an_auth_error<B: S3TestBackend>() {
+pub async fn wrong_secret_is_an_auth_error<B: CredentialedBackend>() {
     let b = B::start();
-    let cfg = S3Config {
-        secret_key: "not-the-secret".into(),
-        ..b.config()
-    };
-    let store = Backend::s3(&cfg).unwrap();
+    let store = b.reopened(true, false);
     let err = store
         .check()
         .await
@@ -479,14 +554,10 @@ pub async fn wrong_secret_is_an_auth_error<B: S3TestBackend>() {
     assert!(matches!(err, ObjectError::Auth(_)), "{err}");
 }
 
-pub async fn missing_bucket_is_reported<B: S3TestBackend>() {
+pub async fn missing_bucket_is_reported<B: CredentialedBackend>() {
     let b = B::start();
-    let cfg = S3Config {
-        bucket: "no-such-bucket-here".into(),
-        ..b.config()
-    };
-    let err = Backend::s3(&cfg)
-        .unwrap()
+    let err = b
+        .reopened(false, true)
         .check()
         .await
         .expect_err("missing bucket");
@@ -494,11 +565,11 @@ pub async fn missing_bucket_is_reported<B: S3TestBackend>() {
         matches!(err, ObjectError::NoBucket(_)),
         "clear missing-bucket error, got: {err}"
     );
-    let good = Backend::s3(&b.config()).unwrap();
-    good.check().await.unwrap();
+    b.reopened(false, false).check().await.unwrap();
 }
 
-/// One `#[tokio::test]` per case for the backend type given; `s3` adds the S3-only cases.
+/// One `#[tokio::test]` per case for the backend type given; `s3` (or `credentialed`)
+/// adds the cases of servers with credentials and buckets.
 #[macro_export]
 macro_rules! object_conformance_tests {
     ($backend:ty) => {
@@ -507,6 +578,9 @@ macro_rules! object_conformance_tests {
             uploads_in_pieces_read_as_one_object);
     };
     ($backend:ty, s3) => {
+        $crate::object_conformance_tests!($backend, credentialed);
+    };
+    ($backend:ty, credentialed) => {
         $crate::object_conformance_tests!($backend);
         $crate::object_conformance_tests!(@cases $backend; wrong_secret_is_an_auth_error, missing_bucket_is_reported);
     };

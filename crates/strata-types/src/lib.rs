@@ -7,7 +7,7 @@ use std::fmt;
 pub mod metrics;
 mod secret;
 
-pub use secret::{MetaUrl, Secret, redact_url};
+pub use secret::{MetaUrl, Secret, redact_url, userinfo_bounds};
 
 /// Size of one chunk: a file is cut into chunks of this many bytes.
 pub const CHUNK_SIZE: u64 = 64 << 20;

@@ -126,11 +126,21 @@ impl std::str::FromStr for MetaUrl {
 }
 
 /// The `user:password` part of a URL's authority: (start, position of the `@`).
+/// Where the userinfo (`user:password`) of `url` starts, and where its `@` is. It ends at
+/// an `@` before the first `/`, or, since secrets may hold `/` (AWS and Azure keys do), at
+/// the first `@` further on when what precedes it holds a `:`.
+pub fn userinfo_bounds(url: &str) -> Option<(usize, usize)> {
+    userinfo(url)
+}
+
 fn userinfo(url: &str) -> Option<(usize, usize)> {
     let start = url.find("://")? + 3;
     let authority_end = url[start..].find('/').map_or(url.len(), |i| start + i);
-    let at = url[start..authority_end].rfind('@')? + start;
-    Some((start, at))
+    if let Some(at) = url[start..authority_end].rfind('@') {
+        return Some((start, at + start));
+    }
+    let at = url[start..].find('@')? + start;
+    url[start..at].contains(':').then_some((start, at))
 }
 
 /// `url` with its password (if any) replaced by `****`, for messages.
@@ -158,6 +168,23 @@ mod tests {
             "\"hunter2\"",
             "stored as is"
         );
+    }
+
+    #[test]
+    fn a_secret_holding_a_slash_is_still_hidden() {
+        let url = "wasb://acct:ab/cd+ef==@box.127.0.0.1:10000/pre/fix";
+        assert_eq!(
+            redact_url(url),
+            "wasb://acct:****@box.127.0.0.1:10000/pre/fix"
+        );
+        let (bare, secret) = MetaUrl::new(url).without_password();
+        assert_eq!(bare.expose(), "wasb://acct@box.127.0.0.1:10000/pre/fix");
+        assert_eq!(
+            secret.map(|s| s.expose().to_string()).as_deref(),
+            Some("ab/cd+ef==")
+        );
+        // An `@` in a path without a `:` before it is not a userinfo.
+        assert_eq!(redact_url("s3://bucket/a@b"), "s3://bucket/a@b");
     }
 
     #[test]

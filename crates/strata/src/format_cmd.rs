@@ -51,12 +51,14 @@ pub struct FormatArgs {
     meta_url: MetaUrl,
     /// Volume name: 3-63 characters of a-z, 0-9 and '-'
     name: String,
-    /// Object storage: file, s3 or mem
+    /// Object storage: file, s3, wasb (Azure Blob Storage; also azure) or mem
     #[arg(long, default_value = "file")]
     storage: String,
     /// Bucket: a directory for file storage (default ~/.strata/local, created 0700); for
     /// s3 an URL, path style (http://host:port/bucket) or virtual-hosted
-    /// (https://BUCKET.s3.REGION.amazonaws.com)
+    /// (https://BUCKET.s3.REGION.amazonaws.com); for wasb https://CONTAINER.core.windows.net
+    /// (the access key is the storage account) or http://HOST:PORT/ACCOUNT/CONTAINER
+    /// (Azurite)
     #[arg(long)]
     bucket: Option<String>,
     #[command(flatten)]
@@ -146,7 +148,7 @@ pub fn run_format(a: FormatArgs) -> Result<()> {
     rt.block_on(async {
         // The bucket must answer before the volume is recorded.
         let backend = wiring::open_backend(&format)?;
-        if format.storage == "s3" {
+        if matches!(format.storage.as_str(), "s3" | "wasb" | "azure") {
             check_store(&backend).await?;
         }
         let meta = Meta::new(

@@ -31,7 +31,7 @@ const ENGINE_SCHEMES: [&str; 5] = [
 
 /// Schemes of `strata sync` addresses whose secrets (`AK:SK[:TOKEN]@`: all after `AK:`)
 /// are hidden.
-const ADDRESS_SCHEMES: [&str; 2] = ["s3://", "minio://"];
+const ADDRESS_SCHEMES: [&str; 4] = ["s3://", "minio://", "wasb://", "azure://"];
 /// The variables carrying the credentials of the first, second, ... address.
 const ADDRESS_VAR: &str = "STRATA_HIDDEN_ADDRESS_";
 
@@ -199,6 +199,7 @@ mod tests {
             "sync",
             "s3://ak:sk@bkt.s3.amazonaws.com/p",
             "minio://a:b:tok@h:9000/b",
+            "wasb://acct:k/e+y==@box/p",
         ]))
         .unwrap();
         assert_eq!(
@@ -207,7 +208,8 @@ mod tests {
                 "strata",
                 "sync",
                 "s3://ak:****0@bkt.s3.amazonaws.com/p",
-                "minio://a:****1@h:9000/b"
+                "minio://a:****1@h:9000/b",
+                "wasb://acct:****2@box/p"
             ])
         );
         assert_eq!(
@@ -215,6 +217,7 @@ mod tests {
             vec![
                 ("STRATA_HIDDEN_ADDRESS_0".to_string(), "sk".to_string()),
                 ("STRATA_HIDDEN_ADDRESS_1".to_string(), "b:tok".to_string()),
+                ("STRATA_HIDDEN_ADDRESS_2".to_string(), "k/e+y==".to_string()),
             ]
         );
         assert!(hidden(&os(&["strata", "sync", "s3://bkt/p", "/tmp/x"])).is_none());

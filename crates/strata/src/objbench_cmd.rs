@@ -19,9 +19,10 @@ use crate::{units, wiring};
 #[derive(Debug, Args)]
 pub struct ObjbenchArgs {
     /// The bucket: a directory for file storage, an URL for s3
-    /// (http://host:port/bucket or https://bucket.host)
+    /// (http://host:port/bucket or https://bucket.host) and for wasb
+    /// (https://CONTAINER.core.windows.net or http://HOST:PORT/ACCOUNT/CONTAINER)
     bucket: String,
-    /// Object storage: file or s3
+    /// Object storage: file, s3 or wasb
     #[arg(long, default_value = "s3")]
     storage: String,
     #[command(flatten)]
@@ -118,8 +119,11 @@ pub fn run_objbench(a: ObjbenchArgs) -> Result<()> {
     if a.block_size == 0 || a.small_object_size == 0 {
         bail!("--block-size and --small-object-size must be above 0");
     }
-    if a.storage != "file" && a.storage != "s3" {
-        bail!("unknown storage {:?} (supported: file, s3)", a.storage);
+    if !matches!(a.storage.as_str(), "file" | "s3" | "wasb" | "azure") {
+        bail!(
+            "unknown storage {:?} (supported: file, s3, wasb)",
+            a.storage
+        );
     }
     let format = new_format("objbench", &a.storage, a.bucket.clone(), &a.keys);
     let rt = wiring::runtime()?;

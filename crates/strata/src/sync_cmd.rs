@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use strata_client::{Client, ClientOptions};
 use strata_object::ObjectStore;
-use strata_object::backend::{Backend, S3Config};
+use strata_object::backend::{AzureConfig, Backend, S3Config};
 use strata_object::limit::{Limited, Limits};
 use strata_object::metered::{Metered, ObjectStats};
 use strata_object::retry::{RetryPolicy, Retrying};
@@ -32,6 +32,10 @@ use crate::units;
                                    also from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY)
   minio://[AK:SK@]HOST:PORT/BUCKET[/PREFIX]
                                    an S3-compatible server over http, path-style
+  wasb://[ACCOUNT:KEY@]CONTAINER[.ENDPOINT][/PREFIX]
+                                   an Azure Blob Storage container (ENDPOINT default
+                                   core.windows.net; HOST:PORT is Azurite over http);
+                                   also azure://
   strata://NAME/PATH               a Strata volume, opened without a mount; the environment
                                    variable NAME holds its META-URL (as juicefs's jfs://)
 
@@ -363,10 +367,18 @@ pub(crate) async fn open(
             .with_context(|| format!("{side} {shown}"))?;
         return Ok(Arc::new(ObjectEndpoint::new(store, &prefix)));
     }
+    if addr.starts_with("wasb://") || addr.starts_with("azure://") {
+        let (cfg, prefix) = azure_address(addr).with_context(|| format!("{side} {shown}"))?;
+        let backend = Backend::azure(&cfg).with_context(|| format!("{side} {shown}"))?;
+        let store = wrapped(backend, a)
+            .await
+            .with_context(|| format!("{side} {shown}"))?;
+        return Ok(Arc::new(ObjectEndpoint::new(store, &prefix)));
+    }
     if let Some((scheme, _)) = addr.split_once("://")
         && scheme != "file"
     {
-        bail!("{side} {shown}: unknown address kind {scheme}:// (file, s3, minio or strata)");
+        bail!("{side} {shown}: unknown address kind {scheme}:// (file, s3, minio, wasb or strata)");
     }
     let path = PathBuf::from(addr.strip_prefix("file://").unwrap_or(addr));
     Ok(Arc::new(
@@ -378,7 +390,11 @@ pub(crate) async fn open(
 /// files, not requests), once it answered (without retries: a wrong address or key is
 /// reported at once).
 async fn object_store(cfg: &S3Config, a: OpenHow) -> Result<Arc<dyn ObjectStore>> {
-    let backend = Backend::s3(cfg)?;
+    wrapped(Backend::s3(cfg)?, a).await
+}
+
+/// `backend` with retries and request limits, counted, once it answered.
+async fn wrapped(backend: Backend, a: OpenHow) -> Result<Arc<dyn ObjectStore>> {
     backend.check().await?;
     let limits = Limits {
         max_uploads: a.threads.max(1) * 4,
@@ -395,11 +411,8 @@ async fn object_store(cfg: &S3Config, a: OpenHow) -> Result<Arc<dyn ObjectStore>
 /// `s3://[AK:SK[:TOKEN]@]BUCKET[.ENDPOINT][/PREFIX]` or
 /// `minio://[AK:SK@]HOST:PORT/BUCKET[/PREFIX]`, as a store and a key prefix.
 fn s3_address(addr: &str) -> Result<(S3Config, String)> {
-    let (scheme, rest) = addr.split_once("://").unwrap_or(("s3", addr));
-    let (userinfo, rest) = match rest.rsplit_once('@') {
-        Some((u, r)) if !u.contains('/') => (Some(u), r),
-        _ => (None, rest),
-    };
+    let scheme = addr.split_once("://").map_or("s3", |(s, _)| s);
+    let (userinfo, rest) = split_userinfo(addr);
     let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
     if host.is_empty() {
         bail!("no bucket");
@@ -437,6 +450,47 @@ fn s3_address(addr: &str) -> Result<(S3Config, String)> {
         path.to_string()
     };
     Ok((cfg, prefix))
+}
+
+/// An address's `AK:SK@` (by the rule that hides it: a key may hold `/`) and what follows
+/// it, without the scheme.
+fn split_userinfo(addr: &str) -> (Option<&str>, &str) {
+    match strata_types::userinfo_bounds(addr) {
+        Some((start, at)) => (Some(&addr[start..at]), &addr[at + 1..]),
+        None => (None, addr.split_once("://").map_or(addr, |(_, r)| r)),
+    }
+}
+
+/// `wasb://[ACCOUNT:KEY@]CONTAINER[.ENDPOINT][/PREFIX]` as a container and a key prefix:
+/// ENDPOINT defaults to `core.windows.net`; one with a port (`127.0.0.1:10000`) is an
+/// Azurite server over http, the account in its path.
+fn azure_address(addr: &str) -> Result<(AzureConfig, String)> {
+    let (userinfo, rest) = split_userinfo(addr);
+    let (host, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    let (account, key) = match userinfo {
+        Some(u) => {
+            let (account, key) = u.split_once(':').unwrap_or((u, ""));
+            let key = crate::hide_args::revealed_address_secret(key);
+            (unescape(account), Secret::new(unescape(&key)))
+        }
+        None => (
+            std::env::var("AZURE_STORAGE_ACCOUNT_NAME").unwrap_or_default(),
+            Secret::new(std::env::var("AZURE_STORAGE_ACCOUNT_KEY").unwrap_or_default()),
+        ),
+    };
+    let (container, endpoint) = host.split_once('.').unwrap_or((host, "core.windows.net"));
+    if container.is_empty() {
+        bail!("no container");
+    }
+    let url = if endpoint.contains(':') {
+        format!("http://{endpoint}/{account}/{container}")
+    } else {
+        format!("https://{container}.{endpoint}")
+    };
+    Ok((
+        strata_client::azure_config(&url, &account, key)?,
+        prefix.to_string(),
+    ))
 }
 
 /// The region in `s3.REGION.amazonaws.com` / `s3-REGION.amazonaws.com`.
@@ -519,5 +573,31 @@ mod tests {
             ("bkt", "", "")
         );
         assert!(s3_address("minio://host:1/").is_err());
+    }
+
+    #[test]
+    fn azure_addresses_name_azure_or_azurite() {
+        let (c, p) = azure_address("wasb://acct:a2V5@box/in/here").unwrap();
+        assert_eq!(
+            (
+                c.account.as_str(),
+                c.container.as_str(),
+                c.endpoint.as_str()
+            ),
+            ("acct", "box", "https://acct.blob.core.windows.net")
+        );
+        assert_eq!((c.key.expose(), p.as_str()), ("a2V5", "in/here"));
+        let (c, _) = azure_address("wasb://acct:a/b+c==@box/x").unwrap();
+        assert_eq!(
+            c.key.expose(),
+            "a/b+c==",
+            "a key holding / needs no escaping"
+        );
+        let (c, p) = azure_address("azure://dev:k@box.127.0.0.1:10000").unwrap();
+        assert_eq!(
+            (c.container.as_str(), c.endpoint.as_str(), p.as_str()),
+            ("box", "http://127.0.0.1:10000/dev", "")
+        );
+        assert!(azure_address("wasb://a:k@/x").is_err());
     }
 }
