@@ -134,7 +134,7 @@ pub struct SyncArgs {
     pub worker: bool,
     /// With --queue: how long a worker that stops answering keeps its tasks before
     /// others take them over
-    #[arg(long, value_parser = units::parse_duration, default_value = "30s")]
+    #[arg(long, value_name = "DURATION", value_parser = units::parse_duration, default_value = "30s")]
     pub lease: Duration,
 }
 
