@@ -15,6 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use strata_meta::kv::{FieldOp, FieldUpdate, KvEngine, KvError, RetryPolicy, Txn, run_txn};
+use strata_types::redact_url;
 
 use crate::run::Job;
 use crate::stats::Snapshot;
@@ -71,8 +72,8 @@ pub struct CopyOptions {
     pub delete_src: bool,
 }
 
-/// The job record (`Yj`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// The job record (`Yj`). Its `Debug` shows the addresses without their credentials.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobRecord {
     /// [`QUEUE_VERSION`].
     pub queue: u32,
@@ -90,6 +91,22 @@ pub struct JobRecord {
     pub listed: bool,
     /// Every task is done and the manager has finished (directories, summary).
     pub finished: bool,
+}
+
+impl std::fmt::Debug for JobRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobRecord")
+            .field("queue", &self.queue)
+            .field("id", &self.id)
+            .field("src", &redact_url(&self.src))
+            .field("dst", &redact_url(&self.dst))
+            .field("copy", &self.copy)
+            .field("lease_ms", &self.lease_ms)
+            .field("created_ns", &self.created_ns)
+            .field("listed", &self.listed)
+            .field("finished", &self.finished)
+            .finish()
+    }
 }
 
 impl JobRecord {
@@ -649,6 +666,15 @@ mod tests {
             Taken::Wait
         ));
         assert_eq!(q.job().await.unwrap().map(|j| j.id), Some(2));
+    }
+
+    #[test]
+    fn a_job_record_prints_without_credentials() {
+        let mut j = job(1, 1);
+        j.dst = "wasb://acct:k/e+y==@box/p".into();
+        let shown = format!("{j:?}");
+        assert!(!shown.contains("k/e+y=="), "{shown}");
+        assert!(shown.contains("wasb://acct:****@box/p"), "{shown}");
     }
 
     #[tokio::test]

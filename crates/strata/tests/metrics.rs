@@ -145,16 +145,6 @@ fn histogram_count(f: &Families, name: &str, label: &str, value_of: &str) -> f64
     value(f, name, &format!("{name}_count"), &[(label, value_of)]).unwrap_or(0.0)
 }
 
-/// The metrics URL a process logged.
-fn metrics_url(log: &str) -> String {
-    let at = log.find("metrics at ").expect("no metrics line in the log");
-    log[at + "metrics at ".len()..]
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string()
-}
-
 #[test]
 fn every_long_running_process_serves_documented_metrics_that_parse() {
     let vol = Volume::new();

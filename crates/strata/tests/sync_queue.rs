@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Daemon, STRATA, Volume, count, network_meta_url, sh, tree};
+use common::{Daemon, STRATA, Volume, count, metrics_url, network_meta_url, sh, tree};
 
 const KEY: &str = "queue-key";
 const SECRET: &str = "queue-secret-123";
@@ -29,13 +29,8 @@ fn spawn_sync(args: &[&str], log: &Path) -> Child {
 
 /// A sample of the gateway's metrics (0 when absent).
 fn metric(gw: &Daemon, line_start: &str) -> u64 {
-    let log = gw.log_text();
-    let at = log.find("metrics at ").expect("no metrics line in the log");
-    let url = log[at + "metrics at ".len()..]
-        .split_whitespace()
-        .next()
-        .unwrap();
-    let out = Command::new("curl").args(["-sS", url]).output().unwrap();
+    let url = metrics_url(&gw.log_text());
+    let out = Command::new("curl").args(["-sS", &url]).output().unwrap();
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .find(|l| l.starts_with(line_start))

@@ -304,3 +304,13 @@ pub fn tree(dir: &Path) -> String {
         "find . \\( -type f -o -type l \\) -printf '%P\\n' | LC_ALL=C sort | while read -r f; do echo \"$f $(md5sum < \"$f\")\"; done",
     )
 }
+
+/// The metrics URL a process logged.
+pub fn metrics_url(log: &str) -> String {
+    let at = log.find("metrics at ").expect("no metrics line in the log");
+    log[at + "metrics at ".len()..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
