@@ -7,7 +7,8 @@
 //! names at a time on file systems, one page on object stores). What to do with each key
 //! is decided by [`decide`] from the flags, filtered by [`filter`]; the copies run
 //! `threads` at a time, big files in parts. [`stats::SyncStats`] counts everything for
-//! the progress view and the summary.
+//! the progress view and the summary. An address naming one file or a key prefix
+//! rather than a directory is seen through [`narrow`].
 //!
 //! A run may also be shared by processes on many hosts ([`queue`]): the manager lists
 //! and merges as above but queues the work as tasks ([`manager`]), which workers
@@ -18,6 +19,7 @@ pub mod endpoint;
 pub mod filter;
 pub mod fs;
 pub mod manager;
+pub mod narrow;
 pub mod objects;
 pub mod queue;
 pub mod run;
@@ -28,6 +30,7 @@ pub mod worker;
 pub use decide::Options;
 pub use endpoint::{Endpoint, Entry, Kind, Writer};
 pub use filter::Filter;
+pub use narrow::{Narrowed, Shape};
 pub use run::{Selection, sync, sync_queued};
 pub use stats::SyncStats;
 

@@ -1,4 +1,4 @@
-//! The task queue of `strata sync --queue` (format "sync queue v1", docs/FORMAT.md), kept
+//! The task queue of `strata sync --queue` (format "sync queue v2", docs/FORMAT.md), kept
 //! in a metadata engine the user already runs (Redis, PostgreSQL, etcd, SQLite) through
 //! the `Kv` transactions of `strata-meta`, under keys starting with `Y`.
 //!
@@ -21,8 +21,8 @@ use crate::run::Job;
 use crate::stats::Snapshot;
 use crate::{Result, SyncError};
 
-/// The version written in the job record; a worker refuses any other.
-pub const QUEUE_VERSION: u32 = 1;
+/// The version written in the job record; a worker refuses a newer one.
+pub const QUEUE_VERSION: u32 = 2;
 
 const JOB: &[u8] = b"Yj";
 const MANAGER: &[u8] = b"Ym";
@@ -82,6 +82,9 @@ pub struct JobRecord {
     /// SRC and DST as given to the manager, credentials included.
     pub src: String,
     pub dst: String,
+    /// How SRC and DST were read (queue v2; a v1 job is two trees).
+    #[serde(default)]
+    pub shape: crate::Shape,
     pub copy: CopyOptions,
     /// How long a lease lasts without renewal, ms.
     pub lease_ms: u64,
@@ -100,6 +103,7 @@ impl std::fmt::Debug for JobRecord {
             .field("id", &self.id)
             .field("src", &redact_url(&self.src))
             .field("dst", &redact_url(&self.dst))
+            .field("shape", &self.shape)
             .field("copy", &self.copy)
             .field("lease_ms", &self.lease_ms)
             .field("created_ns", &self.created_ns)
@@ -557,12 +561,27 @@ mod tests {
             id,
             src: "/src".into(),
             dst: "/dst".into(),
+            shape: crate::Shape::Tree,
             copy: CopyOptions::default(),
             lease_ms,
             created_ns: now_ns(),
             listed: false,
             finished: false,
         }
+    }
+
+    #[test]
+    fn a_job_record_keeps_its_shape_and_a_v1_record_is_two_trees() {
+        let mut record = job(1, 1000);
+        record.shape = crate::Shape::Prefix;
+        let text = serde_json::to_string(&record).unwrap();
+        assert!(text.contains("\"shape\":\"prefix\""), "{text}");
+        let back: JobRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.shape, crate::Shape::Prefix);
+        let v1 = text.replace(",\"shape\":\"prefix\"", "");
+        assert!(!v1.contains("shape"));
+        let old: JobRecord = serde_json::from_str(&v1).unwrap();
+        assert_eq!(old.shape, crate::Shape::Tree);
     }
 
     fn body(keys: &[&str]) -> TaskBody {

@@ -418,7 +418,7 @@ impl Merge {
 }
 
 /// The work on one key, as decided by the merge: run at once, or carried by a queued
-/// task (sync queue v1, docs/FORMAT.md) to a worker.
+/// task (sync queue v2, docs/FORMAT.md) to a worker.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Job {
     Copy(Entry),

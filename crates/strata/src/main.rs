@@ -26,6 +26,7 @@ mod quota_cmd;
 mod stats_cmd;
 mod sync_cmd;
 mod sync_queue;
+mod sync_shape;
 mod trash_cmd;
 mod tree_cmd;
 mod units;

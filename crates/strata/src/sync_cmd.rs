@@ -39,8 +39,11 @@ use crate::units;
   strata://NAME/PATH               a Strata volume, opened without a mount; the environment
                                    variable NAME holds its META-URL (as juicefs's jfs://)
 
-Both sides are directories: SRC's tree is copied into DST's. Rules are tried in the
-order given, the first match decides (see docs/SYNC.md).
+An address ending in '/' is a directory: SRC's tree is copied into DST's. Without the
+'/', SRC may also name one file (DST is then the file to write, or a directory to put
+it in) or, when nothing has that name, a key prefix: `strata sync ./te ./ab` copies
+test/a to abst/a and text to abxt. Rules are tried in the order given, the first match
+decides (see docs/SYNC.md).
 
 MANY HOSTS:
   strata sync --queue META-URL SRC DST      list, queue the work as tasks in META-URL's
@@ -190,8 +193,23 @@ async fn sync(a: SyncArgs) -> Result<()> {
     refuse_dst_inside_src(src_addr, dst_addr)?;
     let mut clients = Vec::new();
     let how = OpenHow::of(&a);
-    let src = open(src_addr, how, false, &mut clients).await?;
-    let dst = open(dst_addr, how, true, &mut clients).await?;
+    let pair = crate::sync_shape::open_pair(src_addr, dst_addr, how, None, &mut clients).await;
+    let pair = match pair {
+        Ok(pair) => pair,
+        Err(e) => {
+            close_all(clients).await;
+            return Err(e);
+        }
+    };
+    if pair.shape == strata_sync::Shape::Prefix && (a.delete_src || a.delete_dst) {
+        close_all(clients).await;
+        bail!(
+            "SRC {} is a key prefix (nothing has that name): --delete-src and --delete-dst \
+             are refused with a prefix; name a directory",
+            redact_url(src_addr)
+        );
+    }
+    let (src, dst) = (pair.src, pair.dst);
     let stats = Arc::new(SyncStats::default());
     let started = Instant::now();
     let sel = Selection { filter, files_from };
@@ -202,6 +220,7 @@ async fn sync(a: SyncArgs) -> Result<()> {
                 dst,
                 src_addr,
                 dst_addr,
+                shape: pair.shape,
             };
             crate::sync_queue::manage(&a, queue, side, opts, sel, stats.clone(), started).await
         }
@@ -219,8 +238,8 @@ async fn sync(a: SyncArgs) -> Result<()> {
 }
 
 /// Close the volumes a run opened.
-pub(crate) async fn close_all(clients: Vec<Client>) {
-    for client in clients {
+pub(crate) async fn close_all(clients: Vec<(String, Client)>) {
+    for (_, client) in clients {
         if let Err(e) = client.close().await {
             tracing::error!("closing the volume: {e}");
         }
@@ -338,12 +357,16 @@ pub(crate) async fn open(
     addr: &str,
     a: OpenHow,
     is_dst: bool,
-    clients: &mut Vec<Client>,
+    clients: &mut Vec<(String, Client)>,
 ) -> Result<Arc<dyn Endpoint>> {
     let side = if is_dst { "DST" } else { "SRC" };
     let shown = redact_url(addr);
     if let Some(rest) = addr.strip_prefix("strata://") {
         let (name, path) = rest.split_once('/').unwrap_or((rest, ""));
+        if let Some((_, client)) = clients.iter().find(|(n, _)| n == name) {
+            let ep = VolumeEndpoint::open(client.vfs.clone(), name, path, a.links, is_dst).await;
+            return Ok(Arc::new(ep.with_context(|| format!("{side} {addr}"))?));
+        }
         let url = std::env::var(name).with_context(|| {
             format!("{side} {addr}: set the environment variable {name} to the volume's META-URL")
         })?;
@@ -357,7 +380,7 @@ pub(crate) async fn open(
             .await
             .with_context(|| format!("{side} {addr}"))?;
         let ep = VolumeEndpoint::open(client.vfs.clone(), name, path, a.links, is_dst).await;
-        clients.push(client);
+        clients.push((name.to_string(), client));
         return Ok(Arc::new(ep.with_context(|| format!("{side} {addr}"))?));
     }
     if addr.starts_with("s3://") || addr.starts_with("minio://") {

@@ -9,11 +9,12 @@ use anyhow::{Context, Result, bail};
 use strata_sync::manager::Enqueuer;
 use strata_sync::queue::{CopyOptions, JobRecord, QUEUE_VERSION, Queue, now_ns};
 use strata_sync::worker::{WorkerSetup, work as run_worker};
-use strata_sync::{Endpoint, Options, Selection, SyncStats};
+use strata_sync::{Endpoint, Options, Selection, Shape, SyncStats};
 use strata_types::{MetaUrl, redact_url};
 
 use crate::progress::ProgressView;
-use crate::sync_cmd::{OpenHow, SyncArgs, close_all, finish, open, progress_line};
+use crate::sync_cmd::{OpenHow, SyncArgs, close_all, finish, progress_line};
+use crate::sync_shape::open_pair;
 
 /// How often a worker looks for a job when the queue has none.
 const JOB_POLL: Duration = Duration::from_millis(500);
@@ -24,6 +25,7 @@ pub(crate) struct Sides<'a> {
     pub dst: Arc<dyn Endpoint>,
     pub src_addr: &'a str,
     pub dst_addr: &'a str,
+    pub shape: Shape,
 }
 
 async fn open_queue(url: &str) -> Result<Queue> {
@@ -51,6 +53,7 @@ pub(crate) async fn manage(
         id: rand_id(),
         src: crate::hide_args::revealed_address(sides.src_addr),
         dst: crate::hide_args::revealed_address(sides.dst_addr),
+        shape: sides.shape,
         copy: CopyOptions {
             perms: opts.perms,
             links: opts.links,
@@ -126,7 +129,7 @@ pub(crate) async fn work(a: &SyncArgs) -> Result<()> {
         }
         tokio::time::sleep(JOB_POLL).await;
     };
-    if job.queue != QUEUE_VERSION {
+    if job.queue > QUEUE_VERSION {
         bail!(
             "the sync job in {} is of queue version {}; this strata knows {QUEUE_VERSION}",
             redact_url(queue_url),
@@ -138,8 +141,8 @@ pub(crate) async fn work(a: &SyncArgs) -> Result<()> {
         threads: a.threads.max(1),
     };
     let mut clients = Vec::new();
-    let src = open(&job.src, how, false, &mut clients).await?;
-    let dst = open(&job.dst, how, true, &mut clients).await?;
+    let pair = open_pair(&job.src, &job.dst, how, Some(job.shape), &mut clients).await?;
+    let (src, dst) = (pair.src, pair.dst);
     tracing::info!(
         "working on sync job {:x}: {} to {}",
         job.id,

@@ -206,9 +206,7 @@ fn round_trip_through_s3_servers_and_a_volume() {
     make_tree(&src);
     std::fs::remove_file(src.join("link")).unwrap();
     let s3 = S3sFs::start();
-    let cfg = s3.config();
-    let host = cfg.endpoint.trim_start_matches("http://");
-    let bucket = format!("minio://strata:{TEST_SECRET_KEY}@{host}/{TEST_BUCKET}/in");
+    let bucket = format!("{}/in", s3s_address(&s3));
     let vol = Volume::new();
     let env = [("VOL", vol.meta_url.as_str())];
     let weed = test_server("STRATA_TEST_SEAWEEDFS");
@@ -252,6 +250,16 @@ fn round_trip_through_s3_servers_and_a_volume() {
     assert_eq!(count(&again, "copied"), 0, "{again}");
 }
 
+/// The address of `s3`'s test bucket, credentials included.
+fn s3s_address(s3: &S3sFs) -> String {
+    let host = s3
+        .config()
+        .endpoint
+        .trim_start_matches("http://")
+        .to_string();
+    format!("minio://strata:{TEST_SECRET_KEY}@{host}/{TEST_BUCKET}")
+}
+
 /// Blocking on a future in a plain test.
 trait AwaitBlocking: std::future::Future + Sized {
     fn await_blocking(self) -> Self::Output {
@@ -272,12 +280,7 @@ fn a_killed_run_resumes_without_copying_anything_twice() {
         "head -c 4096 /dev/urandom > f; for d in $(seq 1 20); do mkdir d$d; for f in $(seq 1 100); do cp f d$d/f$f; done; done; rm f",
     );
     let s3 = S3sFs::start();
-    let host = s3
-        .config()
-        .endpoint
-        .trim_start_matches("http://")
-        .to_string();
-    let bucket = format!("minio://strata:{TEST_SECRET_KEY}@{host}/{TEST_BUCKET}/k");
+    let bucket = format!("{}/k", s3s_address(&s3));
     // One runtime for every listing: the store's connections belong to it.
     let rt = tokio::runtime::Runtime::new().unwrap();
     let objects = || {
@@ -378,4 +381,96 @@ fn bad_input_gives_one_clear_line_and_one_bad_file_fails_only_itself() {
     // The credentials of an address never show in messages.
     let got = line(sync(&[s, "minio://a:SECRETKEY@127.0.0.1:1/bucket"], &[]));
     assert!(!got.contains("SECRETKEY"), "{got}");
+}
+
+/// An address without a trailing `/` names a directory, one file, or (when nothing has
+/// that name) a key prefix whose last name DST's replaces, as `juicefs sync` reads it; on
+/// local directories, an S3 server and a volume.
+#[test]
+fn single_files_and_key_prefixes_are_copied_as_juicefs_names_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    sh(
+        &src,
+        "mkdir -p test text-dir keep && echo a > test/a && echo b > text-dir/b \
+         && echo c > text && echo one > file && echo two > file2 && echo k > keep/k",
+    );
+    let (s, t) = (src.to_str().unwrap(), tmp.path().to_str().unwrap());
+    let dst = tmp.path().join("dst");
+    let listing = |dir: &Path| sh(dir, "find . -type f | LC_ALL=C sort | tr '\\n' ' '");
+    // A prefix: every name starting with `te`, renamed to start with `ab`.
+    let out = sync(&[&format!("{s}/te"), &format!("{t}/dst/ab")], &[]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("key prefix"));
+    assert_eq!(listing(&dst), "./abst/a ./abxt ./abxt-dir/b ");
+    // One file, under a new name; beside it `file2` is not taken.
+    sync_ok(&[&format!("{s}/file"), &format!("{t}/dst/one")], &[]);
+    assert_eq!(std::fs::read_to_string(dst.join("one")).unwrap(), "one\n");
+    assert!(!dst.join("one2").exists());
+    // One file into a directory, named with `/` or already there.
+    sync_ok(&[&format!("{s}/file"), &format!("{t}/dst/into/")], &[]);
+    sync_ok(&[&format!("{s}/file2"), &format!("{t}/dst/into")], &[]);
+    assert_eq!(listing(&dst.join("into")), "./file ./file2 ");
+    // Run again: nothing copied.
+    let again = sync_ok(&[&format!("{s}/file"), &format!("{t}/dst/one")], &[]);
+    assert_eq!(count(&again, "copied"), 0, "{again}");
+    // A directory without `/` is the directory, not a prefix (`keep` only).
+    sync_ok(&[&format!("{s}/keep"), &format!("{t}/dst/kept")], &[]);
+    assert_eq!(listing(&dst.join("kept")), "./k ");
+    let refused = |args: &[&str], want: &str| {
+        let out = sync(args, &[]);
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "{args:?} succeeded");
+        let last = said.lines().last().unwrap_or_default();
+        assert!(last.contains(want), "{args:?}: {said}");
+    };
+    let te = format!("{s}/te");
+    refused(
+        &[&te, &format!("{t}/dst/ab/")],
+        "leave out its trailing '/'",
+    );
+    refused(
+        &["--delete-dst", &te, &format!("{t}/dst/ab")],
+        "refused with a prefix",
+    );
+    refused(
+        &[&format!("{s}/nothing"), &format!("{t}/dst/n")],
+        "no such file or directory",
+    );
+
+    // The same through an S3 server and a volume.
+    let s3 = S3sFs::start();
+    let bucket = s3s_address(&s3);
+    sync_ok(&[&format!("{s}/"), &format!("{bucket}/in/")], &[]);
+    sync_ok(&[&format!("{s}/file"), &format!("{bucket}/one.txt")], &[]);
+    let one = s3.store().get("one.txt", None).await_blocking().unwrap();
+    assert_eq!(&one[..], b"one\n");
+    let back = tmp.path().join("back");
+    sync_ok(&[&format!("{bucket}/in/te"), &format!("{t}/back/ab")], &[]);
+    sync_ok(
+        &[&format!("{bucket}/one.txt"), &format!("{t}/back/one")],
+        &[],
+    );
+    sync_ok(
+        &[&format!("{bucket}/in/keep"), &format!("{t}/back/kept")],
+        &[],
+    );
+    assert_eq!(
+        listing(&back),
+        "./abst/a ./abxt ./abxt-dir/b ./kept/k ./one "
+    );
+    // A bucket prefix holding nothing is an empty directory, as before.
+    let none = sync_ok(&[&format!("{bucket}/empty"), &format!("{t}/back/e")], &[]);
+    assert!(none.starts_with("found 0 in source"), "{none}");
+    let vol = Volume::new();
+    let env = [("VOL", vol.meta_url.as_str())];
+    sync_ok(&[&format!("{s}/file"), "strata://VOL/d/one"], &env);
+    sync_ok(&[&format!("{s}/te"), "strata://VOL/d/ab"], &env);
+    sync_ok(&["strata://VOL/d/a", &format!("{t}/fromvol/a")], &env);
+    sync_ok(&["strata://VOL/d/one", &format!("{t}/fromvol/one")], &env);
+    assert_eq!(
+        listing(&tmp.path().join("fromvol")),
+        "./abst/a ./abxt ./abxt-dir/b ./one "
+    );
 }

@@ -242,3 +242,38 @@ fn queue_flags_that_cannot_work_say_so_in_one_line() {
         assert!(said.contains(expected), "{args:?}: {said}");
     }
 }
+
+/// A queued job keeps how SRC and DST were read: a worker that never saw the command line
+/// copies a key prefix under DST's name.
+#[test]
+fn a_worker_copies_a_queued_prefix_as_the_manager_read_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    sh(
+        &src,
+        "mkdir test && for f in $(seq 1 300); do head -c 4096 /dev/urandom > test/f$f; done \
+         && echo x > text && echo z > zzz",
+    );
+    let queue = format!("sqlite3://{}", tmp.path().join("q.db").display());
+    let worker_log = tmp.path().join("w.log");
+    let worker = spawn_sync(&["--worker", "--queue", &queue], &worker_log);
+    // The manager's own copies crawl (1 Mbit/s), so the worker does most of them.
+    let out = Command::new(STRATA)
+        .args(["sync", "--queue", &queue, "--bwlimit", "1"])
+        .arg(src.join("te"))
+        .arg(tmp.path().join("dst/ab"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert_eq!(count(said.lines().last().unwrap(), "copied"), 301, "{said}");
+    assert!(wait_for(worker).success());
+    let worked = std::fs::read_to_string(&worker_log).unwrap();
+    let summary = worked.lines().last().unwrap_or_default();
+    assert!(count(summary, "copied") > 0, "{worked}");
+    let dst = tmp.path().join("dst");
+    assert_eq!(tree(&src.join("test")), tree(&dst.join("abst")));
+    assert!(dst.join("abxt").exists() && !dst.join("zzz").exists());
+    assert!(!dst.join("ab").exists());
+}

@@ -1,0 +1,246 @@
+//! What SRC and DST name, read the way `juicefs sync` reads them, made safer: an address
+//! ending in `/` (or naming a bucket, container or volume root) is a directory; one
+//! without names a directory when one is there, one file when a file is there, and
+//! otherwise a key prefix whose last name DST's last name replaces (`./te` → `test/`,
+//! `text`). JuiceFS takes every address without `/` as a prefix, so `/data/a` would also
+//! take `/data/ab`; here it takes only what it names. The endpoints are `strata-sync`'s.
+
+use std::sync::Arc;
+
+use anyhow::{Result, bail};
+use strata_client::Client;
+use strata_sync::narrow::first_entry;
+use strata_sync::{Endpoint, Kind, Narrowed, Shape};
+use strata_types::{redact_url, userinfo_bounds};
+
+use crate::sync_cmd::{OpenHow, open};
+
+/// Both sides opened, and how SRC and DST were read.
+pub(crate) struct Pair {
+    pub src: Arc<dyn Endpoint>,
+    pub dst: Arc<dyn Endpoint>,
+    pub shape: Shape,
+}
+
+/// `addr` split before its last name — (the directory's address, the name) — or `None`
+/// when it ends in `/` or names a root (`s3://bucket`, `strata://VOL`, `/`).
+pub(crate) fn split_last(addr: &str) -> Option<(String, String)> {
+    if addr.ends_with('/') {
+        return None;
+    }
+    let path_start = path_start(addr)?;
+    let path = &addr[path_start..];
+    let (parent, name) = match path.rfind('/') {
+        Some(i) => (
+            format!("{}{}", &addr[..path_start], &path[..=i]),
+            &path[i + 1..],
+        ),
+        None if path_start == 0 => ("./".to_string(), path),
+        None => (addr[..path_start].to_string(), path),
+    };
+    if name.is_empty() || name == "." || name == ".." {
+        return None;
+    }
+    Some((parent, name.to_string()))
+}
+
+/// Where the path below an address's root begins; `None` when there is no path.
+fn path_start(addr: &str) -> Option<usize> {
+    let Some((scheme, _)) = addr.split_once("://") else {
+        return Some(0);
+    };
+    if scheme == "file" {
+        return Some("file://".len());
+    }
+    let after_userinfo = userinfo_bounds(addr).map_or(scheme.len() + 3, |(_, at)| at + 1);
+    let host_end = after_userinfo + addr[after_userinfo..].find('/')? + 1;
+    if scheme != "minio" {
+        return (host_end < addr.len()).then_some(host_end);
+    }
+    // minio://HOST:PORT/BUCKET/PATH: the bucket is part of the root.
+    let bucket_end = host_end + addr[host_end..].find('/')? + 1;
+    (bucket_end < addr.len()).then_some(bucket_end)
+}
+
+/// Open SRC and DST, reading what they name (`known`: as a queued job recorded it).
+pub(crate) async fn open_pair(
+    src_addr: &str,
+    dst_addr: &str,
+    how: OpenHow,
+    known: Option<Shape>,
+    clients: &mut Vec<(String, Client)>,
+) -> Result<Pair> {
+    let split = split_last(src_addr).filter(|_| known != Some(Shape::Tree));
+    let Some((src_parent, name)) = split else {
+        return tree(src_addr, dst_addr, how, clients).await;
+    };
+    let Ok(parent) = open(&src_parent, how, false, clients).await else {
+        // Its directory cannot be opened: say so of SRC itself.
+        return tree(src_addr, dst_addr, how, clients).await;
+    };
+    let shape = match known {
+        Some(shape) => shape,
+        None => probe(parent.clone(), &name, src_addr, how, clients).await?,
+    };
+    let exact = match shape {
+        Shape::Tree => return tree(src_addr, dst_addr, how, clients).await,
+        Shape::Prefix => false,
+        Shape::File | Shape::FileInto => true,
+    };
+    let src: Arc<dyn Endpoint> = Arc::new(Narrowed::new(parent, &name, &name, exact));
+    let (dst, shape) = open_dst(shape, &name, src_addr, dst_addr, how, known, clients).await?;
+    Ok(Pair { src, dst, shape })
+}
+
+async fn tree(
+    src_addr: &str,
+    dst_addr: &str,
+    how: OpenHow,
+    clients: &mut Vec<(String, Client)>,
+) -> Result<Pair> {
+    Ok(Pair {
+        src: open(src_addr, how, false, clients).await?,
+        dst: open(dst_addr, how, true, clients).await?,
+        shape: Shape::Tree,
+    })
+}
+
+/// What `name` in `parent` is: a directory (also a bucket prefix holding keys), one
+/// file, or the start of other names (a prefix). A name that nothing starts with is an
+/// error on file systems and volumes, and an empty directory on object stores.
+async fn probe(
+    parent: Arc<dyn Endpoint>,
+    name: &str,
+    src_addr: &str,
+    how: OpenHow,
+    clients: &mut Vec<(String, Client)>,
+) -> Result<Shape> {
+    // On object stores the keys below `name/` are looked for first: some S3 servers
+    // that keep objects as files fail a HEAD of a directory.
+    if !parent.has_dirs() && is_dir(&parent, name, src_addr, how, clients).await? {
+        return Ok(Shape::Tree);
+    }
+    match parent.stat(name).await? {
+        Some(e) if e.kind == Kind::Dir => return Ok(Shape::Tree),
+        Some(_) => return Ok(Shape::File),
+        None => {}
+    }
+    let has_dirs = parent.has_dirs();
+    let starting = Narrowed::new(parent, name, name, false);
+    match first_entry(&starting).await? {
+        Some(_) => {
+            tracing::warn!(
+                "SRC {}: nothing has this name; the keys starting with it are copied \
+                 (a key prefix, as in juicefs sync)",
+                redact_url(src_addr)
+            );
+            Ok(Shape::Prefix)
+        }
+        None if has_dirs => bail!(
+            "SRC {}: no such file or directory, and no name starts with it",
+            redact_url(src_addr)
+        ),
+        None => Ok(Shape::Tree),
+    }
+}
+
+/// DST for one file or a prefix named `name` on the source side.
+async fn open_dst(
+    shape: Shape,
+    name: &str,
+    src_addr: &str,
+    dst_addr: &str,
+    how: OpenHow,
+    known: Option<Shape>,
+    clients: &mut Vec<(String, Client)>,
+) -> Result<(Arc<dyn Endpoint>, Shape)> {
+    let exact = shape != Shape::Prefix;
+    let split = split_last(dst_addr);
+    let Some((dst_parent, dst_name)) = split.filter(|_| shape != Shape::FileInto) else {
+        if shape == Shape::Prefix && dst_addr.ends_with('/') {
+            bail!(
+                "SRC {} names nothing, so it is a key prefix; DST {} must be one too: \
+                 leave out its trailing '/'",
+                redact_url(src_addr),
+                redact_url(dst_addr)
+            );
+        }
+        // A file into a directory keeps its name; a prefix into a root keeps the
+        // rest of each key.
+        let dir = open(dst_addr, how, true, clients).await?;
+        let own = if shape == Shape::Prefix { "" } else { name };
+        let into = if shape == Shape::Prefix {
+            Shape::Prefix
+        } else {
+            Shape::FileInto
+        };
+        return Ok((Arc::new(Narrowed::new(dir, name, own, exact)), into));
+    };
+    let parent = open(&dst_parent, how, true, clients).await?;
+    if shape == Shape::File
+        && known.is_none()
+        && is_dir(&parent, &dst_name, dst_addr, how, clients).await?
+    {
+        let dir = open(dst_addr, how, true, clients).await?;
+        let ep = Narrowed::new(dir, name, name, true);
+        return Ok((Arc::new(ep), Shape::FileInto));
+    }
+    Ok((
+        Arc::new(Narrowed::new(parent, name, &dst_name, exact)),
+        shape,
+    ))
+}
+
+/// Whether `name` in `parent` is a directory (on an object store: holds keys).
+async fn is_dir(
+    parent: &Arc<dyn Endpoint>,
+    name: &str,
+    addr: &str,
+    how: OpenHow,
+    clients: &mut Vec<(String, Client)>,
+) -> Result<bool> {
+    if parent.has_dirs() {
+        return Ok(parent.stat(name).await?.is_some_and(|e| e.is_dir()));
+    }
+    let below = open(&format!("{addr}/"), how, false, clients).await?;
+    Ok(first_entry(below.as_ref()).await?.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(addr: &str) -> Option<(String, String)> {
+        split_last(addr)
+    }
+
+    fn pair(parent: &str, name: &str) -> Option<(String, String)> {
+        Some((parent.to_string(), name.to_string()))
+    }
+
+    #[test]
+    fn addresses_split_before_their_last_name() {
+        assert_eq!(split("/data/train"), pair("/data/", "train"));
+        assert_eq!(split("train"), pair("./", "train"));
+        assert_eq!(split("./te"), pair("./", "te"));
+        assert_eq!(split("/x"), pair("/", "x"));
+        assert_eq!(split("file:///x/y"), pair("file:///x/", "y"));
+        assert_eq!(split("/data/train/"), None);
+        assert_eq!(split("/data/.."), None);
+        assert_eq!(split("s3://bucket"), None);
+        assert_eq!(split("s3://bucket/"), None);
+        assert_eq!(
+            split("s3://b.s3.amazonaws.com/a"),
+            pair("s3://b.s3.amazonaws.com/", "a")
+        );
+        assert_eq!(split("s3://ak:s/k@b/a/c"), pair("s3://ak:s/k@b/a/", "c"));
+        assert_eq!(split("minio://h:9000/bucket"), None);
+        assert_eq!(
+            split("minio://h:9000/bucket/p"),
+            pair("minio://h:9000/bucket/", "p")
+        );
+        assert_eq!(split("wasb://c/p/q"), pair("wasb://c/p/", "q"));
+        assert_eq!(split("strata://VOL"), None);
+        assert_eq!(split("strata://VOL/a"), pair("strata://VOL/", "a"));
+    }
+}
