@@ -117,10 +117,22 @@ pub(crate) async fn work(a: &SyncArgs) -> Result<()> {
         bail!("--worker takes SRC and DST from the queue's job: leave them out");
     }
     let queue = open_queue(queue_url).await?;
+    let started_ns = now_ns();
     let mut told = false;
     let job = loop {
         match queue.job().await? {
             Some(job) if !job.finished => break job,
+            // A job begun after this worker started, and done before it looked: the job
+            // it was started for needed no help.
+            Some(job) if job.created_ns >= started_ns => {
+                if !crate::wiring::quiet() {
+                    eprintln!(
+                        "sync job {:x} was done before this worker took a task",
+                        job.id
+                    );
+                }
+                return Ok(());
+            }
             _ if !told => {
                 tracing::info!("waiting for a sync job in {}", redact_url(queue_url));
                 told = true;
