@@ -116,8 +116,8 @@ pub(crate) async fn work(a: &SyncArgs) -> Result<()> {
     if a.src.is_some() || a.dst.is_some() {
         bail!("--worker takes SRC and DST from the queue's job: leave them out");
     }
-    let queue = open_queue(queue_url).await?;
     let started_ns = now_ns();
+    let queue = open_queue(queue_url).await?;
     let mut told = false;
     let job = loop {
         match queue.job().await? {

@@ -192,10 +192,11 @@ fn jobs_on_postgres_etcd_and_sqlite_queues_finish_with_a_worker_each() {
     ];
     for (n, queue) in queues.iter().enumerate() {
         let dst = tmp.path().join(format!("dst{n}"));
-        let worker = spawn_sync(
-            &["--worker", "--queue", queue],
-            &tmp.path().join(format!("w{n}.log")),
-        );
+        let log = tmp.path().join(format!("w{n}.log"));
+        let worker = spawn_sync(&["-v", "--worker", "--queue", queue], &log);
+        // The worker is looking before the job begins: one that first looks once the
+        // manager alone has done the job may take it for an old one.
+        wait_for_line(&log, "waiting for a sync job");
         let out = Command::new(STRATA)
             .args(["sync", "--queue", queue, "--perms"])
             .arg(&src)
@@ -210,6 +211,22 @@ fn jobs_on_postgres_etcd_and_sqlite_queues_finish_with_a_worker_each() {
         let status = wait_for(worker);
         assert!(status.success(), "{queue}: the worker failed");
         assert_eq!(tree(&src), tree(&dst), "{queue}");
+    }
+}
+
+/// Wait until the file at `log` says `text` (at most a minute).
+fn wait_for_line(log: &Path, text: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains(text)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "{} never said {text:?}",
+            log.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -257,7 +274,8 @@ fn a_worker_copies_a_queued_prefix_as_the_manager_read_it() {
     );
     let queue = format!("sqlite3://{}", tmp.path().join("q.db").display());
     let worker_log = tmp.path().join("w.log");
-    let worker = spawn_sync(&["--worker", "--queue", &queue], &worker_log);
+    let worker = spawn_sync(&["-v", "--worker", "--queue", &queue], &worker_log);
+    wait_for_line(&worker_log, "waiting for a sync job");
     // The manager's own copies crawl (1 Mbit/s), so the worker does most of them.
     let out = Command::new(STRATA)
         .args(["sync", "--queue", &queue, "--bwlimit", "1"])
