@@ -72,18 +72,18 @@ pub(crate) async fn open_pair(
 ) -> Result<Pair> {
     let split = split_last(src_addr).filter(|_| known != Some(Shape::Tree));
     let Some((src_parent, name)) = split else {
-        return tree(src_addr, dst_addr, how, clients).await;
+        return tree(None, src_addr, dst_addr, how, clients).await;
     };
     let Ok(parent) = open(&src_parent, how, false, clients).await else {
         // Its directory cannot be opened: say so of SRC itself.
-        return tree(src_addr, dst_addr, how, clients).await;
+        return tree(None, src_addr, dst_addr, how, clients).await;
     };
-    let shape = match known {
-        Some(shape) => shape,
+    let (shape, opened) = match known {
+        Some(shape) => (shape, None),
         None => probe(parent.clone(), &name, src_addr, how, clients).await?,
     };
     let exact = match shape {
-        Shape::Tree => return tree(src_addr, dst_addr, how, clients).await,
+        Shape::Tree => return tree(opened, src_addr, dst_addr, how, clients).await,
         Shape::Prefix => false,
         Shape::File | Shape::FileInto => true,
     };
@@ -92,14 +92,20 @@ pub(crate) async fn open_pair(
     Ok(Pair { src, dst, shape })
 }
 
+/// Two trees; SRC's endpoint `opened` already when the probe opened it.
 async fn tree(
+    opened: Option<Arc<dyn Endpoint>>,
     src_addr: &str,
     dst_addr: &str,
     how: OpenHow,
     clients: &mut Vec<(String, Client)>,
 ) -> Result<Pair> {
+    let src = match opened {
+        Some(src) => src,
+        None => open(src_addr, how, false, clients).await?,
+    };
     Ok(Pair {
-        src: open(src_addr, how, false, clients).await?,
+        src,
         dst: open(dst_addr, how, true, clients).await?,
         shape: Shape::Tree,
     })
@@ -107,22 +113,25 @@ async fn tree(
 
 /// What `name` in `parent` is: a directory (also a bucket prefix holding keys), one
 /// file, or the start of other names (a prefix). A name that nothing starts with is an
-/// error on file systems and volumes, and an empty directory on object stores.
+/// error on file systems and volumes, and an empty directory on object stores. A
+/// directory found by opening it comes back opened.
 async fn probe(
     parent: Arc<dyn Endpoint>,
     name: &str,
     src_addr: &str,
     how: OpenHow,
     clients: &mut Vec<(String, Client)>,
-) -> Result<Shape> {
+) -> Result<(Shape, Option<Arc<dyn Endpoint>>)> {
     // On object stores the keys below `name/` are looked for first: some S3 servers
     // that keep objects as files fail a HEAD of a directory.
-    if !parent.has_dirs() && is_dir(&parent, name, src_addr, how, clients).await? {
-        return Ok(Shape::Tree);
+    if !parent.has_dirs()
+        && let Some(dir) = dir_below(&parent, name, src_addr, how, false, clients).await?
+    {
+        return Ok((Shape::Tree, Some(dir)));
     }
     match parent.stat(name).await? {
-        Some(e) if e.kind == Kind::Dir => return Ok(Shape::Tree),
-        Some(_) => return Ok(Shape::File),
+        Some(e) if e.kind == Kind::Dir => return Ok((Shape::Tree, None)),
+        Some(_) => return Ok((Shape::File, None)),
         None => {}
     }
     let has_dirs = parent.has_dirs();
@@ -134,13 +143,13 @@ async fn probe(
                  (a key prefix, as in juicefs sync)",
                 redact_url(src_addr)
             );
-            Ok(Shape::Prefix)
+            Ok((Shape::Prefix, None))
         }
         None if has_dirs => bail!(
             "SRC {}: no such file or directory, and no name starts with it",
             redact_url(src_addr)
         ),
-        None => Ok(Shape::Tree),
+        None => Ok((Shape::Tree, None)),
     }
 }
 
@@ -179,9 +188,8 @@ async fn open_dst(
     let parent = open(&dst_parent, how, true, clients).await?;
     if shape == Shape::File
         && known.is_none()
-        && is_dir(&parent, &dst_name, dst_addr, how, clients).await?
+        && let Some(dir) = dir_below(&parent, &dst_name, dst_addr, how, true, clients).await?
     {
-        let dir = open(dst_addr, how, true, clients).await?;
         let ep = Narrowed::new(dir, name, name, true);
         return Ok((Arc::new(ep), Shape::FileInto));
     }
@@ -191,19 +199,24 @@ async fn open_dst(
     ))
 }
 
-/// Whether `name` in `parent` is a directory (on an object store: holds keys).
-async fn is_dir(
+/// `addr` (`name` in `parent`) opened as a directory, if it is one (on an object
+/// store: if keys are below it).
+async fn dir_below(
     parent: &Arc<dyn Endpoint>,
     name: &str,
     addr: &str,
     how: OpenHow,
+    is_dst: bool,
     clients: &mut Vec<(String, Client)>,
-) -> Result<bool> {
+) -> Result<Option<Arc<dyn Endpoint>>> {
     if parent.has_dirs() {
-        return Ok(parent.stat(name).await?.is_some_and(|e| e.is_dir()));
+        if !parent.stat(name).await?.is_some_and(|e| e.is_dir()) {
+            return Ok(None);
+        }
+        return Ok(Some(open(addr, how, is_dst, clients).await?));
     }
-    let below = open(&format!("{addr}/"), how, false, clients).await?;
-    Ok(first_entry(below.as_ref()).await?.is_some())
+    let below = open(&format!("{addr}/"), how, is_dst, clients).await?;
+    Ok(first_entry(below.as_ref()).await?.map(|_| below))
 }
 
 #[cfg(test)]
