@@ -3,7 +3,8 @@
 //! drawn when stderr is not a terminal; the command's summary is printed either way.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::time::Duration;
 
 use indicatif::{HumanBytes, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -12,8 +13,19 @@ use strata_vfs::maintenance::Progress;
 /// Draws `progress` while alive; clears the bar when dropped.
 #[derive(Debug)]
 pub struct ProgressView {
-    stop: Arc<AtomicBool>,
+    /// Dropped to stop the drawer at once (it waits on the other end between redraws).
+    stop: Option<Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The drawer's side of the stop signal.
+struct Stop(Receiver<()>);
+
+impl Stop {
+    /// Wait up to `pause`; true once the view was dropped.
+    fn after(&self, pause: Duration) -> bool {
+        !matches!(self.0.recv_timeout(pause), Err(RecvTimeoutError::Timeout))
+    }
 }
 
 impl ProgressView {
@@ -27,16 +39,15 @@ impl ProgressView {
         ProgressView::spawn(move |stop| draw_line(&line, stop))
     }
 
-    fn spawn(drawer: impl FnOnce(&AtomicBool) + Send + 'static) -> ProgressView {
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopping = stop.clone();
+    fn spawn(drawer: impl FnOnce(&Stop) + Send + 'static) -> ProgressView {
+        let (stop, stopping) = channel();
         let thread = std::thread::spawn(move || {
             if !crate::wiring::quiet() {
-                drawer(&stopping)
+                drawer(&Stop(stopping))
             }
         });
         ProgressView {
-            stop,
+            stop: Some(stop),
             thread: Some(thread),
         }
     }
@@ -44,14 +55,14 @@ impl ProgressView {
 
 impl Drop for ProgressView {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        drop(self.stop.take());
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-fn draw(progress: &Progress, stop: &AtomicBool) {
+fn draw(progress: &Progress, stop: &Stop) {
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
     let counted =
         ProgressStyle::with_template("{msg:28} [{bar:30}] {pos}/{len} {per_sec} ETA {eta}")
@@ -59,7 +70,7 @@ fn draw(progress: &Progress, stop: &AtomicBool) {
     let open_ended = ProgressStyle::with_template("{spinner} {msg:28} {pos} {per_sec} {prefix}")
         .unwrap_or_else(|_| ProgressStyle::default_spinner());
     let mut stage = String::new();
-    while !stop.load(Ordering::Relaxed) {
+    loop {
         let name = progress.stage_name();
         let total = progress.total.load(Ordering::Relaxed);
         if name != stage {
@@ -83,21 +94,25 @@ fn draw(progress: &Progress, stop: &AtomicBool) {
             bar.set_prefix(format!("{}", HumanBytes(bytes)));
         }
         bar.tick();
-        std::thread::sleep(Duration::from_millis(100));
+        if stop.after(Duration::from_millis(100)) {
+            break;
+        }
     }
     bar.finish_and_clear();
 }
 
-fn draw_line(line: &dyn Fn() -> String, stop: &AtomicBool) {
+fn draw_line(line: &dyn Fn() -> String, stop: &Stop) {
     let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
     bar.set_style(
         ProgressStyle::with_template("{spinner} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_spinner()),
     );
-    while !stop.load(Ordering::Relaxed) {
+    loop {
         bar.set_message(line());
         bar.tick();
-        std::thread::sleep(Duration::from_millis(200));
+        if stop.after(Duration::from_millis(200)) {
+            break;
+        }
     }
     bar.finish_and_clear();
 }
