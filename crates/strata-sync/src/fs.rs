@@ -1,6 +1,7 @@
-//! A local directory as an endpoint: a walk that reads one directory at a time and sends
-//! its names in key order; files written under a temporary name and renamed into place,
-//! so an interrupted run leaves no half file under a real name; one `syncfs` at the end.
+//! A local directory as an endpoint: walked in key order (`crate::walk`), each directory
+//! read on a blocking thread; files written under a temporary name and renamed into
+//! place, so an interrupted run leaves no half file under a real name; one `syncfs` at
+//! the end.
 
 use std::io::ErrorKind;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
@@ -9,12 +10,14 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use tokio::io::AsyncWriteExt;
 
 use crate::endpoint::{
     Endpoint, Entry, Kind, ListSender, Prune, TEMP_PREFIX, Writer, base_name, parent_key,
-    sort_as_keys, wanted,
+    sort_as_keys,
 };
+use crate::walk::{Listing, walk};
 use crate::{Result, SyncError};
 
 /// A directory tree on a local (or locally mounted) file system.
@@ -25,6 +28,10 @@ pub struct FsEndpoint {
     links: bool,
     /// Names this run's temporary files.
     token: String,
+    /// Directories read at once while listing (`--list-threads`).
+    list_threads: usize,
+    /// The root's inode, to refuse walking into a directory inside itself.
+    root_ino: u64,
 }
 
 impl FsEndpoint {
@@ -44,7 +51,15 @@ impl FsEndpoint {
             root: root.to_path_buf(),
             links,
             token: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
+            list_threads: 1,
+            root_ino: meta.ino(),
         })
+    }
+
+    /// Read up to `n` directories at once while listing (see `crate::walk`).
+    pub fn with_list_threads(mut self, n: usize) -> FsEndpoint {
+        self.list_threads = n.max(1);
+        self
     }
 
     fn path(&self, key: &str) -> PathBuf {
@@ -127,62 +142,6 @@ fn prefix_or_root(prefix: &str) -> &str {
     if prefix.is_empty() { "." } else { prefix }
 }
 
-/// The walk itself, on a blocking thread: a stack of directories being read.
-fn walk(
-    root: &Path,
-    links: bool,
-    after: Option<&str>,
-    prune: &Prune,
-    tx: &ListSender,
-) -> Result<()> {
-    let mut stack = vec![(read_sorted(root, "", links)?.into_iter(), ino_of(root))];
-    while let Some((items, _)) = stack.last_mut() {
-        let Some(item) = items.next() else {
-            stack.pop();
-            continue;
-        };
-        let entry = match item {
-            Ok(entry) => entry,
-            Err(e) => {
-                if tx.blocking_send(Err(e)).is_err() {
-                    return Ok(());
-                }
-                continue;
-            }
-        };
-        let (send, enter) = wanted(&entry.key, after);
-        let descend = entry.is_dir() && enter && !prune(&entry.key);
-        let key = entry.key.clone();
-        let ino = entry.id;
-        if send && tx.blocking_send(Ok(entry)).is_err() {
-            return Ok(());
-        }
-        if !descend {
-            continue;
-        }
-        if stack.iter().any(|(_, seen)| *seen == ino) {
-            let loop_error = SyncError::Check(format!("{key}: directory loop through a symlink"));
-            if tx.blocking_send(Err(loop_error)).is_err() {
-                return Ok(());
-            }
-            continue;
-        }
-        match read_sorted(&root.join(key.trim_end_matches('/')), &key, links) {
-            Ok(items) => stack.push((items.into_iter(), ino)),
-            Err(e) => {
-                if tx.blocking_send(Err(e)).is_err() {
-                    return Ok(());
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-fn ino_of(path: &Path) -> u64 {
-    std::fs::metadata(path).map(|m| m.ino()).unwrap_or(0)
-}
-
 async fn blocking<T: Send + 'static>(
     what: &str,
     f: impl FnOnce() -> Result<T> + Send + 'static,
@@ -203,12 +162,13 @@ impl Endpoint for FsEndpoint {
     }
 
     async fn list(&self, after: Option<String>, prune: Arc<Prune>, tx: ListSender) -> Result<()> {
-        let root = self.root.clone();
         let links = self.links;
-        blocking("listing", move || {
-            walk(&root, links, after.as_deref(), &*prune, &tx)
-        })
-        .await
+        let read = |key: String, _: u64| -> BoxFuture<'static, Listing> {
+            let dir = self.root.join(key.trim_end_matches('/'));
+            Box::pin(blocking("listing", move || read_sorted(&dir, &key, links)))
+        };
+        let after = after.as_deref();
+        walk(&read, self.root_ino, self.list_threads, after, &*prune, &tx).await
     }
 
     async fn stat(&self, key: &str) -> Result<Option<Entry>> {
@@ -384,5 +344,51 @@ impl Writer for FsWriter {
 
     async fn abort(self: Box<Self>) {
         let _ = tokio::fs::remove_file(&self.temp).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every key (errors as `!message`) a listing of `ep` sends.
+    async fn listed(ep: &FsEndpoint) -> Vec<String> {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+        let none: Arc<Prune> = Arc::new(|_: &str| false);
+        let (listing, got) = tokio::join!(async move { ep.list(None, none, tx).await }, async {
+            let mut got = Vec::new();
+            while let Some(item) = rx.recv().await {
+                got.push(item.map_or_else(|e| format!("!{e}"), |e| e.key));
+            }
+            got
+        });
+        listing.unwrap();
+        got
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_symlink_loop_is_one_error_with_any_read_ahead() {
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["a/b", "a/c", "d"] {
+            std::fs::create_dir_all(dir.path().join(d)).unwrap();
+            std::fs::write(dir.path().join(d).join("f"), d).unwrap();
+        }
+        std::os::unix::fs::symlink("..", dir.path().join("a/b/up")).unwrap();
+        let want = [
+            "a/",
+            "a/b/",
+            "a/b/f",
+            "a/b/up/",
+            "!a/b/up/: directory loop through a symlink",
+            "a/c/",
+            "a/c/f",
+            "d/",
+            "d/f",
+        ];
+        for threads in [1, 2, 8] {
+            let ep = FsEndpoint::open(dir.path(), false, false).unwrap();
+            let ep = ep.with_list_threads(threads);
+            assert_eq!(listed(&ep).await, want, "--list-threads {threads}");
+        }
     }
 }

@@ -3,9 +3,10 @@
 //! volumes opened without a mount ([`volume`]).
 //!
 //! Both sides are listed at once, as streams in ascending key order ([`Endpoint::list`]),
-//! and merged ([`run`]): memory stays fixed whatever the number of keys (one directory's
-//! names at a time on file systems, one page on object stores). What to do with each key
-//! is decided by [`decide`] from the flags, filtered by [`filter`]; the copies run
+//! and merged ([`run`]): memory stays fixed whatever the number of keys (a few directory
+//! listings at a time on file systems and volumes, read ahead by `walk`; one page on
+//! object stores). What to do with each key is decided by [`decide`] from the flags,
+//! filtered by [`filter`]; the copies run
 //! `threads` at a time, big files in parts. [`stats::SyncStats`] counts everything for
 //! the progress view and the summary. An address naming one file or a key prefix
 //! rather than a directory is seen through [`narrow`].
@@ -25,6 +26,7 @@ pub mod queue;
 pub mod run;
 pub mod stats;
 pub mod volume;
+mod walk;
 pub mod worker;
 
 pub use decide::Options;

@@ -6,13 +6,15 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::future::BoxFuture;
 use strata_types::{Attr, Errno, FileType, Ino};
 use strata_vfs::{Ctx, SetAttr, TimeSet, Vfs};
 
 use crate::endpoint::{
     Endpoint, Entry, Kind, ListSender, Prune, TEMP_PREFIX, Writer, base_name, parent_key,
-    sort_as_keys, wanted,
+    sort_as_keys,
 };
+use crate::walk::{Listing, walk};
 use crate::{Result, SyncError};
 
 /// Largest read asked of the VFS at once.
@@ -30,6 +32,8 @@ pub struct VolumeEndpoint {
     /// The directory the last file was created in (files come in key order, so most
     /// share it): its key and inode, saving a lookup per name on its path per file.
     last_parent: parking_lot::Mutex<Option<(String, Ino)>>,
+    /// Directories read at once while listing (`--list-threads`).
+    list_threads: usize,
 }
 
 fn names(key: &str) -> impl Iterator<Item = &str> {
@@ -62,7 +66,14 @@ impl VolumeEndpoint {
             links,
             token: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
             last_parent: parking_lot::Mutex::new(None),
+            list_threads: 1,
         })
+    }
+
+    /// Read up to `n` directories at once while listing (see `crate::walk`).
+    pub fn with_list_threads(mut self, n: usize) -> VolumeEndpoint {
+        self.list_threads = n.max(1);
+        self
     }
 
     async fn lookup(&self, key: &str) -> std::result::Result<Ino, Errno> {
@@ -212,39 +223,11 @@ impl Endpoint for VolumeEndpoint {
     }
 
     async fn list(&self, after: Option<String>, prune: Arc<Prune>, tx: ListSender) -> Result<()> {
-        let mut stack = vec![self.read_dir(self.root, "").await?.into_iter()];
-        while let Some(items) = stack.last_mut() {
-            let Some(item) = items.next() else {
-                stack.pop();
-                continue;
-            };
-            let entry = match item {
-                Ok(entry) => entry,
-                Err(e) => {
-                    if tx.send(Err(e)).await.is_err() {
-                        return Ok(());
-                    }
-                    continue;
-                }
-            };
-            let (send, enter) = wanted(&entry.key, after.as_deref());
-            let descend = entry.is_dir() && enter && !prune(&entry.key);
-            let (key, ino) = (entry.key.clone(), Ino(entry.id));
-            if send && tx.send(Ok(entry)).await.is_err() {
-                return Ok(());
-            }
-            if descend {
-                match self.read_dir(ino, &key).await {
-                    Ok(items) => stack.push(items.into_iter()),
-                    Err(e) => {
-                        if tx.send(Err(e)).await.is_err() {
-                            return Ok(());
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
+        let read = |key: String, id: u64| -> BoxFuture<'_, Listing> {
+            Box::pin(async move { self.read_dir(Ino(id), &key).await })
+        };
+        let after = after.as_deref();
+        walk(&read, self.root.0, self.list_threads, after, &*prune, &tx).await
     }
 
     async fn stat(&self, key: &str) -> Result<Option<Entry>> {

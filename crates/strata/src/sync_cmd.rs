@@ -118,6 +118,10 @@ pub struct SyncArgs {
     /// Files copied at once
     #[arg(short = 'p', long, default_value_t = 10)]
     pub threads: usize,
+    /// Directories read at once while listing a local directory or a volume, ahead of
+    /// the walk (object stores list one page after another; JuiceFS's default is 1)
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub list_threads: u64,
     /// Bandwidth limit in Mbps (0: none)
     #[arg(long, default_value_t = 0)]
     pub bwlimit: u64,
@@ -342,6 +346,8 @@ fn resolve_existing_part(path: &std::path::Path) -> PathBuf {
 pub(crate) struct OpenHow {
     pub links: bool,
     pub threads: usize,
+    /// Directories read at once while listing (`--list-threads`).
+    pub list_threads: usize,
 }
 
 impl OpenHow {
@@ -349,6 +355,7 @@ impl OpenHow {
         OpenHow {
             links: a.links,
             threads: a.threads.max(1),
+            list_threads: usize::try_from(a.list_threads).unwrap_or(1),
         }
     }
 }
@@ -364,7 +371,9 @@ pub(crate) async fn open(
     if let Some(rest) = addr.strip_prefix("strata://") {
         let (name, path) = rest.split_once('/').unwrap_or((rest, ""));
         if let Some((_, client)) = clients.iter().find(|(n, _)| n == name) {
-            let ep = VolumeEndpoint::open(client.vfs.clone(), name, path, a.links, is_dst).await;
+            let ep = VolumeEndpoint::open(client.vfs.clone(), name, path, a.links, is_dst)
+                .await
+                .map(|ep| ep.with_list_threads(a.list_threads));
             return Ok(Arc::new(ep.with_context(|| format!("{side} {addr}"))?));
         }
         let url = std::env::var(name).with_context(|| {
@@ -379,7 +388,9 @@ pub(crate) async fn open(
         let client = Client::open(&url, &opts, VfsOptions::default(), "sync")
             .await
             .with_context(|| format!("{side} {addr}"))?;
-        let ep = VolumeEndpoint::open(client.vfs.clone(), name, path, a.links, is_dst).await;
+        let ep = VolumeEndpoint::open(client.vfs.clone(), name, path, a.links, is_dst)
+            .await
+            .map(|ep| ep.with_list_threads(a.list_threads));
         clients.push((name.to_string(), client));
         return Ok(Arc::new(ep.with_context(|| format!("{side} {addr}"))?));
     }
@@ -405,7 +416,9 @@ pub(crate) async fn open(
     }
     let path = PathBuf::from(addr.strip_prefix("file://").unwrap_or(addr));
     Ok(Arc::new(
-        FsEndpoint::open(&path, a.links, is_dst).with_context(|| format!("{side} {addr}"))?,
+        FsEndpoint::open(&path, a.links, is_dst)
+            .with_context(|| format!("{side} {addr}"))?
+            .with_list_threads(a.list_threads),
     ))
 }
 

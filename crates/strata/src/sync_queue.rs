@@ -151,6 +151,7 @@ pub(crate) async fn work(a: &SyncArgs) -> Result<()> {
     let how = OpenHow {
         links: job.copy.links,
         threads: a.threads.max(1),
+        list_threads: 1,
     };
     let mut clients = Vec::new();
     let pair = open_pair(&job.src, &job.dst, how, Some(job.shape), &mut clients).await?;

@@ -474,3 +474,47 @@ fn single_files_and_key_prefixes_are_copied_as_juicefs_names_them() {
         "./abst/a ./abxt ./abxt-dir/b ./one "
     );
 }
+
+#[test]
+fn list_threads_read_directories_ahead_and_change_nothing_in_the_result() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, back) = (tmp.path().join("src"), tmp.path().join("back"));
+    std::fs::create_dir(&src).unwrap();
+    sh(
+        &src,
+        "for d in $(seq 10 49); do mkdir -p c$d/s c$d/t/u && echo $d > c$d/s/f \
+         && echo $d > c$d/t/u/g && echo $d > c$d/top; done && mkdir -p empty/e",
+    );
+    let vol = Volume::new();
+    let env = [("VOL", vol.meta_url.as_str())];
+    let (s, b) = (src.to_str().unwrap(), back.to_str().unwrap());
+
+    let into = sync_ok(
+        &["--list-threads", "8", "--dirs", s, "strata://VOL/x/"],
+        &env,
+    );
+    assert_eq!(count(&into, "copied"), 120, "{into}");
+    let out = sync_ok(
+        &["--list-threads", "8", "--dirs", "strata://VOL/x", b],
+        &env,
+    );
+    assert_eq!(count(&out, "copied"), 120, "{out}");
+    assert_eq!(tree(&src), tree(&back));
+    // Both sides listed with read-ahead agree on every key: nothing to do again.
+    let again = sync_ok(
+        &["--list-threads", "16", "--delete-dst", s, "strata://VOL/x/"],
+        &env,
+    );
+    assert!(
+        again.starts_with("found 282 in source, 282 in destination; copied 0"),
+        "{again}"
+    );
+    assert_eq!(count(&again, "from source and"), 0, "{again}");
+
+    let zero = sync(&["--list-threads", "0", s, b], &[]);
+    let said = String::from_utf8_lossy(&zero.stderr);
+    assert!(
+        !zero.status.success() && said.contains("--list-threads"),
+        "{said}"
+    );
+}
