@@ -120,7 +120,7 @@ pub struct SyncArgs {
     pub threads: usize,
     /// Directories read at once while listing a local directory or a volume, ahead of
     /// the walk (object stores list one page after another; JuiceFS's default is 1)
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub list_threads: u64,
     /// Bandwidth limit in Mbps (0: none)
     #[arg(long, default_value_t = 0)]
