@@ -36,10 +36,18 @@ pub struct Options {
     /// Only source files modified at least / at most this long ago.
     pub min_age: Option<Duration>,
     pub max_age: Option<Duration>,
+    /// Only source files modified at or after / at or before this time (Unix seconds):
+    /// `--start-time`, `--end-time`.
+    pub min_mtime: Option<i64>,
+    pub max_mtime: Option<i64>,
     /// Bandwidth limit in Mbps (0: none).
     pub bwlimit_mbps: u64,
     /// Stop at the first failed key.
     pub fail_fast: bool,
+    /// Stop once more than this many keys failed (`--max-failure`; none: go on).
+    pub max_failures: Option<u64>,
+    /// Look at no more than this many source keys (`--limit`; none: all).
+    pub limit: Option<u64>,
 }
 
 /// What is done with one key.
@@ -74,6 +82,18 @@ impl Options {
             && self.max_size.is_none_or(|m| e.size <= m)
             && self.min_age.is_none_or(|m| age >= m)
             && self.max_age.is_none_or(|m| age <= m)
+            && self.min_mtime.is_none_or(|t| e.mtime >= t)
+            && self.max_mtime.is_none_or(|t| e.mtime <= t)
+    }
+
+    /// Whether a run with `failed` failed keys should stop (`--fail-fast` stops at one).
+    pub fn too_many_failures(&self, failed: u64) -> bool {
+        let allowed = if self.fail_fast {
+            Some(0)
+        } else {
+            self.max_failures
+        };
+        allowed.is_some_and(|m| failed > m)
     }
 
     /// The action for a key held by `src`, `dst` or both; `dst_dirs` says whether the
@@ -244,5 +264,34 @@ mod tests {
         assert!(o.wants(&file(10, 950), 1000));
         assert!(!o.wants(&file(9, 950), 1000));
         assert!(!o.wants(&file(10, 850), 1000));
+    }
+
+    #[test]
+    fn times_and_failure_counts_bound_a_run() {
+        let window = Options {
+            min_mtime: Some(1_000),
+            max_mtime: Some(2_000),
+            ..Options::default()
+        };
+        let now = 10_000;
+        let kept: Vec<i64> = [999, 1_000, 1_500, 2_000, 2_001]
+            .into_iter()
+            .filter(|t| window.wants(&file(1, *t), now))
+            .collect();
+        assert_eq!(kept, [1_000, 1_500, 2_000]);
+
+        let unlimited = Options::default();
+        assert!(!unlimited.too_many_failures(1_000_000));
+        let fail_fast = Options {
+            fail_fast: true,
+            max_failures: Some(10),
+            ..Options::default()
+        };
+        assert!(!fail_fast.too_many_failures(0) && fail_fast.too_many_failures(1));
+        let three = Options {
+            max_failures: Some(3),
+            ..Options::default()
+        };
+        assert!(!three.too_many_failures(3) && three.too_many_failures(4));
     }
 }

@@ -9,7 +9,8 @@
 //! filtered by [`filter`]; the copies run
 //! `threads` at a time, big files in parts. [`stats::SyncStats`] counts everything for
 //! the progress view and the summary. An address naming one file or a key prefix
-//! rather than a directory is seen through [`narrow`].
+//! rather than a directory is seen through [`narrow`]; `--start`/`--end` through
+//! [`range`].
 //!
 //! A run may also be shared by processes on many hosts ([`queue`]): the manager lists
 //! and merges as above but queues the work as tasks ([`manager`]), which workers
@@ -23,6 +24,7 @@ pub mod manager;
 pub mod narrow;
 pub mod objects;
 pub mod queue;
+pub mod range;
 pub mod run;
 pub mod stats;
 pub mod volume;
@@ -33,6 +35,7 @@ pub use decide::Options;
 pub use endpoint::{Endpoint, Entry, Kind, Writer};
 pub use filter::Filter;
 pub use narrow::{Narrowed, Shape};
+pub use range::Ranged;
 pub use run::{Selection, sync, sync_queued};
 pub use stats::SyncStats;
 

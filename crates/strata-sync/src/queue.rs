@@ -70,6 +70,9 @@ pub struct CopyOptions {
     pub links: bool,
     pub check_new: bool,
     pub delete_src: bool,
+    /// `s3://` endpoints over http (`--no-https`); absent: https.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_https: bool,
 }
 
 /// The job record (`Yj`). Its `Debug` shows the addresses without their credentials.

@@ -126,6 +126,7 @@ async fn merge_all(
     let mut merge = Merge::new(run.clone(), queued);
     let mut src_next = merge.next_src(&mut src_rx).await;
     let mut dst_next = merge.next_dst(&mut dst_rx).await;
+    let mut looked = 0u64;
     loop {
         let (s, d) = match (src_next.take(), dst_next.take()) {
             (None, None) => break,
@@ -149,6 +150,9 @@ async fn merge_all(
         if d.is_some() {
             dst_next = merge.next_dst(&mut dst_rx).await;
         }
+        if merge.stopped() {
+            break;
+        }
         let key = s
             .as_ref()
             .or(d.as_ref())
@@ -157,6 +161,12 @@ async fn merge_all(
         if !sel.selects(&key) {
             continue;
         }
+        // --limit: the first N source keys the filters select, and what the destination
+        // holds up to the last of them.
+        if run.opts.limit.is_some_and(|limit| looked >= limit) {
+            break;
+        }
+        looked += u64::from(s.is_some());
         merge.handle(s, d).await;
         if merge.stopped() {
             break;
@@ -220,7 +230,16 @@ impl Merge {
     fn failed(&mut self, what: &str, e: &SyncError) {
         tracing::error!("{what}: {e}");
         bump(&self.run.stats.failed, 1);
-        if self.run.opts.fail_fast {
+        self.stop_if_too_many_failures();
+    }
+
+    fn stop_if_too_many_failures(&mut self) {
+        let failed = self
+            .run
+            .stats
+            .failed
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if self.run.opts.too_many_failures(failed) {
             self.stop = true;
         }
     }
@@ -235,6 +254,9 @@ impl Merge {
                 Err(e) => {
                     self.src_incomplete = true;
                     self.failed(&format!("listing {}", self.run.src.describe()), &e);
+                    if self.stop {
+                        return None;
+                    }
                 }
             }
         }
@@ -247,7 +269,12 @@ impl Merge {
                     bump(&self.run.stats.listed_dst, 1);
                     return Some(e);
                 }
-                Err(e) => self.failed(&format!("listing {}", self.run.dst.describe()), &e),
+                Err(e) => {
+                    self.failed(&format!("listing {}", self.run.dst.describe()), &e);
+                    if self.stop {
+                        return None;
+                    }
+                }
             }
         }
     }
@@ -374,11 +401,7 @@ impl Merge {
     fn reaped(&mut self, done: std::result::Result<bool, tokio::task::JoinError>) {
         match done {
             Ok(true) => {}
-            Ok(false) => {
-                if self.run.opts.fail_fast {
-                    self.stop = true;
-                }
-            }
+            Ok(false) => self.stop_if_too_many_failures(),
             Err(e) => self.failed("a copy task", &SyncError::Check(e.to_string())),
         }
     }

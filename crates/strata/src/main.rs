@@ -27,6 +27,7 @@ mod stats_cmd;
 mod sync_cmd;
 mod sync_queue;
 mod sync_shape;
+mod sync_time;
 mod trash_cmd;
 mod tree_cmd;
 mod units;

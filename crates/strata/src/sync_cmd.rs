@@ -17,7 +17,7 @@ use strata_object::retry::{RetryPolicy, Retrying};
 use strata_sync::fs::FsEndpoint;
 use strata_sync::objects::ObjectEndpoint;
 use strata_sync::volume::VolumeEndpoint;
-use strata_sync::{Endpoint, Filter, Options, Selection, SyncStats};
+use strata_sync::{Endpoint, Filter, Options, Ranged, Selection, SyncStats};
 use strata_types::{MetaUrl, Secret, redact_url};
 use strata_vfs::VfsOptions;
 
@@ -79,6 +79,22 @@ pub struct SyncArgs {
     /// Only files modified at most this long ago
     #[arg(long, value_parser = units::parse_duration)]
     pub max_age: Option<Duration>,
+    /// Only files modified at or after TIME: "2006-01-02 15:04:05" (local time), or with
+    /// an offset ("... +08:00", "...Z")
+    #[arg(long, value_name = "TIME", value_parser = crate::sync_time::parse_time)]
+    pub start_time: Option<i64>,
+    /// Only files modified at or before TIME
+    #[arg(long, value_name = "TIME", value_parser = crate::sync_time::parse_time)]
+    pub end_time: Option<i64>,
+    /// The first key to sync (keys before it are neither copied nor deleted)
+    #[arg(short, long, value_name = "KEY")]
+    pub start: Option<String>,
+    /// The last key to sync
+    #[arg(short, long, value_name = "KEY")]
+    pub end: Option<String>,
+    /// Look at no more than N source keys, in key order (-1: all)
+    #[arg(long, value_name = "N", default_value_t = -1, allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(-1..))]
+    pub limit: i64,
     /// Copy a file the destination has when the source's is newer (skip it when older)
     #[arg(short, long)]
     pub update: bool,
@@ -131,6 +147,12 @@ pub struct SyncArgs {
     /// Stop at the first key that fails (by default the run goes on and fails at the end)
     #[arg(long)]
     pub fail_fast: bool,
+    /// Stop once more than N keys failed (-1: never)
+    #[arg(long, value_name = "N", default_value_t = -1, allow_negative_numbers = true, value_parser = clap::value_parser!(i64).range(-1..))]
+    pub max_failure: i64,
+    /// Reach s3:// endpoints over http (minio:// addresses always use http)
+    #[arg(long)]
+    pub no_https: bool,
     /// Share the run with workers on other hosts through tasks kept in this metadata engine
     /// (the job's addresses, credentials included, are stored there)
     #[arg(long, value_name = "META-URL")]
@@ -185,8 +207,8 @@ async fn sync(a: SyncArgs) -> Result<()> {
     let (Some(src_addr), Some(dst_addr)) = (&a.src, &a.dst) else {
         bail!("SRC and DST are needed (or --worker --queue META-URL)");
     };
-    if a.queue.is_some() && (a.dry || a.fail_fast) {
-        bail!("--queue runs without --dry and --fail-fast: leave them out");
+    if a.queue.is_some() && (a.dry || a.fail_fast || a.max_failure >= 0) {
+        bail!("--queue runs without --dry, --fail-fast and --max-failure: leave them out");
     }
     let filter = Filter::new(&rules_in_order(&a), a.match_full_path)?;
     let files_from = match &a.files_from {
@@ -213,7 +235,7 @@ async fn sync(a: SyncArgs) -> Result<()> {
             redact_url(src_addr)
         );
     }
-    let (src, dst) = (pair.src, pair.dst);
+    let (src, dst) = ranged(pair.src, pair.dst, &a);
     let stats = Arc::new(SyncStats::default());
     let started = Instant::now();
     let sel = Selection { filter, files_from };
@@ -239,6 +261,22 @@ async fn sync(a: SyncArgs) -> Result<()> {
     close_all(clients).await;
     outcome?;
     finish(&stats, started, "")
+}
+
+/// Both sides cut to `--start`..`--end`, when either is given.
+fn ranged(
+    src: Arc<dyn Endpoint>,
+    dst: Arc<dyn Endpoint>,
+    a: &SyncArgs,
+) -> (Arc<dyn Endpoint>, Arc<dyn Endpoint>) {
+    if a.start.is_none() && a.end.is_none() {
+        return (src, dst);
+    }
+    let (start, end) = (a.start.clone(), a.end.clone());
+    (
+        Arc::new(Ranged::new(src, start.clone(), end.clone())),
+        Arc::new(Ranged::new(dst, start, end)),
+    )
 }
 
 /// Close the volumes a run opened.
@@ -282,8 +320,12 @@ fn options(a: &SyncArgs) -> Options {
         max_size: a.max_size,
         min_age: a.min_age,
         max_age: a.max_age,
+        min_mtime: a.start_time,
+        max_mtime: a.end_time,
         bwlimit_mbps: a.bwlimit,
         fail_fast: a.fail_fast,
+        max_failures: u64::try_from(a.max_failure).ok(),
+        limit: u64::try_from(a.limit).ok(),
     }
 }
 
@@ -348,6 +390,8 @@ pub(crate) struct OpenHow {
     pub threads: usize,
     /// Directories read at once while listing (`--list-threads`).
     pub list_threads: usize,
+    /// `s3://` endpoints over http (`--no-https`).
+    pub no_https: bool,
 }
 
 impl OpenHow {
@@ -356,6 +400,7 @@ impl OpenHow {
             links: a.links,
             threads: a.threads.max(1),
             list_threads: usize::try_from(a.list_threads).unwrap_or(1),
+            no_https: a.no_https,
         }
     }
 }
@@ -395,7 +440,8 @@ pub(crate) async fn open(
         return Ok(Arc::new(ep.with_context(|| format!("{side} {addr}"))?));
     }
     if addr.starts_with("s3://") || addr.starts_with("minio://") {
-        let (cfg, prefix) = s3_address(addr).with_context(|| format!("{side} {shown}"))?;
+        let (cfg, prefix) =
+            s3_address(addr, a.no_https).with_context(|| format!("{side} {shown}"))?;
         let store = object_store(&cfg, a)
             .await
             .with_context(|| format!("{side} {shown}"))?;
@@ -446,7 +492,7 @@ async fn wrapped(backend: Backend, a: OpenHow) -> Result<Arc<dyn ObjectStore>> {
 
 /// `s3://[AK:SK[:TOKEN]@]BUCKET[.ENDPOINT][/PREFIX]` or
 /// `minio://[AK:SK@]HOST:PORT/BUCKET[/PREFIX]`, as a store and a key prefix.
-fn s3_address(addr: &str) -> Result<(S3Config, String)> {
+fn s3_address(addr: &str, no_https: bool) -> Result<(S3Config, String)> {
     let scheme = addr.split_once("://").map_or("s3", |(s, _)| s);
     let (userinfo, rest) = split_userinfo(addr);
     let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
@@ -478,7 +524,8 @@ fn s3_address(addr: &str) -> Result<(S3Config, String)> {
         match host.split_once('.') {
             Some((bucket, endpoint)) => {
                 cfg.bucket = bucket.to_string();
-                cfg.endpoint = format!("https://{host}");
+                let scheme = if no_https { "http" } else { "https" };
+                cfg.endpoint = format!("{scheme}://{host}");
                 cfg.region = aws_region(endpoint).unwrap_or_default();
             }
             None => cfg.bucket = host.to_string(),
@@ -587,7 +634,7 @@ mod tests {
 
     #[test]
     fn s3_addresses_read_like_juicefs_ones() {
-        let (c, p) = s3_address("minio://ak:s%2Fk@127.0.0.1:9000/bkt/a/b").unwrap();
+        let (c, p) = s3_address("minio://ak:s%2Fk@127.0.0.1:9000/bkt/a/b", false).unwrap();
         assert_eq!(
             (c.endpoint.as_str(), c.bucket.as_str(), p.as_str()),
             ("http://127.0.0.1:9000", "bkt", "a/b")
@@ -597,18 +644,22 @@ mod tests {
             ("ak", "s/k")
         );
         assert!(c.path_style);
-        let (c, p) = s3_address("s3://bkt.s3.us-east-2.amazonaws.com/x").unwrap();
+        let (c, p) = s3_address("s3://bkt.s3.us-east-2.amazonaws.com/x", false).unwrap();
         assert_eq!(
             (c.bucket.as_str(), c.region.as_str(), p.as_str()),
             ("bkt", "us-east-2", "x")
         );
         assert!(!c.path_style);
-        let (c, p) = s3_address("s3://bkt").unwrap();
+        let (c, p) = s3_address("s3://bkt", false).unwrap();
         assert_eq!(
             (c.bucket.as_str(), c.endpoint.as_str(), p.as_str()),
             ("bkt", "", "")
         );
-        assert!(s3_address("minio://host:1/").is_err());
+        assert!(s3_address("minio://host:1/", false).is_err());
+        let (c, _) = s3_address("s3://bkt.s3.us-east-2.amazonaws.com/x", false).unwrap();
+        assert_eq!(c.endpoint, "https://bkt.s3.us-east-2.amazonaws.com");
+        let (c, _) = s3_address("s3://bkt.127.0.0.1:9000/x", true).unwrap();
+        assert_eq!(c.endpoint, "http://bkt.127.0.0.1:9000");
     }
 
     #[test]

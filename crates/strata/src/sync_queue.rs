@@ -59,6 +59,7 @@ pub(crate) async fn manage(
             links: opts.links,
             check_new: opts.check_new,
             delete_src: opts.delete_src,
+            no_https: a.no_https,
         },
         lease_ms: u64::try_from(a.lease.as_millis())
             .unwrap_or(u64::MAX)
@@ -152,6 +153,7 @@ pub(crate) async fn work(a: &SyncArgs) -> Result<()> {
         links: job.copy.links,
         threads: a.threads.max(1),
         list_threads: 1,
+        no_https: job.copy.no_https,
     };
     let mut clients = Vec::new();
     let pair = open_pair(&job.src, &job.dst, how, Some(job.shape), &mut clients).await?;

@@ -518,3 +518,80 @@ fn list_threads_read_directories_ahead_and_change_nothing_in_the_result() {
         "{said}"
     );
 }
+
+/// The names of the files below `dir`, sorted, `/`-separated.
+fn files_below(dir: &Path) -> Vec<String> {
+    let listed = sh(
+        dir,
+        "find . -type f -o -type l | sed 's|^./||' | LC_ALL=C sort",
+    );
+    listed.lines().map(str::to_string).collect()
+}
+
+/// `--start`/`--end`, `--limit`, `--start-time`/`--end-time` and `--max-failure`, as
+/// `juicefs sync` takes them.
+#[test]
+fn key_ranges_limits_times_and_failure_counts_bound_a_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, dst) = (tmp.path().join("src"), tmp.path().join("dst"));
+    std::fs::create_dir_all(&dst).unwrap();
+    std::fs::create_dir(&src).unwrap();
+    sh(
+        &src,
+        "mkdir b && for f in a b/c b/d c d e; do echo $f > $f; done \
+         && touch -d '2020-06-01 00:00:00 UTC' a && touch -d '2021-06-01 00:00:00 UTC' b/c \
+         && touch -d '2022-06-01 00:00:00 UTC' b/d",
+    );
+    sh(&dst, "echo old > a0 && echo old > zz");
+    let (s, d) = (src.to_str().unwrap(), dst.to_str().unwrap());
+
+    // Keys from b/ to c, both included; --delete-dst touches nothing outside them.
+    let ranged = sync_ok(&["--start", "b/", "--end", "c", "--delete-dst", s, d], &[]);
+    assert_eq!(count(&ranged, "copied"), 3, "{ranged}");
+    assert_eq!(files_below(&dst), ["a0", "b/c", "b/d", "c", "zz"]);
+    // -s a -e a0 takes `a` and deletes the destination's `a0`.
+    sync_ok(&["-s", "a", "-e", "a0", "--delete-dst", s, d], &[]);
+    assert_eq!(files_below(&dst), ["a", "b/c", "b/d", "c", "zz"]);
+
+    // --limit: the first N source keys (b/ is one); 0 looks at nothing.
+    let fresh = tmp.path().join("limited");
+    let f = fresh.to_str().unwrap();
+    let none = sync_ok(&["--limit", "0", s, f], &[]);
+    assert_eq!(count(&none, "copied"), 0, "{none}");
+    sync_ok(&["--limit", "3", s, f], &[]);
+    assert_eq!(files_below(&fresh), ["a", "b/c"]);
+
+    // Modification times, in local time (TZ; read as UTC, 07:00 would leave b/c out) or
+    // with an offset.
+    let timed = tmp.path().join("timed");
+    let t = timed.to_str().unwrap();
+    let window = [
+        "--start-time",
+        "2021-06-01 07:00:00",
+        "--end-time",
+        "2022-01-01T00:00:00Z",
+    ];
+    sync_ok(&[&window[..], &[s, t]].concat(), &[("TZ", "Asia/Shanghai")]);
+    assert_eq!(files_below(&timed), ["b/c"]);
+
+    // --max-failure 1 stops after the second failure; later keys are not copied.
+    let bad = tmp.path().join("bad");
+    std::fs::create_dir(&bad).unwrap();
+    sh(
+        &bad,
+        "for i in 1 2 3 4 5; do ln -s missing l$i; done && echo ok > z",
+    );
+    let out_dir = tmp.path().join("bad-out");
+    let o = out_dir.to_str().unwrap();
+    let out = sync(
+        &["-p", "1", "--max-failure", "1", bad.to_str().unwrap(), o],
+        &[],
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    let failed = count(said.lines().last().unwrap_or_default(), "strata:");
+    assert!((2..=3).contains(&failed), "{said}");
+    assert!(!out_dir.join("z").exists(), "{said}");
+    let refused = sync(&["--limit", "-2", s, o], &[]);
+    assert!(!refused.status.success());
+}
