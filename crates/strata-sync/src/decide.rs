@@ -30,6 +30,9 @@ pub struct Options {
     pub check_new: bool,
     /// Compare the contents of files the sizes (and times) call equal.
     pub check_all: bool,
+    /// Stat each copied file's source again after the copy: one that changed meanwhile
+    /// fails (`--check-change`).
+    pub check_change: bool,
     pub dry: bool,
     pub min_size: Option<u64>,
     pub max_size: Option<u64>,

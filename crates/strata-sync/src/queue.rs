@@ -73,6 +73,9 @@ pub struct CopyOptions {
     /// `s3://` endpoints over http (`--no-https`); absent: https.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_https: bool,
+    /// `--check-change`; absent: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub check_change: bool,
 }
 
 /// The job record (`Yj`). Its `Debug` shows the addresses without their credentials.

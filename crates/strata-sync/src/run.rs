@@ -500,6 +500,9 @@ impl Job {
 /// Copy `src`, compare the copy with `--check-new`, delete the source with `--delete-src`.
 async fn copy_then_check(run: &Run, src: &Entry) -> Result<()> {
     copy(run, src).await?;
+    if run.opts.check_change && src.kind == Kind::File {
+        unchanged_since_listed(run, src).await?;
+    }
     bump(&run.stats.copied, 1);
     bump(&run.stats.copied_bytes, src.size);
     if run.opts.check_new && src.kind == Kind::File {
@@ -518,6 +521,25 @@ async fn copy_then_check(run: &Run, src: &Entry) -> Result<()> {
         bump(&run.stats.deleted_src, 1);
     }
     Ok(())
+}
+
+/// `--check-change`: the source file still has the size and time it was listed with.
+async fn unchanged_since_listed(run: &Run, src: &Entry) -> Result<()> {
+    let now = run.src.stat(&src.key).await?;
+    let same = now
+        .as_ref()
+        .is_some_and(|n| (n.size, n.mtime, n.mtime_nsec) == (src.size, src.mtime, src.mtime_nsec));
+    if same {
+        return Ok(());
+    }
+    let what = match now {
+        None => "was deleted".to_string(),
+        Some(n) => format!("now has {} bytes, mtime {}", n.size, n.mtime),
+    };
+    Err(SyncError::Check(format!(
+        "the source changed while it was copied ({what}; listed with {} bytes, mtime {})",
+        src.size, src.mtime
+    )))
 }
 
 /// `--check-all` on a key whose sizes agree: copy only if the contents differ.

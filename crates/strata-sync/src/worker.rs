@@ -61,6 +61,7 @@ pub async fn work(setup: WorkerSetup) -> Result<()> {
         perms: copy.perms,
         links: copy.links,
         check_new: copy.check_new,
+        check_change: copy.check_change,
         delete_src: copy.delete_src,
         bwlimit_mbps: setup.bwlimit_mbps,
         ..Options::default()

@@ -128,6 +128,10 @@ pub struct SyncArgs {
     /// Compare the contents of files whose sizes agree, and copy those that differ
     #[arg(long)]
     pub check_all: bool,
+    /// Look at each copied file's source again after the copy: one that changed
+    /// meanwhile (size or modification time) fails, to be copied again by the next run
+    #[arg(long)]
+    pub check_change: bool,
     /// Print what would be done (one line per key on stdout), do nothing
     #[arg(long)]
     pub dry: bool,
@@ -315,6 +319,7 @@ fn options(a: &SyncArgs) -> Options {
         delete_dst: a.delete_dst,
         check_new: a.check_new,
         check_all: a.check_all,
+        check_change: a.check_change,
         dry: a.dry,
         min_size: a.min_size,
         max_size: a.max_size,

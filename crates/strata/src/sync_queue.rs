@@ -60,6 +60,7 @@ pub(crate) async fn manage(
             check_new: opts.check_new,
             delete_src: opts.delete_src,
             no_https: a.no_https,
+            check_change: opts.check_change,
         },
         lease_ms: u64::try_from(a.lease.as_millis())
             .unwrap_or(u64::MAX)

@@ -595,3 +595,51 @@ fn key_ranges_limits_times_and_failure_counts_bound_a_run() {
     let refused = sync(&["--limit", "-2", s, o], &[]);
     assert!(!refused.status.success());
 }
+
+/// `--check-change`: a source file written to while it is copied fails, and only it.
+#[test]
+fn a_source_that_changes_during_its_copy_fails_with_check_change() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, dst) = (tmp.path().join("src"), tmp.path().join("dst"));
+    std::fs::create_dir_all(&dst).unwrap();
+    std::fs::create_dir(&src).unwrap();
+    sh(
+        &src,
+        "head -c 17000000 /dev/urandom > live && echo calm > still",
+    );
+    // 100 Mbps: the first 8 MiB part goes at once, the next two wait 0.67 s each.
+    let args = ["--check-change", "--bwlimit", "100", "-p", "1"];
+    let child = Command::new(STRATA)
+        .arg("sync")
+        .args(args)
+        .args([src.to_str().unwrap(), dst.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The copy of `live` has begun once its temporary file exists.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !sh(&dst, "ls -A").contains(".strata-sync.") {
+        assert!(Instant::now() < deadline, "the copy never started");
+        std::thread::yield_now();
+    }
+    sh(&src, "echo more >> live");
+    let out = child.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("live: the source changed while it was copied"),
+        "{said}"
+    );
+    assert!(said.contains("failed 1 in"), "{said}");
+    assert!(dst.join("still").exists());
+    // Unchanged, the same flags copy it.
+    let again = sync_ok(
+        &[
+            "--check-change",
+            src.to_str().unwrap(),
+            dst.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(count(&again, "copied"), 1, "{again}");
+}
