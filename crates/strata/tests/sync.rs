@@ -519,6 +519,15 @@ fn list_threads_read_directories_ahead_and_change_nothing_in_the_result() {
     );
 }
 
+/// A temporary directory with empty `src` and `dst` in it.
+fn src_and_dst() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (src, dst) = (tmp.path().join("src"), tmp.path().join("dst"));
+    std::fs::create_dir(&src).unwrap();
+    std::fs::create_dir(&dst).unwrap();
+    (tmp, src, dst)
+}
+
 /// The names of the files below `dir`, sorted, `/`-separated.
 fn files_below(dir: &Path) -> Vec<String> {
     let listed = sh(
@@ -532,10 +541,7 @@ fn files_below(dir: &Path) -> Vec<String> {
 /// `juicefs sync` takes them.
 #[test]
 fn key_ranges_limits_times_and_failure_counts_bound_a_run() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (src, dst) = (tmp.path().join("src"), tmp.path().join("dst"));
-    std::fs::create_dir_all(&dst).unwrap();
-    std::fs::create_dir(&src).unwrap();
+    let (tmp, src, dst) = src_and_dst();
     sh(
         &src,
         "mkdir b && for f in a b/c b/d c d e; do echo $f > $f; done \
@@ -599,10 +605,7 @@ fn key_ranges_limits_times_and_failure_counts_bound_a_run() {
 /// `--check-change`: a source file written to while it is copied fails, and only it.
 #[test]
 fn a_source_that_changes_during_its_copy_fails_with_check_change() {
-    let tmp = tempfile::tempdir().unwrap();
-    let (src, dst) = (tmp.path().join("src"), tmp.path().join("dst"));
-    std::fs::create_dir_all(&dst).unwrap();
-    std::fs::create_dir(&src).unwrap();
+    let (_tmp, src, dst) = src_and_dst();
     sh(
         &src,
         "head -c 17000000 /dev/urandom > live && echo calm > still",
