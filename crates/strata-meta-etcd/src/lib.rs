@@ -115,6 +115,10 @@ const GET_MANY_BATCH: usize = 128;
 
 /// How long a lost commit answer may take to resolve (members re-electing a leader).
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long one read of the marker may take before it is given up and tried again: a
+/// request sent on the connection that lost the answer can otherwise wait for the
+/// client's whole request timeout, longer than [`RESOLVE_TIMEOUT`] (seen under load).
+const RESOLVE_ATTEMPT: Duration = Duration::from_secs(2);
 
 impl std::fmt::Debug for EtcdEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -186,10 +190,10 @@ impl EtcdEngine {
         let started = std::time::Instant::now();
         let mut pause = Duration::from_millis(20);
         loop {
-            let read = async {
+            let read = within(RESOLVE_ATTEMPT, "etcd", async {
                 let mut kv = self.kv().await?;
                 timed(kv.get(self.marker.clone(), None)).await
-            };
+            });
             match read.await {
                 Ok(resp) => {
                     let applied = resp
