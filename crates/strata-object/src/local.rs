@@ -22,7 +22,7 @@ use crate::{ObjectError, Result};
 /// small costs less than the hand-off to a blocking thread and back. Larger ones go to
 /// `object_store`'s blocking pool, where many can wait on the disk at once.
 pub(crate) const INLINE_MAX: usize = 256 << 10;
-const INLINE_MAX_U64: u64 = 256 << 10;
+pub(crate) const INLINE_MAX_U64: u64 = 256 << 10;
 
 /// Bytes `range` (clipped at the end) of object `key`, read on the calling thread when
 /// that is small: a range of at most [`INLINE_MAX`] bytes (a random read's few segments),

@@ -4,11 +4,13 @@
 //! staged copy once the store has it. A failed upload stays staged and is retried with
 //! backoff (the object store may be down for a while); nothing is dropped.
 //!
-//! Durability: the staging directory is a local bucket ([`crate::backend::Backend::local`]),
-//! so a put is written and renamed into place, and [`ObjectStore::sync`] — which `fsync`
-//! and the metadata engine's sync call — `fsync`s every staged file and the directories
-//! naming them before returning. A restart finds the staged files and uploads them
-//! (after `kill -9`, and after a machine crash for what was synced).
+//! Durability: puts are appended to the staging log ([`staging_log`], a few large segment
+//! files, not a file per block), and [`ObjectStore::sync`] — which `fsync` and the
+//! metadata engine's sync call — `fdatasync`s every segment written since the last sync
+//! (and the directory, if a segment was created) before returning. A restart finds the
+//! staged blocks and uploads them (after `kill -9`, and after a machine crash for what was
+//! synced). Blocks staged as files by an earlier version (staging v1) are moved into the
+//! log when it opens.
 //!
 //! Reads of a staged block are served from the staging copy. Beyond `max_bytes` staged,
 //! puts go straight to the object store.
@@ -29,7 +31,11 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::backend::Backend;
+use crate::local::INLINE_MAX_U64;
 use crate::{ObjectError, ObjectInfo, ObjectStore, ObjectVisitor, Result};
+
+mod staging_log;
+use staging_log::StagingLog;
 
 /// Settings of a writeback store.
 #[derive(Clone, Debug)]
@@ -78,7 +84,7 @@ pub type UploadedHook = Box<dyn Fn(String, Bytes) -> BoxFuture<'static, ()> + Se
 /// A store that stages puts locally and uploads them in the background.
 #[derive(Debug)]
 pub struct Writeback {
-    staging: Backend,
+    staging: Arc<StagingLog>,
     remote: Arc<dyn ObjectStore>,
     opts: WritebackOptions,
     state: Mutex<State>,
@@ -101,7 +107,11 @@ impl Writeback {
     /// Open the staging directory over `remote` and queue what an earlier run left there.
     pub async fn open(opts: WritebackOptions, remote: Arc<dyn ObjectStore>) -> Result<Arc<Self>> {
         create_private_dir(&opts.dir)?;
-        let staging = Backend::local(&opts.dir)?;
+        let dir = opts.dir.clone();
+        let (staging, found) = blocking(move || StagingLog::open(&dir)).await?;
+        let staging = Arc::new(staging);
+        let mut found: Vec<(String, u64)> = found.into_iter().map(|r| (r.key, r.size)).collect();
+        found.extend(import_staging_v1(&opts.dir, &staging).await?);
         let wb = Arc::new(Writeback {
             staging,
             remote,
@@ -111,22 +121,14 @@ impl Writeback {
             counters: Counters::default(),
             uploaded: OnceLock::new(),
         });
-        let mut found = Vec::new();
-        wb.staging
-            .scan_all("", &mut |info: ObjectInfo| {
-                found.push(info);
-                Ok(())
-            })
-            .await?;
-        // Oldest first, as they were staged.
-        found.sort_by(|a, b| (a.modified, &a.key).cmp(&(b.modified, &b.key)));
         let mut state = wb.state.lock();
-        for info in found {
-            state.bytes += info.size;
-            state.staged.insert(info.key.clone(), info.size);
+        // In the order they were staged, oldest first.
+        for (key, size) in found {
+            state.bytes += size;
+            state.staged.insert(key.clone(), size);
             // Left over from an earlier run: due at once, whatever the delay.
             state.queue.push_back(Queued {
-                key: info.key,
+                key,
                 due: Instant::now(),
             });
         }
@@ -161,11 +163,18 @@ impl Writeback {
         if !self.is_staged(key) {
             return None;
         }
-        match self.staging.get(key, range).await {
-            // Uploaded and removed since the check: the store has it.
-            Err(ObjectError::NotFound(_)) => None,
-            other => Some(other),
+        // Uploaded since the check (`None`): the store has it.
+        let small = range
+            .as_ref()
+            .is_some_and(|r| r.end.saturating_sub(r.start) <= INLINE_MAX_U64)
+            || self.staging.size(key).is_some_and(|n| n <= INLINE_MAX_U64);
+        if small {
+            return self.staging.read(key, range);
         }
+        let (staging, key) = (self.staging.clone(), key.to_string());
+        blocking(move || Ok(staging.read(&key, range)))
+            .await
+            .unwrap_or_else(|e| Some(Err(e)))
     }
 
     /// Objects and bytes staged now.
@@ -269,14 +278,13 @@ impl Writeback {
 
     /// Copy one staged object to the store, then drop the staged copy.
     async fn upload_staged(&self, key: &str) -> Result<()> {
-        let data = match self.staging.get(key, None).await {
-            Ok(data) => data,
+        let data = match self.get_staged(key, None).await {
+            Some(read) => read?,
             // Deleted while queued (the file was removed): nothing to upload.
-            Err(ObjectError::NotFound(_)) => {
+            None => {
                 self.forget(key);
                 return Ok(());
             }
-            Err(e) => return Err(e),
         };
         self.remote.put(key, data.clone()).await?;
         if let Some(hook) = self.uploaded.get() {
@@ -291,10 +299,13 @@ impl Writeback {
             };
         }
         self.counters.uploaded.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = self.staging.delete(key).await {
-            tracing::warn!("writeback: cannot remove the staged copy of {key}: {e}");
-        }
-        Ok(())
+        // May delete a segment file.
+        let (staging, key) = (self.staging.clone(), key.to_string());
+        blocking(move || {
+            staging.uploaded(&key);
+            Ok(())
+        })
+        .await
     }
 
     /// Drop `key` from the staged set; false if it was not there.
@@ -323,7 +334,14 @@ impl Writeback {
                 return Ok(false);
             }
         }
-        self.staging.put(key, data).await?;
+        // The segments' size too: uploaded blocks stay on disk while an older one waits.
+        if self.staging.disk_bytes().saturating_add(len) > self.opts.max_bytes {
+            return Ok(false);
+        }
+        // On the blocking pool even when small: appends take turns on the log's lock,
+        // which a large append holds for its whole write.
+        let (staging, staged_key) = (self.staging.clone(), key.to_string());
+        blocking(move || staging.put(&staged_key, &data)).await?;
         let mut state = self.state.lock();
         if let Some(old) = state.staged.insert(key.to_string(), len) {
             state.bytes = state.bytes.saturating_sub(old);
@@ -390,6 +408,52 @@ struct Due {
     wait: Option<Duration>,
 }
 
+/// Run blocking file work on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ObjectError::Other(format!("staging task failed: {e}")))?
+}
+
+/// Move blocks an earlier version staged as files (staging v1: `dir/KEY`) into the log,
+/// oldest first, make them durable there, then remove the files; returns them.
+async fn import_staging_v1(dir: &Path, log: &Arc<StagingLog>) -> Result<Vec<(String, u64)>> {
+    let files = Backend::local(dir)?;
+    let mut found = Vec::new();
+    files
+        .scan_all("", &mut |info: ObjectInfo| {
+            // Segments are `log-…` at the top; staged keys are `chunks/…`.
+            if info.key.contains('/') {
+                found.push(info);
+            }
+            Ok(())
+        })
+        .await?;
+    found.sort_by(|a, b| (a.modified, &a.key).cmp(&(b.modified, &b.key)));
+    let mut imported = Vec::with_capacity(found.len());
+    for info in &found {
+        let data = files.get(&info.key, None).await?;
+        let (staging, key) = (log.clone(), info.key.clone());
+        blocking(move || staging.put(&key, &data)).await?;
+        imported.push((info.key.clone(), info.size));
+    }
+    if found.is_empty() {
+        return Ok(imported);
+    }
+    let staging = log.clone();
+    blocking(move || staging.sync()).await?;
+    for info in &found {
+        files.delete(&info.key).await?;
+    }
+    tracing::info!(
+        "writeback: moved {} blocks staged as files by an earlier version into the staging log",
+        found.len()
+    );
+    Ok(imported)
+}
+
 fn create_private_dir(dir: &Path) -> Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
@@ -438,31 +502,36 @@ impl ObjectStore for Writeback {
     }
 
     async fn delete(&self, key: &str) -> Result<()> {
-        if self.forget(key) {
-            match self.staging.delete(key).await {
-                Ok(()) | Err(ObjectError::NotFound(_)) => {}
-                Err(e) => return Err(e),
-            }
-        }
+        // Also after its upload: its record may still be on disk.
+        self.forget(key);
+        let (staging, staged_key) = (self.staging.clone(), key.to_string());
+        blocking(move || staging.delete(&staged_key)).await?;
         match self.remote.delete(key).await {
             Ok(()) | Err(ObjectError::NotFound(_)) => Ok(()),
             Err(e) => Err(e),
         }
     }
 
-    /// Make every staged object durable (files and directories), then the store's own.
+    /// Make every staged object durable (segments and directory), then the store's own.
     async fn sync(&self) -> Result<u64> {
-        let staged = self.staging.sync().await?;
+        let staging = self.staging.clone();
+        let staged = blocking(move || staging.sync()).await?;
         let remote = self.remote.sync().await?;
         Ok(staged + remote)
     }
 
     async fn head(&self, key: &str) -> Result<ObjectInfo> {
-        if self.is_staged(key) {
-            match self.staging.head(key).await {
-                Err(ObjectError::NotFound(_)) => {}
-                other => return other,
-            }
+        if self.is_staged(key)
+            && let Some(size) = self.staging.size(key)
+        {
+            let modified = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+            return Ok(ObjectInfo {
+                key: key.to_string(),
+                size,
+                modified,
+            });
         }
         self.remote.head(key).await
     }
@@ -611,255 +680,4 @@ impl ObjectStore for AwaitLanding {
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-    use crate::fault::{FaultPlan, Faulty};
-
-    fn opts(dir: &Path, delay: Duration, max_bytes: u64) -> WritebackOptions {
-        WritebackOptions {
-            dir: dir.join("staging"),
-            max_bytes,
-            upload_delay: delay,
-            uploaders: 2,
-        }
-    }
-
-    /// Wait (bounded) until nothing is staged.
-    async fn drained(wb: &Writeback) {
-        wb.flush(Duration::from_secs(10)).await.unwrap();
-    }
-
-    #[tokio::test]
-    async fn a_put_is_staged_served_locally_then_uploaded_and_the_copy_removed() {
-        let dir = tempfile::tempdir().unwrap();
-        let remote: Arc<dyn ObjectStore> = Arc::new(Backend::memory());
-        let wb = Writeback::open(
-            opts(dir.path(), Duration::from_secs(3600), 1 << 20),
-            remote.clone(),
-        )
-        .await
-        .unwrap();
-        let stop = CancellationToken::new();
-        wb.start(stop.clone());
-        wb.put("chunks/0/0/1_0_5", Bytes::from_static(b"hello"))
-            .await
-            .unwrap();
-        assert_eq!(wb.staged(), (1, 5));
-        assert!(matches!(
-            remote.get("chunks/0/0/1_0_5", None).await,
-            Err(ObjectError::NotFound(_))
-        ));
-        assert_eq!(
-            &wb.get("chunks/0/0/1_0_5", Some(1..3)).await.unwrap()[..],
-            b"el"
-        );
-        assert_eq!(
-            wb.sync().await.unwrap(),
-            1,
-            "the staged file was made durable"
-        );
-        // The delay is an hour: only a flush uploads it now.
-        drained(&wb).await;
-        assert_eq!(
-            &remote.get("chunks/0/0/1_0_5", None).await.unwrap()[..],
-            b"hello"
-        );
-        assert!(!dir.path().join("staging/chunks/0/0/1_0_5").exists());
-        stop.cancel();
-    }
-
-    #[tokio::test]
-    async fn a_failed_upload_stays_staged_and_lands_when_the_store_is_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let (faulty, control) = Faulty::new(Backend::memory());
-        control.set(FaultPlan {
-            fail_puts_after: Some(0),
-            ..FaultPlan::default()
-        });
-        let remote: Arc<dyn ObjectStore> = Arc::new(faulty);
-        let wb = Writeback::open(opts(dir.path(), Duration::ZERO, 1 << 20), remote.clone())
-            .await
-            .unwrap();
-        let stop = CancellationToken::new();
-        wb.start(stop.clone());
-        wb.put("chunks/0/0/2_0_3", Bytes::from_static(b"abc"))
-            .await
-            .unwrap();
-        // Wait for the condition: at least two failed attempts.
-        while wb.counters.upload_failures.load(Ordering::Relaxed) < 2 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        assert_eq!(wb.staged().0, 1, "kept while the store is down");
-        control.set(FaultPlan::default());
-        drained(&wb).await;
-        assert_eq!(
-            &remote.get("chunks/0/0/2_0_3", None).await.unwrap()[..],
-            b"abc"
-        );
-        stop.cancel();
-    }
-
-    #[tokio::test]
-    async fn a_restart_uploads_what_an_earlier_run_staged_oldest_first() {
-        let dir = tempfile::tempdir().unwrap();
-        let remote: Arc<dyn ObjectStore> = Arc::new(Backend::memory());
-        {
-            let wb = Writeback::open(
-                opts(dir.path(), Duration::from_secs(3600), 1 << 20),
-                remote.clone(),
-            )
-            .await
-            .unwrap();
-            for i in 0..3u8 {
-                wb.put(&format!("chunks/0/0/{i}_0_1"), Bytes::from(vec![i]))
-                    .await
-                    .unwrap();
-            }
-            wb.sync().await.unwrap();
-            // Dropped without uploading: as a killed process.
-        }
-        let wb = Writeback::open(
-            opts(dir.path(), Duration::from_secs(3600), 1 << 20),
-            remote.clone(),
-        )
-        .await
-        .unwrap();
-        assert_eq!(wb.staged(), (3, 3));
-        let stop = CancellationToken::new();
-        wb.start(stop.clone());
-        // Left-over blocks are due at once, whatever the delay.
-        drained(&wb).await;
-        for i in 0..3u8 {
-            assert_eq!(
-                &remote
-                    .get(&format!("chunks/0/0/{i}_0_1"), None)
-                    .await
-                    .unwrap()[..],
-                [i]
-            );
-        }
-        stop.cancel();
-    }
-
-    #[tokio::test]
-    async fn beyond_the_staging_limit_puts_go_straight_to_the_store() {
-        let dir = tempfile::tempdir().unwrap();
-        let remote: Arc<dyn ObjectStore> = Arc::new(Backend::memory());
-        let wb = Writeback::open(
-            opts(dir.path(), Duration::from_secs(3600), 4),
-            remote.clone(),
-        )
-        .await
-        .unwrap();
-        wb.put("chunks/0/0/3_0_3", Bytes::from_static(b"abc"))
-            .await
-            .unwrap();
-        wb.put("chunks/0/0/4_0_3", Bytes::from_static(b"def"))
-            .await
-            .unwrap();
-        assert_eq!(wb.staged(), (1, 3));
-        assert_eq!(
-            &remote.get("chunks/0/0/4_0_3", None).await.unwrap()[..],
-            b"def"
-        );
-        wb.delete("chunks/0/0/3_0_3").await.unwrap();
-        assert_eq!(
-            wb.staged(),
-            (0, 0),
-            "a deleted staged block is never uploaded"
-        );
-    }
-
-    /// Other writers: present while the flag is up; one of them holds `staged` copies.
-    #[derive(Debug)]
-    struct Writers {
-        present: std::sync::atomic::AtomicBool,
-        staged: Option<Arc<Writeback>>,
-    }
-
-    #[async_trait]
-    impl StagingWriters for Writers {
-        async fn ask(&self, key: &str, range: Option<Range<u64>>) -> Staged {
-            if !self.present.load(Ordering::Relaxed) {
-                return Staged::NoWriters;
-            }
-            match &self.staged {
-                Some(wb) => match wb.get_staged(key, range).await {
-                    Some(Ok(data)) => Staged::Fetched(data),
-                    _ => Staged::Elsewhere,
-                },
-                None => Staged::Elsewhere,
-            }
-        }
-    }
-
-    #[tokio::test]
-    async fn a_reader_waits_for_a_block_staged_elsewhere_to_land() {
-        let remote: Arc<dyn ObjectStore> = Arc::new(Backend::memory());
-        let writers = Arc::new(Writers {
-            present: std::sync::atomic::AtomicBool::new(true),
-            staged: None,
-        });
-        let reader = AwaitLanding::new(remote.clone(), writers.clone(), Duration::from_secs(10));
-        let landing = {
-            let remote = remote.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                remote
-                    .put("chunks/0/0/5_0_2", Bytes::from_static(b"ok"))
-                    .await
-                    .unwrap();
-            })
-        };
-        assert_eq!(
-            &reader.get("chunks/0/0/5_0_2", None).await.unwrap()[..],
-            b"ok"
-        );
-        landing.await.unwrap();
-        writers.present.store(false, Ordering::Relaxed);
-        let started = Instant::now();
-        assert!(matches!(
-            reader.get("chunks/0/0/6_0_2", None).await,
-            Err(ObjectError::NotFound(_))
-        ));
-        assert!(
-            started.elapsed() < Duration::from_secs(1),
-            "no writer stages: no wait"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_writer_that_hands_its_staged_copy_over_spares_the_wait() {
-        let dir = tempfile::tempdir().unwrap();
-        let remote: Arc<dyn ObjectStore> = Arc::new(Backend::memory());
-        let writer = Writeback::open(
-            opts(dir.path(), Duration::from_secs(3600), 1 << 20),
-            remote.clone(),
-        )
-        .await
-        .unwrap();
-        writer
-            .put("chunks/0/0/7_0_6", Bytes::from_static(b"staged"))
-            .await
-            .unwrap();
-        assert!(writer.get_staged("chunks/0/0/8_0_6", None).await.is_none());
-        let writers = Arc::new(Writers {
-            present: std::sync::atomic::AtomicBool::new(true),
-            staged: Some(writer.clone()),
-        });
-        // The block never lands: without the handed-over copy the read ends NotFound.
-        let reader = AwaitLanding::new(remote.clone(), writers, Duration::from_secs(2));
-        assert_eq!(
-            &reader.get("chunks/0/0/7_0_6", Some(1..4)).await.unwrap()[..],
-            b"tag"
-        );
-        assert!(
-            matches!(
-                remote.get("chunks/0/0/7_0_6", None).await,
-                Err(ObjectError::NotFound(_))
-            ),
-            "still only staged"
-        );
-    }
-}
+mod tests;

@@ -14,18 +14,31 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
+/// Sizes of the files under `dir`, recursively (none if it does not exist).
+fn file_sizes_under(dir: &Path) -> Vec<u64> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut sizes = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            sizes.extend(file_sizes_under(&path));
+        } else {
+            sizes.push(entry.metadata().map_or(0, |m| m.len()));
+        }
+    }
+    sizes
+}
+
 /// Files under `dir`, recursively (0 if it does not exist).
 fn files_under(dir: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|e| {
-            let p = e.path();
-            if p.is_dir() { files_under(&p) } else { 1 }
-        })
-        .sum()
+    file_sizes_under(dir).len()
+}
+
+/// Bytes of the files under `dir`, recursively.
+fn bytes_under(dir: &Path) -> u64 {
+    file_sizes_under(dir).iter().sum()
 }
 
 /// The staging directory of a client whose cache directory is `cache`.
@@ -90,7 +103,10 @@ fn fsynced_data_staged_before_kill_9_is_uploaded_by_the_next_start() {
         0,
         "an hour's delay: nothing uploaded yet"
     );
-    assert!(files_under(&staging(&cache)) >= 3, "the blocks are staged");
+    assert!(
+        bytes_under(&staging(&cache)) >= 9_000_000,
+        "the blocks are staged"
+    );
     let pattern = format!("[m]ount {} {} ", vol.meta_url, m.path.display());
     let pid = sh(vol.dir.path(), &format!("pgrep -f '{pattern}' | head -1"))
         .trim()
@@ -131,7 +147,7 @@ fn blocks_staged_while_the_store_refuses_writes_land_when_it_is_back() {
         );
         let stats = std::fs::read_to_string(m.path.join(".stats")).unwrap();
         assert!(
-            files_under(&staging(&cache)) >= 2,
+            bytes_under(&staging(&cache)) >= 5_000_000,
             "staged while the store is down: {stats}"
         );
         wait_for("a failed upload", || {
@@ -165,7 +181,10 @@ fn another_client_reading_a_file_not_uploaded_yet_gets_its_bytes() {
         0,
         "not uploaded yet when the reader starts"
     );
-    assert!(files_under(&staging(&cache)) >= 2, "staged at the writer");
+    assert!(
+        bytes_under(&staging(&cache)) >= 6_000_000,
+        "staged at the writer"
+    );
     let out = sh(&reader.path, "cmp f ../expected && echo same");
     assert!(out.contains("same"), "{out}");
     drop(reader);
@@ -221,7 +240,7 @@ fn umount_flush_uploads_every_staged_block_first() {
         &m.path,
         "for i in $(seq 20); do head -c 100000 /dev/urandom > small.$i; done; head -c 5000000 /dev/urandom > big",
     );
-    assert!(files_under(&staging(&cache)) >= 21);
+    assert!(bytes_under(&staging(&cache)) >= 7_000_000);
     let out = run(Command::new(STRATA)
         .args(["umount", "--flush"])
         .arg(&m.path));
