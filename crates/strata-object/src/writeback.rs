@@ -393,7 +393,7 @@ impl Writeback {
             ),
             (
                 "strata_staged_bypassed",
-                "Puts sent straight to the object store because staging was full.",
+                "Puts sent straight to the object store because staging was full or failed.",
                 load(&self.counters.bypassed),
             ),
         ] {
@@ -489,9 +489,15 @@ impl ObjectStore for Writeback {
         }
     }
 
+    /// Staged, or else (staging full, or the cache disk failing) put to the store itself:
+    /// staging only makes a put return sooner, so its failure loses nothing.
     async fn put(&self, key: &str, data: Bytes) -> Result<()> {
-        if self.stage(key, data.clone()).await? {
-            return Ok(());
+        match self.stage(key, data.clone()).await {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(
+                "writeback: cannot stage {key}, sending it to the object store directly: {e}"
+            ),
         }
         self.counters.bypassed.fetch_add(1, Ordering::Relaxed);
         self.remote.put(key, data).await

@@ -156,6 +156,24 @@ async fn a_restart_uploads_what_an_earlier_run_staged_oldest_first() {
 }
 
 #[tokio::test]
+async fn a_put_the_staging_disk_cannot_take_goes_to_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let remote: Arc<dyn ObjectStore> = Arc::new(Backend::memory());
+    let wb = held(dir.path(), &remote).await;
+    // The staging directory vanishes (a cache disk failing): no segment can be created.
+    std::fs::remove_dir_all(dir.path().join("staging")).unwrap();
+    wb.put("chunks/0/0/10_0_2", Bytes::from_static(b"ok"))
+        .await
+        .unwrap();
+    assert_eq!(wb.staged(), (0, 0));
+    assert_eq!(wb.counters.bypassed.load(Ordering::Relaxed), 1);
+    assert_eq!(
+        &remote.get("chunks/0/0/10_0_2", None).await.unwrap()[..],
+        b"ok"
+    );
+}
+
+#[tokio::test]
 async fn beyond_the_staging_limit_puts_go_straight_to_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let remote: Arc<dyn ObjectStore> = Arc::new(Backend::memory());
