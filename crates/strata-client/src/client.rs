@@ -241,6 +241,8 @@ impl Client {
         if let Err(e) = &flushed {
             tracing::error!("flushing buffered writes: errno {e} (every failure is logged above)");
         }
+        // An engine that is down now is not waited for again by every step below.
+        self.meta.begin_closing();
         self.jobs.stop().await;
         drop(self.group_stop);
         if let Err(e) = self.meta.close_session().await {

@@ -27,6 +27,7 @@ mod feed;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 use async_trait::async_trait;
 use etcd_client::{
@@ -108,6 +109,8 @@ pub struct EtcdEngine {
     marker: Vec<u8>,
     /// Sequence number of this client's last commit.
     commits: AtomicU64,
+    /// Cancelled when the client shuts down ([`KvEngine::begin_closing`]).
+    closing: CancellationToken,
 }
 
 /// Keys read per request by `get_many` (etcd's default `--max-txn-ops` is 128).
@@ -142,6 +145,7 @@ impl EtcdEngine {
             base: format!("{}/", url.prefix).into_bytes(),
             marker: format!("{}#commit/{:016x}", url.prefix, rand::random::<u64>()).into_bytes(),
             commits: AtomicU64::new(0),
+            closing: CancellationToken::new(),
         }
     }
 
@@ -211,8 +215,13 @@ impl EtcdEngine {
                         Err(KvError::Unavailable(why))
                     };
                 }
-                Err(KvError::Unavailable(_)) if started.elapsed() < RESOLVE_TIMEOUT => {
-                    tokio::time::sleep(pause).await;
+                Err(KvError::Unavailable(_))
+                    if started.elapsed() < RESOLVE_TIMEOUT && !self.closing.is_cancelled() =>
+                {
+                    tokio::select! {
+                        () = tokio::time::sleep(pause) => {}
+                        () = self.closing.cancelled() => {}
+                    }
                     pause = (pause * 2).min(Duration::from_secs(1));
                 }
                 // Not retried: a blind retry could report a create that happened as EEXIST.
@@ -425,6 +434,10 @@ impl KvEngine for EtcdEngine {
             Err(KvError::Unavailable(why)) => self.resolve_lost_commit(seq, why).await,
             Err(e) => Err(e),
         }
+    }
+
+    fn begin_closing(&self) {
+        self.closing.cancel();
     }
 
     fn snapshot_isolation(&self) -> bool {

@@ -35,11 +35,14 @@ use strata_meta::kv::{
     ReadCheck, Value, Write, encode_change, new_origin, take_prefix_param, within,
 };
 use strata_types::{Secret, redact_url};
+use tokio_util::sync::CancellationToken;
 
 /// How long connecting (and the first PING) may take before the engine is unavailable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one command may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+/// Reconnect attempts a command on a lost connection waits for.
+const RECONNECTS: usize = 2;
 
 /// A `redis://` META-URL taken apart: the server URL for the client library (or the
 /// Sentinel form `redis://[:PASSWORD@]MASTER,HOST:PORT,.../DB`) and the key prefix of the
@@ -90,6 +93,8 @@ pub struct RedisEngine {
     commit: Script,
     /// This client's id in the change feed.
     origin: u64,
+    /// Cancelled when the client shuts down ([`KvEngine::begin_closing`]).
+    closing: CancellationToken,
 }
 
 impl std::fmt::Debug for RedisEngine {
@@ -122,6 +127,7 @@ impl RedisEngine {
             scan_linked: Script::new(scripts::SCAN_LINKED),
             commit: Script::new(scripts::COMMIT),
             origin: new_origin(),
+            closing: CancellationToken::new(),
         })
     }
 
@@ -152,8 +158,13 @@ impl RedisEngine {
         }
         let client = self.source.client().await?;
         // The library's default 500 ms response timeout would turn a slow commit into an
-        // error the client cannot interpret; commands get COMMAND_TIMEOUT.
-        let config = ConnectionManagerConfig::new().set_response_timeout(Some(COMMAND_TIMEOUT));
+        // error the client cannot interpret; commands get COMMAND_TIMEOUT. A command on a
+        // lost connection waits for at most two reconnects (0.1 + 0.2 s), not the
+        // library's six (6.3 s): the transaction's own retry loop waits out an outage, and
+        // one that must end (a client shutting down) then ends in a second, not minutes.
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(COMMAND_TIMEOUT))
+            .set_number_of_retries(RECONNECTS);
         let connecting = async {
             client
                 .get_connection_manager_with_config(config)
@@ -175,7 +186,7 @@ impl RedisEngine {
         marker.push(b'c');
         marker.extend_from_slice(commit_id.as_bytes());
         let started = std::time::Instant::now();
-        while started.elapsed() < COMMAND_TIMEOUT {
+        while started.elapsed() < COMMAND_TIMEOUT && !self.closing.is_cancelled() {
             if let Ok(mut conn) = self.conn().await {
                 let asked = timed(redis::cmd("EXISTS").arg(&marker).query_async(&mut conn)).await;
                 match self.conn.check(asked) {
@@ -184,7 +195,10 @@ impl RedisEngine {
                     Err(_) => {}
                 }
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(200)) => {}
+                () = self.closing.cancelled() => {}
+            }
         }
         Err(KvError::Engine(format!(
             "Redis: cannot tell whether a commit was applied ({why})"
@@ -505,31 +519,30 @@ impl KvEngine for RedisEngine {
                 }
             };
         }
-        let reply: RedisValue = match self.conn.check(timed(call.invoke_async(&mut conn)).await) {
-            Ok(reply) => reply,
+        let sent = within(COMMAND_TIMEOUT, "Redis", async {
+            Ok(call.invoke_async::<RedisValue>(&mut conn).await)
+        })
+        .await;
+        let failed = match sent {
+            Ok(Ok(reply)) => return commit_reply(reply),
+            // Refused: the commit never left this client, so it was not applied.
+            Ok(Err(e)) if e.is_connection_refusal() => return self.conn.check(Err(redis_error(e))),
+            Ok(Err(e)) => redis_error(e),
+            Err(no_answer) => no_answer,
+        };
+        match self.conn.check(Err(failed)) {
             Err(KvError::Unavailable(why)) if !commit_id.is_empty() => {
                 // Applied or not, what its field updates left is unknown.
-                return self
-                    .settle_lost_commit(&commit_id, why)
+                self.settle_lost_commit(&commit_id, why)
                     .await
-                    .map(|()| None);
+                    .map(|()| None)
             }
-            Err(e) => return Err(e),
-        };
-        match reply {
-            RedisValue::Array(items) => {
-                let fields = items
-                    .into_iter()
-                    .skip(1)
-                    .map(bytes_of)
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok(Some(fields))
-            }
-            RedisValue::Int(0) => Err(KvError::Conflict),
-            other => Err(KvError::Engine(format!(
-                "unexpected Redis commit reply {other:?}"
-            ))),
+            other => other,
         }
+    }
+
+    fn begin_closing(&self) {
+        self.closing.cancel();
     }
 
     fn snapshot_isolation(&self) -> bool {
@@ -556,6 +569,24 @@ impl KvEngine for RedisEngine {
 
     async fn send_beat(&self, seq: u64, _barrier: bool) -> Result<(), KvError> {
         self.publish_beat(seq).await
+    }
+}
+
+/// What a commit's reply says: the fields it computed, or a conflict.
+fn commit_reply(reply: RedisValue) -> Result<Option<Vec<Option<Value>>>, KvError> {
+    match reply {
+        RedisValue::Array(items) => {
+            let fields = items
+                .into_iter()
+                .skip(1)
+                .map(bytes_of)
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Some(fields))
+        }
+        RedisValue::Int(0) => Err(KvError::Conflict),
+        other => Err(KvError::Engine(format!(
+            "unexpected Redis commit reply {other:?}"
+        ))),
     }
 }
 

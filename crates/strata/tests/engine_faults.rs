@@ -250,3 +250,42 @@ fn etcd_keeps_working_with_one_member_killed() {
     );
     assert_eq!(out, "still-working\n");
 }
+
+#[test]
+fn a_mount_stopped_while_redis_is_down_exits_in_bounded_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let redis_dir = dir.path().join("redis");
+    std::fs::create_dir_all(&redis_dir).unwrap();
+    let port = free_port();
+    let server = start_redis(&redis_dir, port);
+    let vol = Volume::on_engine(&format!("redis://127.0.0.1:{port}/0"));
+    let m = vol.mount("m");
+    assert_eq!(sh(&m.path, "echo kept > f && cat f"), "kept\n");
+    let pattern = format!("[m]ount {} {} ", vol.meta_url, m.path.display());
+    let pid = sh(dir.path(), &format!("pgrep -f '{pattern}' | head -1"))
+        .trim()
+        .to_string();
+    assert!(!pid.is_empty(), "the mount process");
+    // The engine goes away, then the mount is asked to stop (as systemd would). With
+    // nothing buffered, closing the session and stopping background work try the engine
+    // once each instead of retrying it for 30 s apiece.
+    drop(server);
+    let started = Instant::now();
+    sh(dir.path(), &format!("kill -TERM {pid}"));
+    let gone = |pid: &str| !Path::new(&format!("/proc/{pid}")).exists();
+    while !gone(&pid) {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the mount still runs {:?} after SIGTERM: {}",
+            started.elapsed(),
+            m.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!is_mounted(&m.path), "unmounted on the way out");
+    assert!(m.log().contains("closing the session"), "{}", m.log());
+    // Nothing committed was lost: with the engine back, another mount reads the file.
+    let _server = start_redis(&redis_dir, port);
+    let again = vol.mount("m2");
+    assert_eq!(sh(&again.path, "cat f"), "kept\n");
+}

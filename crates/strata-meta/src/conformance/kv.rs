@@ -324,6 +324,7 @@ pub async fn retry_loop_gives_up<S: TestStore>() {
         base_delay: Duration::from_micros(10),
         max_delay: Duration::from_millis(1),
         unavailable_timeout: Duration::from_millis(10),
+        ..RetryPolicy::default()
     };
     let (attempts, result) = always_conflicting(a.as_ref(), b.clone(), &policy).await;
     assert_eq!(attempts, 3);

@@ -144,6 +144,9 @@ impl KvEngine for Counting {
     async fn sync(&self) -> Result<(), KvError> {
         self.inner.sync().await
     }
+    fn begin_closing(&self) {
+        self.inner.begin_closing();
+    }
     fn snapshot_isolation(&self) -> bool {
         self.inner.snapshot_isolation()
     }

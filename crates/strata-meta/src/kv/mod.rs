@@ -463,6 +463,10 @@ pub trait KvEngine: Send + Sync + fmt::Debug {
     async fn sync(&self) -> Result<(), KvError> {
         Ok(())
     }
+    /// The client is shutting down: an engine that waits to learn the fate of a commit
+    /// whose answer was lost stops waiting (the commit then fails as undecided), since
+    /// nothing will act on the answer.
+    fn begin_closing(&self) {}
     /// True when all reads of one snapshot see one consistent state, so read-only
     /// transactions need no validation at the end.
     fn snapshot_isolation(&self) -> bool;

@@ -110,6 +110,15 @@ impl Meta {
 
     /// End this client's session: flush counters, release its locks, delete files it kept
     /// alive, remove its records.
+    /// The client is shutting down: from now on a transaction that finds the engine
+    /// unreachable fails after one more attempt instead of retrying for
+    /// `unavailable_timeout`. Called once buffered writes are committed (or given up on),
+    /// before background jobs stop and the session closes.
+    pub fn begin_closing(&self) {
+        self.options().retry.closing.cancel();
+        self.engine().begin_closing();
+    }
+
     pub async fn close_session(&self) -> Result<()> {
         self.flush_usage().await?;
         let sid = self.session_id();

@@ -2,6 +2,8 @@
 //! backoff) and on an unavailable engine (bounded time), the read cache's speculative
 //! first attempt, and the re-check of what a failed or read-only attempt read.
 
+use tokio_util::sync::CancellationToken;
+
 use super::stats::{self, Ending, Restart};
 use super::*;
 
@@ -21,6 +23,11 @@ pub struct RetryPolicy {
     pub max_delay: Duration,
     /// How long an unreachable engine is retried before the operation fails.
     pub unavailable_timeout: Duration,
+    /// Cancelled when the client shuts down (after its buffered writes were committed or
+    /// given up on): an unreachable engine is then tried once, not for
+    /// `unavailable_timeout`, so closing a session or stopping background jobs during an
+    /// outage does not hold the unmount for minutes.
+    pub closing: CancellationToken,
 }
 
 impl Default for RetryPolicy {
@@ -31,6 +38,7 @@ impl Default for RetryPolicy {
             base_delay: Duration::from_micros(200),
             max_delay: Duration::from_millis(50),
             unavailable_timeout: Duration::from_secs(30),
+            closing: CancellationToken::new(),
         }
     }
 }
@@ -140,7 +148,9 @@ where
             Some(KvError::Conflict) => {
                 attempt + 1 < policy.max_attempts || started.elapsed() < policy.conflict_timeout
             }
-            Some(KvError::Unavailable(_)) => started.elapsed() < policy.unavailable_timeout,
+            Some(KvError::Unavailable(_)) => {
+                started.elapsed() < policy.unavailable_timeout && !policy.closing.is_cancelled()
+            }
             _ => false,
         };
         if !retryable {
@@ -166,11 +176,22 @@ where
                 err_text(&err)
             );
         }
-        stats::record_restart(match err.as_kv() {
-            Some(KvError::Unavailable(_)) => Restart::Unavailable,
-            _ => Restart::Conflict,
+        let unavailable = matches!(err.as_kv(), Some(KvError::Unavailable(_)));
+        stats::record_restart(if unavailable {
+            Restart::Unavailable
+        } else {
+            Restart::Conflict
         });
-        tokio::time::sleep(policy.delay(attempt)).await;
+        let backoff = tokio::time::sleep(policy.delay(attempt));
+        if unavailable {
+            tokio::select! {
+                () = backoff => {}
+                // One more attempt, at once: it may succeed; if not, it is the last.
+                () = policy.closing.cancelled() => {}
+            }
+        } else {
+            backoff.await;
+        }
         attempt += 1;
     }
 }
@@ -288,4 +309,55 @@ pub(super) async fn recheck(
         keys.iter().for_each(|k| cache.forget(k));
     }
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+    use crate::kv::memory::MemoryEngine;
+
+    /// A transaction whose every attempt finds the engine unreachable; counts attempts.
+    async fn unreachable(policy: RetryPolicy, attempts: Arc<AtomicU32>) -> KvError {
+        let engine = MemoryEngine::new();
+        run_txn(&engine, &policy, |_| {
+            attempts.fetch_add(1, Ordering::Relaxed);
+            Box::pin(async { Err::<(), _>(KvError::Unavailable("down".into())) })
+        })
+        .await
+        .unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_engine_is_retried_until_the_client_closes_then_tried_once_more() {
+        let policy = RetryPolicy {
+            unavailable_timeout: Duration::from_secs(60),
+            ..RetryPolicy::default()
+        };
+        let closing = policy.closing.clone();
+        let attempts = Arc::new(AtomicU32::new(0));
+        let running = tokio::spawn(unreachable(policy, attempts.clone()));
+        // Wait for the condition: retried several times, still running.
+        while attempts.load(Ordering::Relaxed) < 5 {
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(!running.is_finished(), "an outage is waited out");
+        let started = Instant::now();
+        closing.cancel();
+        let err = running.await.unwrap();
+        assert!(matches!(err, KvError::Unavailable(_)), "{err:?}");
+        assert!(started.elapsed() < Duration::from_secs(5), "ends at once");
+        // After closing, one attempt and no backoff.
+        let attempts = Arc::new(AtomicU32::new(0));
+        let policy = RetryPolicy::default();
+        policy.closing.cancel();
+        let started = Instant::now();
+        unreachable(policy, attempts.clone()).await;
+        assert_eq!(attempts.load(Ordering::Relaxed), 1);
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
 }
