@@ -163,9 +163,23 @@ impl Client {
         let store: Arc<dyn ObjectStore> =
             Arc::new(AwaitLanding::new(store, writers.clone(), STAGED_WAIT));
         let background_stop = CancellationToken::new();
-        let writeback = match o.writeback {
-            true => Some(open_writeback(o, &format, store.clone(), &background_stop).await?),
-            false => None,
+        // Without --writeback, blocks an earlier run staged here are still uploaded.
+        let staging = staging_dir(o, &format);
+        let leftovers = match (&staging, o.writeback) {
+            (Some(dir), false) => {
+                let dir = dir.clone();
+                tokio::task::spawn_blocking(move || holds_files(&dir))
+                    .await
+                    .unwrap_or(true)
+            }
+            _ => false,
+        };
+        let writeback = match (o.writeback, leftovers) {
+            (true, _) | (false, true) => {
+                let opts = writeback_options(o, staging, o.writeback)?;
+                Some(open_writeback(opts, store.clone(), &background_stop).await?)
+            }
+            (false, false) => None,
         };
         let store: Arc<dyn ObjectStore> = match &writeback {
             Some(wb) => wb.clone(),
@@ -188,7 +202,8 @@ impl Client {
             None => None,
         };
         let group_record = joining.as_ref().map(|j| j.record.clone());
-        meta.new_session(session_info(label, group_record, o.writeback))
+        // A client uploading leftovers says it writes back: readers wait for those blocks.
+        meta.new_session(session_info(label, group_record, writeback.is_some()))
             .await
             .map_err(|source| OpenError::Meta {
                 context: "cannot register session".into(),
@@ -358,33 +373,78 @@ pub async fn resolve_subdir(meta: &Meta, subdir: Option<&str>) -> Result<Ino> {
 /// How long a read waits for a block another client staged (`--writeback`) to land.
 pub const STAGED_WAIT: Duration = Duration::from_secs(60);
 
-/// The staging area under the first cache directory (`CACHE/UUID/staging`), its
-/// uploaders started.
-async fn open_writeback(
-    o: &ClientOptions,
-    format: &Format,
-    remote: Arc<dyn ObjectStore>,
-    stop: &CancellationToken,
-) -> Result<Arc<Writeback>> {
+/// The staging directory of this client: in the first `--cache-dir` (`None` for a
+/// memory cache).
+fn staging_dir(o: &ClientOptions, format: &Format) -> Option<PathBuf> {
     let dirs = o
         .cache_dir
         .clone()
         .unwrap_or_else(|| home_path("cache").to_string_lossy().into_owned());
     let first = dirs.split(':').find(|d| !d.is_empty()).unwrap_or_default();
     if first == "memory" || first.is_empty() {
-        return Err(OpenError::Writeback(
-            "--writeback stages blocks on disk: give --cache-dir a directory".into(),
-        ));
+        return None;
     }
-    let opts = WritebackOptions {
-        dir: Path::new(first).join(&format.uuid).join("staging"),
-        max_bytes: o.staging_size,
-        upload_delay: o.upload_delay,
-        uploaders: o.max_uploads.max(1),
+    Some(Path::new(first).join(&format.uuid).join("staging"))
+}
+
+/// Whether `dir` holds a file at any depth (staged blocks, of either format).
+fn holds_files(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
     };
+    entries.flatten().any(|e| {
+        let path = e.path();
+        if path.is_dir() {
+            holds_files(&path)
+        } else {
+            true
+        }
+    })
+}
+
+/// The staging settings: with `stage_new` (`--writeback`) as the flags say; without, only
+/// an earlier run's blocks are uploaded, at once.
+fn writeback_options(
+    o: &ClientOptions,
+    staging: Option<PathBuf>,
+    stage_new: bool,
+) -> Result<WritebackOptions> {
+    let dir = staging.ok_or_else(|| {
+        OpenError::Writeback(
+            "--writeback stages blocks on disk: give --cache-dir a directory".into(),
+        )
+    })?;
+    Ok(WritebackOptions {
+        dir,
+        max_bytes: o.staging_size,
+        // Leftovers of an earlier run go at once.
+        upload_delay: if stage_new {
+            o.upload_delay
+        } else {
+            Duration::ZERO
+        },
+        uploaders: o.max_uploads.max(1),
+        stage_new,
+    })
+}
+
+/// The staging area, its uploaders started.
+async fn open_writeback(
+    opts: WritebackOptions,
+    remote: Arc<dyn ObjectStore>,
+    stop: &CancellationToken,
+) -> Result<Arc<Writeback>> {
+    let stage_new = opts.stage_new;
     let wb = Writeback::open(opts, remote)
         .await
         .map_err(|e| OpenError::Writeback(e.to_string()))?;
+    if !stage_new {
+        let (blocks, bytes) = wb.staged();
+        tracing::info!(
+            "writeback: uploading {blocks} blocks ({bytes} bytes) an earlier run staged with \
+             --writeback; new writes go straight to the object store"
+        );
+    }
     wb.start(stop.clone());
     Ok(wb)
 }

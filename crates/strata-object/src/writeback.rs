@@ -48,6 +48,10 @@ pub struct WritebackOptions {
     pub upload_delay: Duration,
     /// Uploads at once.
     pub uploaders: usize,
+    /// Whether new puts are staged. Without it the store only uploads what an earlier
+    /// run staged (a client started without `--writeback` on a cache directory that
+    /// holds staged blocks) and sends every put straight to the object store.
+    pub stage_new: bool,
 }
 
 /// A staged object waiting for (or in) its upload.
@@ -492,6 +496,9 @@ impl ObjectStore for Writeback {
     /// Staged, or else (staging full, or the cache disk failing) put to the store itself:
     /// staging only makes a put return sooner, so its failure loses nothing.
     async fn put(&self, key: &str, data: Bytes) -> Result<()> {
+        if !self.opts.stage_new {
+            return self.remote.put(key, data).await;
+        }
         match self.stage(key, data.clone()).await {
             Ok(true) => return Ok(()),
             Ok(false) => {}

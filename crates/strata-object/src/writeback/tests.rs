@@ -8,6 +8,7 @@ fn opts(dir: &Path, delay: Duration, max_bytes: u64) -> WritebackOptions {
         max_bytes,
         upload_delay: delay,
         uploaders: 2,
+        stage_new: true,
     }
 }
 
