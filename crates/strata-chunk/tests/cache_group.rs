@@ -171,8 +171,21 @@ async fn a_dead_owner_costs_a_fall_back_not_an_error() {
     let nodes = three(&backend).await;
     let writer = node(backend.clone(), 99, "volume secret").await;
     let (slice, data) = write_file(&writer.chunks, 8).await;
-    // Member 3 dies: its listener and connections close.
+    // Member 3 dies: its listener and connections close. Wait for the condition (a
+    // connection refused): a listener still accepting for a moment would answer some
+    // reads, and a success after the first failure marks the member up again.
     nodes[2].stop.cancel();
+    let closing = Instant::now();
+    while tokio::net::TcpStream::connect(nodes[2].member.addr)
+        .await
+        .is_ok()
+    {
+        assert!(
+            closing.elapsed() < Duration::from_secs(5),
+            "member 3 still accepts"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let start = Instant::now();
     assert_eq!(read_all(&nodes[0].chunks, &slice).await, data);
     assert!(

@@ -177,7 +177,7 @@ impl Client {
         let writeback = match (o.writeback, leftovers) {
             (true, _) | (false, true) => {
                 let opts = writeback_options(o, staging, o.writeback)?;
-                Some(open_writeback(opts, store.clone(), &background_stop).await?)
+                open_writeback(opts, store.clone(), &background_stop).await?
             }
             (false, false) => None,
         };
@@ -428,25 +428,29 @@ fn writeback_options(
     })
 }
 
-/// The staging area, its uploaders started.
+/// The staging area, its uploaders started; `None` when it only had an earlier run's
+/// blocks to upload and holds none (files there, but no block: an empty segment).
 async fn open_writeback(
     opts: WritebackOptions,
     remote: Arc<dyn ObjectStore>,
     stop: &CancellationToken,
-) -> Result<Arc<Writeback>> {
+) -> Result<Option<Arc<Writeback>>> {
     let stage_new = opts.stage_new;
     let wb = Writeback::open(opts, remote)
         .await
         .map_err(|e| OpenError::Writeback(e.to_string()))?;
     if !stage_new {
         let (blocks, bytes) = wb.staged();
+        if blocks == 0 {
+            return Ok(None);
+        }
         tracing::info!(
             "writeback: uploading {blocks} blocks ({bytes} bytes) an earlier run staged with \
              --writeback; new writes go straight to the object store"
         );
     }
     wb.start(stop.clone());
-    Ok(wb)
+    Ok(Some(wb))
 }
 
 /// Other clients of the volume that write back, from the session records: read when a
