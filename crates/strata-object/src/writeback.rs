@@ -332,18 +332,13 @@ impl Writeback {
     /// Stage `data` under `key`, or `false` when the staging area is full.
     async fn stage(&self, key: &str, data: Bytes) -> Result<bool> {
         let len = u64::try_from(data.len()).unwrap_or(u64::MAX);
-        {
-            let state = self.state.lock();
-            if state.bytes.saturating_add(len) > self.opts.max_bytes {
-                return Ok(false);
-            }
-        }
-        // The segments' size too: uploaded blocks stay on disk while an older one waits.
+        // The segments' size on disk, which counts every staged block, and uploaded ones
+        // whose segment waits for an older block.
         if self.staging.disk_bytes().saturating_add(len) > self.opts.max_bytes {
             return Ok(false);
         }
-        // On the blocking pool even when small: appends take turns on the log's lock,
-        // which a large append holds for its whole write.
+        // On the blocking pool even when small: appends take turns, and a large one holds
+        // the turn for its whole write.
         let (staging, staged_key) = (self.staging.clone(), key.to_string());
         blocking(move || staging.put(&staged_key, &data)).await?;
         let mut state = self.state.lock();
@@ -517,8 +512,10 @@ impl ObjectStore for Writeback {
     async fn delete(&self, key: &str) -> Result<()> {
         // Also after its upload: its record may still be on disk.
         self.forget(key);
-        let (staging, staged_key) = (self.staging.clone(), key.to_string());
-        blocking(move || staging.delete(&staged_key)).await?;
+        if self.staging.holds(key) {
+            let (staging, staged_key) = (self.staging.clone(), key.to_string());
+            blocking(move || staging.delete(&staged_key)).await?;
+        }
         match self.remote.delete(key).await {
             Ok(()) | Err(ObjectError::NotFound(_)) => Ok(()),
             Err(e) => Err(e),

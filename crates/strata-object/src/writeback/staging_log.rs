@@ -15,6 +15,11 @@
 //! segment is gone (a tombstone must outlive the record it cancels). The index maps each
 //! staged key to its record; reads `pread` the open segment, which stays readable even if
 //! it is deleted meanwhile.
+//!
+//! Two locks: `appends` serializes appends and is held across their writes (callers run
+//! them on the blocking pool); `inner`, the index and the segments' bookkeeping, is held
+//! only briefly and never across file I/O, so lookups from async code never wait on the
+//! disk.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{File, OpenOptions};
@@ -25,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use crate::{ObjectError, Result};
 
@@ -72,6 +77,8 @@ struct Inner {
     next_seq: u64,
     /// A segment was created since the directory was last made durable.
     dir_dirty: bool,
+    /// The segment an append is writing into: not reclaimed under it.
+    appending: Option<u64>,
 }
 
 /// The append-only staging area of one writeback client.
@@ -80,6 +87,8 @@ pub(super) struct StagingLog {
     dir: PathBuf,
     /// A new segment is started once the current one holds this many bytes.
     segment_bytes: u64,
+    /// Held across each append's write: one at a time.
+    appends: Mutex<()>,
     inner: Mutex<Inner>,
 }
 
@@ -202,6 +211,7 @@ impl StagingLog {
         let log = StagingLog {
             dir: dir.to_path_buf(),
             segment_bytes,
+            appends: Mutex::new(()),
             inner: Mutex::new(Inner {
                 next_seq: seqs.last().map_or(1, |s| s.saturating_add(1)),
                 ..Inner::default()
@@ -227,8 +237,9 @@ impl StagingLog {
             .collect();
         // Appends go to a new segment: an old one may end in a torn record's space.
         inner.active = None;
-        log.reclaim(&mut inner);
+        let gone = log.reclaim(&mut inner);
         drop(inner);
+        log.remove_segments(gone);
         Ok((log, recovered))
     }
 
@@ -298,53 +309,66 @@ impl StagingLog {
         true
     }
 
-    /// Append one record to the active segment (starting one if needed); where its data
-    /// begins. Blocking: call from a blocking thread (or for a few KiB).
-    fn append(&self, inner: &mut Inner, kind: u8, key: &str, data: &[u8]) -> Result<Located> {
+    /// Append one record (starting a segment when the active one is full); returns the
+    /// index lock, taken as the record became readable, and where its data is.
+    /// Blocking: one write, made while no other append runs and without the index lock.
+    fn append(&self, kind: u8, key: &str, data: &[u8]) -> Result<(MutexGuard<'_, Inner>, Located)> {
         if key.len() > MAX_KEY {
             return Err(ObjectError::InvalidKey(key.to_string()));
         }
         let head = record_head(kind, key, data);
         let total = len_u64(head.len()).saturating_add(len_u64(data.len()));
-        let full = inner
-            .active
-            .and_then(|seq| inner.segments.get(&seq))
-            .is_none_or(|s| s.len > 0 && s.len.saturating_add(total) > self.segment_bytes);
-        if full {
-            self.start_segment(inner)?;
+        let _turn = self.appends.lock();
+        let (seq, file, at) = match self.room_for(total) {
+            Some(place) => place,
+            None => self.start_segment()?,
+        };
+        let wrote = file
+            .write_all_at(&head, at)
+            .and_then(|()| file.write_all_at(data, at + len_u64(head.len())));
+        let mut inner = self.inner.lock();
+        inner.appending = None;
+        if let Err(e) = wrote {
+            // Whatever part landed is overwritten by the next append, or cut off at open.
+            let path = self.dir.join(segment_name(seq));
+            return Err(io_error("write the staging log", &path, e));
         }
-        let seq = inner
-            .active
-            .ok_or_else(|| ObjectError::Other("no staging segment".into()))?;
         let segment = inner
             .segments
             .get_mut(&seq)
             .ok_or_else(|| ObjectError::Other("staging segment missing".into()))?;
-        let path = self.dir.join(segment_name(seq));
-        let at = segment.len;
-        let wrote = segment
-            .file
-            .write_all_at(&head, at)
-            .and_then(|()| segment.file.write_all_at(data, at + len_u64(head.len())));
-        if let Err(e) = wrote {
-            // Whatever part landed is overwritten by the next append, or cut off at open.
-            return Err(io_error("write the staging log", &path, e));
-        }
         segment.len = at.saturating_add(total);
         if kind == KIND_PUT {
             segment.unsynced += 1;
         }
-        Ok(Located {
+        let located = Located {
             seq,
-            file: segment.file.clone(),
+            file,
             offset: at + len_u64(head.len()),
             len: len_u64(data.len()),
             uploaded: false,
-        })
+        };
+        Ok((inner, located))
     }
 
-    fn start_segment(&self, inner: &mut Inner) -> Result<()> {
-        let seq = inner.next_seq;
+    /// The active segment and where a record of `total` bytes goes in it, if it has room
+    /// (marked as being appended to); `None` when a new segment is needed.
+    fn room_for(&self, total: u64) -> Option<(u64, Arc<File>, u64)> {
+        let mut inner = self.inner.lock();
+        let seq = inner.active?;
+        let segment = inner.segments.get(&seq)?;
+        if segment.len > 0 && segment.len.saturating_add(total) > self.segment_bytes {
+            return None;
+        }
+        let place = (seq, segment.file.clone(), segment.len);
+        inner.appending = Some(seq);
+        Some(place)
+    }
+
+    /// Create the next segment and make it the active one (marked as being appended
+    /// to). Called only by [`StagingLog::append`], which holds the append turn.
+    fn start_segment(&self) -> Result<(u64, Arc<File>, u64)> {
+        let seq = self.inner.lock().next_seq;
         let path = self.dir.join(segment_name(seq));
         let file = OpenOptions::new()
             .read(true)
@@ -353,11 +377,13 @@ impl StagingLog {
             .mode(0o600)
             .open(&path)
             .map_err(|e| io_error("create", &path, e))?;
+        let file = Arc::new(file);
+        let mut inner = self.inner.lock();
         inner.next_seq = seq.saturating_add(1);
         inner.segments.insert(
             seq,
             Segment {
-                file: Arc::new(file),
+                file: file.clone(),
                 len: 0,
                 live: 0,
                 unsynced: 0,
@@ -365,13 +391,13 @@ impl StagingLog {
         );
         inner.active = Some(seq);
         inner.dir_dirty = true;
-        Ok(())
+        inner.appending = Some(seq);
+        Ok((seq, file, 0))
     }
 
     /// Stage `data` under `key` (replacing an earlier staged copy). Blocking.
     pub(super) fn put(&self, key: &str, data: &[u8]) -> Result<()> {
-        let mut inner = self.inner.lock();
-        let located = self.append(&mut inner, KIND_PUT, key, data)?;
+        let (mut inner, located) = self.append(KIND_PUT, key, data)?;
         Self::unindex(&mut inner, key);
         if let Some(segment) = inner.segments.get_mut(&located.seq) {
             segment.live += 1;
@@ -381,6 +407,7 @@ impl StagingLog {
     }
 
     /// The staged copy of `key` was uploaded: it need not survive a restart any more.
+    /// Blocking (may delete segment files).
     pub(super) fn uploaded(&self, key: &str) {
         let mut inner = self.inner.lock();
         let Some(located) = inner.index.get_mut(key).filter(|l| !l.uploaded) else {
@@ -391,34 +418,49 @@ impl StagingLog {
         if let Some(segment) = inner.segments.get_mut(&seq) {
             segment.live = segment.live.saturating_sub(1);
         }
-        self.reclaim(&mut inner);
+        let gone = self.reclaim(&mut inner);
+        drop(inner);
+        self.remove_segments(gone);
+    }
+
+    /// Whether a record of `key` is on disk (staged, or uploaded in a segment still
+    /// kept): only then has [`StagingLog::delete`] anything to do.
+    pub(super) fn holds(&self, key: &str) -> bool {
+        self.inner.lock().index.contains_key(key)
     }
 
     /// `key` was deleted: while its record is on disk, a tombstone keeps a restart from
     /// uploading it (again). Blocking (a few bytes written).
     pub(super) fn delete(&self, key: &str) -> Result<()> {
-        let mut inner = self.inner.lock();
-        let Some(seq) = inner.index.get(key).map(|l| l.seq) else {
-            return Ok(());
+        let goes_now = {
+            let mut inner = self.inner.lock();
+            let Some(seq) = inner.index.get(key).map(|l| l.seq) else {
+                return Ok(());
+            };
+            Self::unindex(&mut inner, key);
+            // Not needed when the record's segment goes now (the oldest, nothing left).
+            inner
+                .segments
+                .first_key_value()
+                .is_some_and(|(first, s)| *first == seq && s.live == 0)
         };
-        Self::unindex(&mut inner, key);
-        // Not needed when the record's segment goes now (the oldest, nothing left in it).
-        let goes_now = inner
-            .segments
-            .first_key_value()
-            .is_some_and(|(first, s)| *first == seq && s.live == 0);
-        if !goes_now {
-            self.append(&mut inner, KIND_TOMBSTONE, key, &[])?;
-        }
-        self.reclaim(&mut inner);
+        let mut inner = match goes_now {
+            true => self.inner.lock(),
+            false => self.append(KIND_TOMBSTONE, key, &[])?.0,
+        };
+        let gone = self.reclaim(&mut inner);
+        drop(inner);
+        self.remove_segments(gone);
         Ok(())
     }
 
-    /// Delete the oldest segments while none of their blocks waits for an upload.
-    fn reclaim(&self, inner: &mut Inner) {
+    /// Drop the oldest segments while none of their blocks waits for an upload (and no
+    /// append writes into them); returns their files, for the caller to delete once the
+    /// lock is released.
+    fn reclaim(&self, inner: &mut Inner) -> Vec<PathBuf> {
         let mut removed = BTreeSet::new();
         while let Some(entry) = inner.segments.first_entry() {
-            if entry.get().live > 0 {
+            if entry.get().live > 0 || inner.appending == Some(*entry.key()) {
                 break;
             }
             let seq = *entry.key();
@@ -427,14 +469,23 @@ impl StagingLog {
             if inner.active == Some(seq) {
                 inner.active = None;
             }
-            let path = self.dir.join(segment_name(seq));
-            if let Err(e) = std::fs::remove_file(&path) {
-                tracing::warn!("writeback: cannot remove {}: {e}", path.display());
-            }
         }
         if !removed.is_empty() {
             // Only uploaded blocks were left in them.
             inner.index.retain(|_, l| !removed.contains(&l.seq));
+        }
+        removed
+            .into_iter()
+            .map(|seq| self.dir.join(segment_name(seq)))
+            .collect()
+    }
+
+    /// Delete segment files [`StagingLog::reclaim`] dropped. Blocking.
+    fn remove_segments(&self, paths: Vec<PathBuf>) {
+        for path in paths {
+            if let Err(e) = std::fs::remove_file(&path) {
+                tracing::warn!("writeback: cannot remove {}: {e}", path.display());
+            }
         }
     }
 

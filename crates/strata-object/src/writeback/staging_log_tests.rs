@@ -1,5 +1,8 @@
 #![allow(clippy::unwrap_used)]
 
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
 use proptest::prelude::*;
 
 use super::*;
@@ -156,6 +159,43 @@ fn a_block_staged_by_the_earlier_format_is_not_a_segment() {
         found.is_empty(),
         "staging v1 files are the caller's to import"
     );
+}
+
+#[test]
+fn concurrent_appends_and_reclaims_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = StagingLog::open_with(dir.path(), 300).unwrap();
+    let log = Arc::new(log);
+    // Four writers; each marks its keys uploaded as it goes but for the last ten, so
+    // segments (the one appended to too) empty out while other threads append.
+    let writers: Vec<_> = (0..4u8)
+        .map(|t| {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for i in 0..200u32 {
+                    let key = format!("t{t}/{i}");
+                    log.put(&key, &[t; 50]).unwrap();
+                    assert_eq!(&log.read(&key, None).unwrap().unwrap()[..], &[t; 50][..]);
+                    if i < 190 {
+                        log.uploaded(&key);
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    drop(log);
+    let (log, found) = StagingLog::open_with(dir.path(), 300).unwrap();
+    let found: BTreeSet<String> = found.into_iter().map(|r| r.key).collect();
+    for t in 0..4u8 {
+        for i in 190..200u32 {
+            let key = format!("t{t}/{i}");
+            assert!(found.contains(&key), "{key} lost");
+            assert_eq!(&log.read(&key, None).unwrap().unwrap()[..], &[t; 50][..]);
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
