@@ -353,6 +353,47 @@ pub fn run_umount(a: UmountArgs) -> Result<()> {
     } else {
         nix::mount::MntFlags::empty()
     };
+    let server = serving_pid(&a.mountpoint);
+    let unmounted = unmount(&a, flags);
+    if unmounted.is_ok()
+        && let Some(pid) = server
+    {
+        wait_for_exit(pid);
+    }
+    unmounted
+}
+
+/// The process serving the mount at `mountpoint`, from its `.config` (`None` if it
+/// cannot be read, as for a mount of another version).
+fn serving_pid(mountpoint: &Path) -> Option<u32> {
+    let text = std::fs::read_to_string(mountpoint.join(".config")).ok()?;
+    let config: serde_json::Value = serde_json::from_str(&text).ok()?;
+    u32::try_from(config.get("pid")?.as_u64()?).ok()
+}
+
+/// Wait (up to 60 s) for the mount process to finish closing its session after the
+/// kernel let go of the mount point, so a command run next (`fsck`, a new mount) sees
+/// its last usage update and no live session.
+fn wait_for_exit(pid: u32) {
+    let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+    let is_strata =
+        || std::fs::read_to_string(proc_dir.join("comm")).is_ok_and(|c| c.trim() == "strata");
+    let started = Instant::now();
+    let mut said = false;
+    while is_strata() {
+        if started.elapsed() > Duration::from_secs(60) {
+            eprintln!("strata: the mount process {pid} is still closing its session; not waiting");
+            return;
+        }
+        if !said && started.elapsed() > Duration::from_secs(2) {
+            eprintln!("strata: waiting for the mount process {pid} to close its session");
+            said = true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn unmount(a: &UmountArgs, flags: nix::mount::MntFlags) -> Result<()> {
     match nix::mount::umount2(&a.mountpoint, flags) {
         Ok(()) => Ok(()),
         Err(nix::errno::Errno::EBUSY) => bail!("{} is busy (use --force)", a.mountpoint.display()),

@@ -108,17 +108,23 @@ impl Meta {
         self.flush_usage().await
     }
 
-    /// End this client's session: flush counters, release its locks, delete files it kept
-    /// alive, remove its records.
     /// The client is shutting down: from now on a transaction that finds the engine
     /// unreachable fails after one more attempt instead of retrying for
     /// `unavailable_timeout`. Called once buffered writes are committed (or given up on),
     /// before background jobs stop and the session closes.
+    ///
+    /// Network engines only: SQLite reports a database another process holds locked as
+    /// unavailable too, and that always clears within moments (an `fsck` started as the
+    /// mount unmounts must not cost the mount its last usage update).
     pub fn begin_closing(&self) {
-        self.options().retry.closing.cancel();
-        self.engine().begin_closing();
+        if self.engine().remote() {
+            self.options().retry.closing.cancel();
+            self.engine().begin_closing();
+        }
     }
 
+    /// End this client's session: flush counters, release its locks, delete files it kept
+    /// alive, remove its records.
     pub async fn close_session(&self) -> Result<()> {
         self.flush_usage().await?;
         let sid = self.session_id();
