@@ -1,7 +1,7 @@
 //! The etcd change feed: a watch on the volume's keys. etcd delivers every change in
 //! revision order on the watch stream, whoever made it, so commits need no announcement.
-//! The watch also covers the commit markers (`{prefix}#commit/{client}`, written by every
-//! commit with its number): a revision holding this client's marker is this client's
+//! The watch also covers the commit markers (`{prefix}#commit/{client}/{slot}`, written by
+//! every commit with its number): a revision holding one of this client's markers is its
 //! commit, and carries its number — known from the event itself, however the watch and
 //! the commit's answer race.
 //! A liveness beat is a progress request on the same stream (its answer is a response
@@ -34,7 +34,7 @@ pub(crate) struct EtcdFeed {
     base: Vec<u8>,
     /// This client's beat key (without the prefix).
     beat_key: Vec<u8>,
-    /// `{prefix}#commit/`, and this client's marker under it.
+    /// `{prefix}#commit/`, and this client's markers' prefix under it.
     markers: Vec<u8>,
     marker: Vec<u8>,
     origin: u64,
@@ -162,7 +162,7 @@ impl EtcdFeed {
             });
             let number = || std::str::from_utf8(kv.value()).ok()?.parse::<u64>().ok();
             if kv.key().starts_with(&self.markers) {
-                if kv.key() == self.marker.as_slice() {
+                if kv.key().starts_with(&self.marker) {
                     now.own = crate::marker_client_seq(kv.value());
                 }
                 continue;

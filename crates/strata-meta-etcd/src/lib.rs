@@ -12,11 +12,11 @@
 //! `KvError::Conflict`, retried by the transaction layer.
 //!
 //! A commit whose answer is lost (the member died, the connection broke) may or may not
-//! have been applied; retrying it blindly would turn an applied `create` into `EEXIST`.
-//! So every commit also writes this client's commit marker `{prefix}#commit/{client}` = a
-//! sequence number, and after a lost answer the engine reads the marker back (a
-//! linearizable read, which sees every entry that can still commit): ours means applied,
-//! anything else means not applied and safe to retry.
+//! have been applied, and may even still be on its way; retrying it blindly would turn
+//! an applied `create` into `EEXIST`. So every commit also writes a commit marker of its
+//! own slot, `{prefix}#commit/{client}/{slot}`, and after a lost answer the engine fences
+//! that slot in one transaction, which says whether the commit was applied and makes sure
+//! it never applies later (`slots.rs`).
 //!
 //! etcd limits a transaction to `--max-txn-ops` operations (128 by default) and a request
 //! to `--max-request-bytes` (1.5 MiB); Strata's slice cap keeps single values small, and
@@ -24,6 +24,7 @@
 //! fit in one transaction.
 
 mod feed;
+mod slots;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -105,8 +106,10 @@ pub struct EtcdEngine {
     feed: std::sync::Arc<parking_lot::Mutex<feed::FeedState>>,
     /// `{prefix}/`
     base: Vec<u8>,
-    /// `{prefix}#commit/{random client id}`: see the module's doc.
+    /// `{prefix}#commit/{random client id}/`: this client's marker slots (`slots.rs`).
     marker: Vec<u8>,
+    /// Slots not in use by a commit.
+    slots: slots::Slots,
     /// Sequence number of this client's last commit.
     commits: AtomicU64,
     /// Cancelled when the client shuts down ([`KvEngine::begin_closing`]).
@@ -143,7 +146,8 @@ impl EtcdEngine {
             origin: new_origin(),
             feed: std::sync::Arc::default(),
             base: format!("{}/", url.prefix).into_bytes(),
-            marker: format!("{}#commit/{:016x}", url.prefix, rand::random::<u64>()).into_bytes(),
+            marker: format!("{}#commit/{:016x}/", url.prefix, rand::random::<u64>()).into_bytes(),
+            slots: slots::Slots::default(),
             commits: AtomicU64::new(0),
             closing: CancellationToken::new(),
         }
@@ -187,23 +191,58 @@ impl EtcdEngine {
         full_key(&self.base, key)
     }
 
-    /// Whether commit `seq`, whose answer was lost (`why`), was applied: read the marker
-    /// back until a member answers. Applied is `Ok`; not applied is the original error,
-    /// which the transaction layer retries.
-    async fn resolve_lost_commit(&self, seq: u64, why: String) -> Result<(), KvError> {
+    /// This client's marker of slot `index`.
+    fn slot_key(&self, index: u32) -> Vec<u8> {
+        [&self.marker[..], index.to_string().as_bytes()].concat()
+    }
+
+    /// What the marker of a slot holds now.
+    async fn read_slot(&self, kv: &mut KvClient, index: u32) -> Result<slots::Known, KvError> {
+        let resp = timed(kv.get(self.slot_key(index), None)).await?;
+        Ok(match resp.kvs().first() {
+            Some(kv) => slots::Known::Value(kv.value().to_vec()),
+            None => slots::Known::Absent,
+        })
+    }
+
+    /// Whether commit `seq`, whose answer was lost (`why`), was applied: fence its slot
+    /// (`slots.rs`) until a member answers. `before` is what the marker held before the
+    /// commit, `value` what the commit wrote. Applied is `Ok`; not applied is the
+    /// original error, which the transaction layer retries.
+    async fn resolve_lost_commit(
+        &self,
+        slot: &mut slots::SlotGuard<'_>,
+        before: &slots::Known,
+        seq: u64,
+        value: &[u8],
+        why: String,
+    ) -> Result<(), KvError> {
+        let marker = self.slot_key(slot.index());
+        let fence = Txn::new()
+            .when(vec![slots::unchanged(marker.clone(), before)])
+            .and_then(vec![TxnOp::put(
+                marker.clone(),
+                slots::fence_value(seq),
+                None,
+            )])
+            .or_else(slots::read_marker(marker.clone()));
         let started = std::time::Instant::now();
         let mut pause = Duration::from_millis(20);
         loop {
-            let read = within(RESOLVE_ATTEMPT, "etcd", async {
+            let sent = within(RESOLVE_ATTEMPT, "etcd", async {
                 let mut kv = self.kv().await?;
-                timed(kv.get(self.marker.clone(), None)).await
+                timed(kv.txn(fence.clone())).await
             });
-            match read.await {
+            match sent.await {
+                Ok(resp) if resp.succeeded() => {
+                    slot.set(slots::Known::Value(slots::fence_value(seq)));
+                    tracing::info!(seq, "etcd: a commit whose answer was lost was not applied");
+                    return Err(KvError::Unavailable(why));
+                }
                 Ok(resp) => {
-                    let applied = resp
-                        .kvs()
-                        .first()
-                        .is_some_and(|kv| marker_commit(kv.value()) == Some(seq));
+                    let now = slots::read_back(&resp)?;
+                    let applied = now == slots::Known::Value(value.to_vec());
+                    slot.set(now);
                     tracing::info!(
                         seq,
                         applied,
@@ -212,7 +251,9 @@ impl EtcdEngine {
                     return if applied {
                         Ok(())
                     } else {
-                        Err(KvError::Unavailable(why))
+                        Err(KvError::Engine(format!(
+                            "etcd: {why}; the commit's marker holds another commit's number"
+                        )))
                     };
                 }
                 Err(KvError::Unavailable(_))
@@ -421,17 +462,35 @@ impl KvEngine for EtcdEngine {
             }
         }
         let seq = self.commits.fetch_add(1, Ordering::Relaxed) + 1;
-        // The marker holds this engine's commit number (to settle a lost answer) and the
-        // client's number for the commit (its own announcement, feed.rs).
-        ops.push(TxnOp::put(
-            self.marker.clone(),
-            format!("{seq} {}", req.seq),
-            None,
-        ));
-        match timed(kv.txn(Txn::new().when(compares).and_then(ops))).await {
-            Ok(resp) if resp.succeeded() => Ok(()),
-            Ok(_) => Err(KvError::Conflict),
-            Err(KvError::Unavailable(why)) => self.resolve_lost_commit(seq, why).await,
+        let mut slot = self.slots.take();
+        if slot.known() == slots::Known::Unknown {
+            let now = self.read_slot(&mut kv, slot.index()).await?;
+            slot.set(now);
+        }
+        // The slot's marker holds this engine's commit number (to settle a lost answer)
+        // and the client's number for the commit (its own announcement, feed.rs).
+        let marker = self.slot_key(slot.index());
+        let value = format!("{seq} {}", req.seq).into_bytes();
+        compares.push(slots::unchanged(marker.clone(), &slot.known()));
+        ops.push(TxnOp::put(marker.clone(), value.clone(), None));
+        let txn = Txn::new()
+            .when(compares)
+            .and_then(ops)
+            .or_else(slots::read_marker(marker));
+        let before = slot.in_doubt();
+        match timed(kv.txn(txn)).await {
+            Ok(resp) if resp.succeeded() => {
+                slot.set(slots::Known::Value(value));
+                Ok(())
+            }
+            Ok(resp) => {
+                slot.set(slots::read_back(&resp)?);
+                Err(KvError::Conflict)
+            }
+            Err(KvError::Unavailable(why)) => {
+                self.resolve_lost_commit(&mut slot, &before, seq, &value, why)
+                    .await
+            }
             Err(e) => Err(e),
         }
     }
@@ -469,18 +528,8 @@ impl KvEngine for EtcdEngine {
     }
 }
 
-/// This engine's commit number in a commit marker's value (`"{number} {client number}"`).
-fn marker_commit(value: &[u8]) -> Option<u64> {
-    std::str::from_utf8(value)
-        .ok()?
-        .split(' ')
-        .next()?
-        .parse()
-        .ok()
-}
-
-/// The client's number for the commit in a commit marker's value (see
-/// [`marker_commit`]).
+/// The client's number for the commit in a commit marker's value
+/// (`"{engine's commit number} {client's number}"`).
 pub(crate) fn marker_client_seq(value: &[u8]) -> Option<u64> {
     std::str::from_utf8(value)
         .ok()?
@@ -593,5 +642,42 @@ mod tests {
     fn next_key_is_the_immediate_successor() {
         assert_eq!(next_key(b"ab"), b"ab\0");
         assert!(next_key(b"ab").as_slice() > b"ab".as_slice());
+    }
+
+    /// A commit whose fence landed first (its answer was lost, the client settled it as
+    /// not applied, and only then did the commit reach the cluster) is refused; the slot
+    /// then knows the fence and the next commit goes through. The cluster is
+    /// `STRATA_TEST_ETCD`.
+    #[tokio::test]
+    async fn a_commit_arriving_after_its_fence_is_not_applied() {
+        let members = std::env::var("STRATA_TEST_ETCD")
+            .expect("STRATA_TEST_ETCD must name etcd members (scripts/test.sh starts a cluster)");
+        let prefix = format!("t{:016x}", rand::random::<u64>());
+        let url = EtcdUrl::parse(&format!("etcd://{members}/{prefix}")).unwrap();
+        let engine = EtcdEngine::connect(&url).await.unwrap();
+        let marker = engine.slot_key(0);
+        let fence = Txn::new()
+            .when(vec![slots::unchanged(
+                marker.clone(),
+                &slots::Known::Absent,
+            )])
+            .and_then(vec![TxnOp::put(marker, slots::fence_value(1), None)]);
+        let mut kv = engine.kv().await.unwrap();
+        assert!(timed(kv.txn(fence)).await.unwrap().succeeded());
+        let create = || CommitRequest {
+            seq: 0,
+            reads: vec![ReadCheck::Point {
+                key: b"k".to_vec(),
+                value: None,
+            }],
+            writes: vec![(b"k".to_vec(), Write::Put(b"v".to_vec()))],
+        };
+        let late = engine.commit(create()).await;
+        assert!(matches!(late, Err(KvError::Conflict)), "{late:?}");
+        let mut snap = engine.snapshot().await.unwrap();
+        assert_eq!(snap.get(b"k").await.unwrap(), None);
+        engine.commit(create()).await.unwrap();
+        let mut snap = engine.snapshot().await.unwrap();
+        assert_eq!(snap.get(b"k").await.unwrap(), Some(b"v".to_vec()));
     }
 }

@@ -12,11 +12,14 @@
 //! are all point reads is sent as one pipeline, one round trip (`pipelined.rs`). PostgreSQL reports a concurrent conflict as a
 //! serialization failure (SQLSTATE 40001) or deadlock (40P01), which becomes
 //! `KvError::Conflict` and is retried by the transaction layer. Connections come from a
-//! small pool; broken ones are dropped and replaced.
+//! small pool; broken ones are dropped and replaced. A commit whose answer is lost is
+//! settled (applied or not) through its connection's commit marker, never blindly
+//! retried (`settle.rs`).
 
 mod feed;
 mod pipelined;
 mod pool;
+mod settle;
 
 use std::time::Duration;
 
@@ -28,6 +31,7 @@ use strata_meta::kv::{
 use strata_types::{Secret, redact_url};
 use tokio_postgres::Row;
 use tokio_postgres::error::SqlState;
+use tokio_util::sync::CancellationToken;
 
 use crate::pool::{Pool, Pooled};
 
@@ -80,6 +84,9 @@ pub struct PostgresEngine {
     pool: Pool,
     /// This client's id in the change feed.
     origin: u64,
+    /// Cancelled when the client shuts down ([`KvEngine::begin_closing`]): settling a
+    /// lost commit stops waiting for an unreachable server.
+    closing: CancellationToken,
 }
 
 impl PostgresEngine {
@@ -95,6 +102,7 @@ impl PostgresEngine {
         Ok(PostgresEngine {
             pool: Pool::new(config, url.table(), POOL_SIZE),
             origin: new_origin(),
+            closing: CancellationToken::new(),
         })
     }
 
@@ -356,6 +364,7 @@ impl KvEngine for PostgresEngine {
             }
         }
         let mut conn = self.pool.get().await?;
+        let mut lost = None;
         let only_points = req
             .reads
             .iter()
@@ -373,16 +382,35 @@ impl KvEngine for PostgresEngine {
                 let payload = encode_change(self.origin, &req, feed::MAX_NOTICE);
                 (self.changes_channel(), feed::notice_text(&payload))
             });
+            if !req.writes.is_empty() {
+                conn.commits += 1;
+                let (state, fence) = settle::states(conn.commits)?;
+                writes.mark = Some((conn.marker, state, fence));
+                lost = Some(settle::LostCommit {
+                    marker: conn.marker,
+                    n: conn.commits,
+                    backend: conn.backend,
+                });
+            }
             if pipelined::can_pipeline(&req.reads) {
                 pipelined::commit_pipelined(&mut conn, &req.reads, &writes).await
             } else {
                 commit_on(&mut conn, &req.reads, &writes).await
             }
         };
-        if matches!(outcome, Err(KvError::Unavailable(_))) {
+        if let Err(KvError::Unavailable(why)) = &outcome {
             conn.broken = true;
+            // The commit may have been applied: ask, from another connection.
+            if let Some(lost) = lost {
+                drop(conn);
+                return settle::settle(&self.pool, lost, why.clone(), &self.closing).await;
+            }
         }
         outcome
+    }
+
+    fn begin_closing(&self) {
+        self.closing.cancel();
     }
 
     fn snapshot_isolation(&self) -> bool {
@@ -411,13 +439,15 @@ impl KvEngine for PostgresEngine {
     }
 }
 
-/// What a commit writes: upserts, deletes and its announcement (channel, payload).
+/// What a commit writes: upserts, deletes, its announcement (channel, payload) and its
+/// commit marker (marker id, state, fence: `settle.rs`).
 #[derive(Default)]
 pub(crate) struct Writes<'a> {
     put_keys: Vec<&'a [u8]>,
     put_values: Vec<&'a [u8]>,
     deletes: Vec<&'a [u8]>,
     notice: Option<(String, String)>,
+    mark: Option<([u8; 16], i64, i64)>,
 }
 
 impl Writes<'_> {
@@ -444,10 +474,21 @@ impl Writes<'_> {
                 None => Ok(0),
             }
         };
-        let (u, d, n) = futures::future::join3(upsert, delete, announce).await;
+        let mark = async {
+            match &self.mark {
+                Some((marker, state, fence)) => {
+                    timed(client.query_one(&stmts.mark, &[&&marker[..], state, fence]))
+                        .await
+                        .map(|_| ())
+                }
+                None => Ok(()),
+            }
+        };
+        let (u, d, n, m) = futures::future::join4(upsert, delete, announce, mark).await;
         u?;
         d?;
-        n.map(|_| ())
+        n?;
+        m
     }
 }
 

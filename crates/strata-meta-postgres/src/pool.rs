@@ -36,12 +36,23 @@ pub(crate) struct Statements {
     pub notify: Statement,
     /// The check of a pipelined commit (`pipelined.rs`).
     pub check_points: Statement,
+    /// Sets this connection's commit marker (`settle.rs`): `$1` the connection's marker
+    /// id, `$2` the commit's state, `$3` its fence; divides by zero (aborting the
+    /// transaction) when the commit was fenced off.
+    pub mark: Statement,
 }
 
 /// One connection and its statements.
 pub(crate) struct Conn {
     pub client: Client,
     pub stmts: Statements,
+    /// This connection's commit marker row (random, `settle.rs`).
+    pub marker: [u8; 16],
+    /// Writing commits sent on this connection so far.
+    pub commits: u64,
+    /// The server process serving this connection: its pid and start (microseconds since
+    /// the epoch), so a commit it may still be running can be ended (`settle.rs`).
+    pub backend: Option<(i32, i64)>,
 }
 
 struct Inner {
@@ -177,7 +188,14 @@ impl Pool {
         // the cached plans use the primary key at any size.
         timed_setup(&client, "SET enable_seqscan = off").await?;
         let stmts = prepare(&client, &self.inner.table).await?;
-        Ok(Conn { client, stmts })
+        let backend = crate::settle::backend_of(&client).await?;
+        Ok(Conn {
+            client,
+            stmts,
+            marker: rand::random(),
+            commits: 0,
+            backend,
+        })
     }
 }
 
@@ -209,19 +227,28 @@ pub(crate) fn with_causes(e: &dyn std::error::Error) -> String {
     text
 }
 
+/// The volume's table and its commit markers' table (`settle.rs`); markers of
+/// connections unused for a week are dropped.
 async fn create_table(client: &Client, table: &str) -> Result<(), KvError> {
-    let sql = format!("CREATE TABLE IF NOT EXISTS {table} (k BYTEA PRIMARY KEY, v BYTEA NOT NULL)");
-    match client.batch_execute(&sql).await {
-        Ok(()) => Ok(()),
-        // Two clients creating the table at once: one wins, the other sees it exist.
-        Err(e)
-            if e.code()
-                .is_some_and(|c| matches!(c.code(), "23505" | "42P07")) =>
-        {
-            Ok(())
+    let markers = crate::settle::markers_table(table);
+    for sql in [
+        format!("CREATE TABLE IF NOT EXISTS {table} (k BYTEA PRIMARY KEY, v BYTEA NOT NULL)"),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {markers} (conn BYTEA PRIMARY KEY, state INT8 NOT NULL, \
+             at TIMESTAMPTZ NOT NULL DEFAULT now())"
+        ),
+        format!("DELETE FROM {markers} WHERE at < now() - interval '7 days'"),
+    ] {
+        match client.batch_execute(&sql).await {
+            Ok(()) => {}
+            // Two clients creating a table at once: one wins, the other sees it exist.
+            Err(e)
+                if e.code()
+                    .is_some_and(|c| matches!(c.code(), "23505" | "42P07")) => {}
+            Err(e) => return Err(pg_error(e)),
         }
-        Err(e) => Err(pg_error(e)),
     }
+    Ok(())
 }
 
 async fn prepare(client: &Client, table: &str) -> Result<Statements, KvError> {
@@ -247,6 +274,7 @@ async fn prepare(client: &Client, table: &str) -> Result<Statements, KvError> {
         delete: p(format!("DELETE FROM {table} WHERE k = ANY($1)")).await?,
         notify: p("SELECT pg_notify($1, $2)".to_string()).await?,
         check_points: p(crate::pipelined::check_points_sql(table)).await?,
+        mark: p(crate::settle::mark_sql(table)).await?,
     })
 }
 

@@ -91,6 +91,7 @@ pub struct RedisEngine {
     linked: Script,
     scan_linked: Script,
     commit: Script,
+    fence: Script,
     /// This client's id in the change feed.
     origin: u64,
     /// Cancelled when the client shuts down ([`KvEngine::begin_closing`]).
@@ -126,6 +127,7 @@ impl RedisEngine {
             linked: Script::new(scripts::LINKED),
             scan_linked: Script::new(scripts::SCAN_LINKED),
             commit: Script::new(scripts::COMMIT),
+            fence: Script::new(scripts::FENCE),
             origin: new_origin(),
             closing: CancellationToken::new(),
         })
@@ -179,8 +181,9 @@ impl RedisEngine {
 
 impl RedisEngine {
     /// A commit whose answer was lost (timeout, dropped connection) may or may not have
-    /// been applied. Ask for its marker until the server answers: applied means success;
-    /// not applied means the transaction can safely be retried.
+    /// been applied, and may even still be on its way to the server. Fence its id until
+    /// the server answers ([`scripts::FENCE`]): applied means success; fenced means it
+    /// was not applied and never will be, so the transaction can safely be retried.
     async fn settle_lost_commit(&self, commit_id: &str, why: String) -> Result<(), KvError> {
         let mut marker = self.base.clone();
         marker.push(b'c');
@@ -188,11 +191,15 @@ impl RedisEngine {
         let started = std::time::Instant::now();
         while started.elapsed() < COMMAND_TIMEOUT && !self.closing.is_cancelled() {
             if let Ok(mut conn) = self.conn().await {
-                let asked = timed(redis::cmd("EXISTS").arg(&marker).query_async(&mut conn)).await;
-                match self.conn.check(asked) {
-                    Ok(1i64) => return Ok(()),
-                    Ok(_) => return Err(KvError::Unavailable(why)),
-                    Err(_) => {}
+                let asked = timed(self.fence.key(&marker).invoke_async(&mut conn)).await;
+                if let Ok(verdict) = self.conn.check::<Vec<u8>>(asked) {
+                    let applied = verdict == b"1";
+                    tracing::info!(applied, "Redis: settled a commit whose answer was lost");
+                    return if applied {
+                        Ok(())
+                    } else {
+                        Err(KvError::Unavailable(why))
+                    };
                 }
             }
             tokio::select! {

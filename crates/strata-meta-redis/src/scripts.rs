@@ -115,8 +115,9 @@ return out
 "#;
 
 /// Validated commit. `ARGV` after the base: a commit id (empty for a read-only check; when
-/// set, the key `{base}c{id}` is written with the commit so a client whose answer got lost
-/// can ask whether it was applied), the change announcement published on `{base}n` when
+/// set, the key `{base}c{id}` = `1` is written with the commit so a client whose answer got
+/// lost can ask whether it was applied, and a commit that finds the key already there —
+/// fenced by [`FENCE`] — is not applied), the change announcement published on `{base}n` when
 /// the commit applies (empty for none; `kv::encode_change`), then:
 /// - point reads: count, then per read `key, has ("1"/"0"), value`;
 /// - range reads: count, then per read `low, high, limit, reverse, empty, n` and `n`
@@ -131,6 +132,9 @@ return out
 /// that was missing), so the client keeps the records it changed.
 pub const COMMIT: &str = r#"
 local idx, base, commit_id, notice = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+if commit_id ~= '' and redis.call('EXISTS', base .. 'c' .. commit_id) == 1 then
+  return 0
+end
 local i = 4
 local function nxt()
   local v = ARGV[i]
@@ -232,3 +236,74 @@ if notice ~= '' then
 end
 return applied
 "#;
+
+/// Settle a commit whose answer was lost (`KEYS[1]` = `{base}c{id}`): its marker's value
+/// when there is one (`1`: the commit was applied; `0`: an earlier attempt of this fence
+/// took), else write `0` there — the commit, should it still arrive, then refuses to
+/// apply — and return `fenced`.
+pub const FENCE: &str = r#"
+local v = redis.call('GET', KEYS[1])
+if v then return v end
+redis.call('SET', KEYS[1], '0', 'EX', 600)
+return 'fenced'
+"#;
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // test code
+    use super::*;
+    use redis::Script;
+
+    /// A commit whose id was fenced (its answer was lost and the client settled it as not
+    /// applied) refuses to apply when its request reaches the server after all; an applied
+    /// commit's fence reports it applied. The server is `STRATA_TEST_REDIS`.
+    #[tokio::test]
+    async fn a_fenced_commit_arriving_late_is_not_applied() {
+        let server = std::env::var("STRATA_TEST_REDIS")
+            .expect("STRATA_TEST_REDIS must name a Redis server (scripts/test.sh starts one)");
+        let mut conn = redis::Client::open(server)
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let base = format!("t{}:", uuid::Uuid::new_v4().simple());
+        let (commit, fence) = (Script::new(COMMIT), Script::new(FENCE));
+        let index = format!("{base}i");
+        // ARGV: base, commit id, notice, no point reads, no range reads, one put k = v.
+        let put = |id: &str| {
+            let mut call = commit.key(&index);
+            call.arg(&base).arg(id).arg("").arg(0).arg(0).arg(1);
+            call.arg("P").arg("k").arg(id);
+            call
+        };
+        let fenced: String = fence
+            .key(format!("{base}clate"))
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(fenced, "fenced");
+        let late: redis::Value = put("late").invoke_async(&mut conn).await.unwrap();
+        assert_eq!(late, redis::Value::Int(0), "a fenced commit is refused");
+        let value: Option<String> = redis::cmd("GET")
+            .arg(format!("{base}kk"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(value, None);
+        // A second fence attempt (the first one's answer lost) still says not applied.
+        let again: String = fence
+            .key(format!("{base}clate"))
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(again, "0");
+        // An applied commit: its fence finds the marker.
+        let _: redis::Value = put("ok").invoke_async(&mut conn).await.unwrap();
+        let applied: String = fence
+            .key(format!("{base}cok"))
+            .invoke_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(applied, "1");
+    }
+}

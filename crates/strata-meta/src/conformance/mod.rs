@@ -11,6 +11,7 @@ pub mod clients;
 pub mod data;
 pub mod kv;
 pub mod lifecycle;
+pub mod lost_answers;
 pub mod namespace;
 pub mod posix;
 pub mod round_trips;

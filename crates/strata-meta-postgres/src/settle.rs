@@ -1,0 +1,212 @@
+//! Settling a commit whose answer was lost: was it applied or not?
+//!
+//! A connection that breaks after a commit was sent leaves the commit's fate unknown: the
+//! server may have applied it, may still be running it, or may not have seen it; a
+//! message held up in the network may even reach it later. Retrying blindly could apply
+//! it twice (a `create` that succeeded would come back as `EEXIST`).
+//!
+//! So every writing commit also sets its connection's **commit marker**, a row of
+//! `{table}$commits` (docs/FORMAT.md, "PostgreSQL engine"): `state = 2·n + 1` for the
+//! connection's n-th writing commit, but only while the row's state is below `2·n`; when
+//! it is not, the statement divides by zero and the whole transaction aborts.
+//!
+//! After a lost answer, the client settles the commit from another connection:
+//! 1. it asks the server to end the backend that ran the old connection (same pid and
+//!    start time), so a transaction it still holds open is rolled back and no late
+//!    message can commit it;
+//! 2. it **fences** the commit: sets the marker to `2·n` where it is below `2·n`. If the
+//!    old transaction is still running, PostgreSQL makes this wait for it on the row.
+//!    A row changed by the fence means the commit was not applied and now never will be
+//!    (its marker update would find `2·n` and abort it); no row changed means the marker
+//!    already says `2·n + 1`: the commit was applied.
+//!
+//! The answer is `Ok` (applied), the original `Unavailable` error (not applied: the
+//! transaction layer retries it), or, when the server cannot be asked within
+//! [`SETTLE_TIMEOUT`], an engine error (`EIO`) that says the outcome is unknown.
+
+use std::time::{Duration, Instant};
+
+use strata_meta::kv::{KvError, within};
+use tokio_postgres::Client;
+use tokio_util::sync::CancellationToken;
+
+use crate::pool::Pool;
+use crate::{QUERY_TIMEOUT, pg_error};
+
+/// How long a lost commit is settled for before it is reported as unknown.
+pub(crate) const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long one attempt to settle may take (a lock wait included).
+const ATTEMPT: Duration = Duration::from_secs(5);
+
+/// The commit-marker table of a volume's table. `$` never occurs in a volume's prefix,
+/// so no volume's table has this name.
+pub(crate) fn markers_table(table: &str) -> String {
+    format!("{table}$commits")
+}
+
+/// See [`crate::pool::Statements::mark`].
+pub(crate) fn mark_sql(table: &str) -> String {
+    let markers = markers_table(table);
+    format!(
+        "WITH m AS (INSERT INTO {markers} (conn, state, at) VALUES ($1, $2, now()) \
+           ON CONFLICT (conn) DO UPDATE SET state = EXCLUDED.state, at = EXCLUDED.at \
+           WHERE {markers}.state < $3 RETURNING 1) \
+         SELECT 1 / (SELECT count(*)::int FROM m)"
+    )
+}
+
+/// The marker states of a connection's `n`-th writing commit: (applied, fenced).
+pub(crate) fn states(n: u64) -> Result<(i64, i64), KvError> {
+    let fenced = n
+        .checked_mul(2)
+        .and_then(|f| i64::try_from(f).ok())
+        .ok_or_else(|| KvError::Engine(format!("commit number {n} out of range")))?;
+    Ok((fenced + 1, fenced))
+}
+
+/// What a commit whose answer was lost needs to be settled.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LostCommit {
+    /// The connection's marker row.
+    pub marker: [u8; 16],
+    /// The commit's number on that connection.
+    pub n: u64,
+    /// The old connection's server process (pid, start in µs), when known.
+    pub backend: Option<(i32, i64)>,
+}
+
+/// The pid and start time (µs since the epoch) of the server process of `client`.
+pub(crate) async fn backend_of(client: &Client) -> Result<Option<(i32, i64)>, KvError> {
+    let row = within(QUERY_TIMEOUT, "PostgreSQL", async {
+        client
+            .query_opt(
+                "SELECT pid, (extract(epoch FROM backend_start) * 1000000)::int8 \
+                 FROM pg_stat_activity WHERE pid = pg_backend_pid()",
+                &[],
+            )
+            .await
+            .map_err(pg_error)
+    })
+    .await?;
+    Ok(match row {
+        Some(r) => Some((
+            r.try_get(0).map_err(pg_error)?,
+            r.try_get(1).map_err(pg_error)?,
+        )),
+        None => None,
+    })
+}
+
+/// Whether `lost` was applied (see the module doc).
+pub(crate) async fn settle(
+    pool: &Pool,
+    lost: LostCommit,
+    why: String,
+    closing: &CancellationToken,
+) -> Result<(), KvError> {
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(20);
+    loop {
+        match within(ATTEMPT, "PostgreSQL", fence(pool, lost)).await {
+            Ok(fenced) => {
+                tracing::info!(
+                    applied = !fenced,
+                    "PostgreSQL: settled a commit whose answer was lost ({why})"
+                );
+                return if fenced {
+                    Err(KvError::Unavailable(why))
+                } else {
+                    Ok(())
+                };
+            }
+            Err(KvError::Unavailable(e))
+                if started.elapsed() < SETTLE_TIMEOUT && !closing.is_cancelled() =>
+            {
+                tracing::debug!("PostgreSQL: settling a lost commit: {e}; trying again");
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = closing.cancelled() => {}
+                }
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            // Not retried: a blind retry could report a create that happened as EEXIST.
+            Err(e) => {
+                return Err(KvError::Engine(format!(
+                    "PostgreSQL: {why}; whether the commit was applied is unknown: {e}"
+                )));
+            }
+        }
+    }
+}
+
+/// End the old backend, then fence the commit; true when the fence took (not applied).
+async fn fence(pool: &Pool, lost: LostCommit) -> Result<bool, KvError> {
+    let mut conn = pool.get().await?;
+    if let Some((pid, start)) = lost.backend {
+        let ended = conn
+            .client
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE pid = $1 AND (extract(epoch FROM backend_start) * 1000000)::int8 = $2",
+                &[&pid, &start],
+            )
+            .await;
+        match ended {
+            Ok(_) => {}
+            // Not allowed to (a pooler, another role): the fence still waits for it.
+            Err(e) if e.code().is_some() => {
+                tracing::debug!("PostgreSQL: cannot end the backend of a lost commit: {e}");
+            }
+            Err(e) => {
+                conn.broken = true;
+                return Err(pg_error(e));
+            }
+        }
+    }
+    let (_, fenced) = states(lost.n)?;
+    let markers = markers_table(pool.table());
+    // A lock wait (the old transaction still running) is bounded on the server, so the
+    // connection comes back usable; the next attempt waits again.
+    conn.in_transaction = true;
+    let fenced_rows = async {
+        conn.client
+            .batch_execute("BEGIN; SET LOCAL lock_timeout = '2s'")
+            .await?;
+        let changed = conn
+            .client
+            .execute(
+                &format!(
+                    "INSERT INTO {markers} (conn, state, at) VALUES ($1, $2, now()) \
+                     ON CONFLICT (conn) DO UPDATE SET state = EXCLUDED.state, at = EXCLUDED.at \
+                     WHERE {markers}.state < EXCLUDED.state"
+                ),
+                &[&&lost.marker[..], &fenced],
+            )
+            .await?;
+        conn.client.batch_execute("COMMIT").await?;
+        Ok::<u64, tokio_postgres::Error>(changed)
+    }
+    .await;
+    match fenced_rows {
+        Ok(changed) => {
+            conn.in_transaction = false;
+            Ok(changed > 0)
+        }
+        Err(e) => {
+            let lock_wait = e.code().is_some_and(|c| c.code() == "55P03");
+            if conn.client.batch_execute("ROLLBACK").await.is_ok() {
+                conn.in_transaction = false;
+            }
+            if lock_wait {
+                return Err(KvError::Unavailable(
+                    "the lost commit's transaction is still running".into(),
+                ));
+            }
+            Err(pg_error(e))
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "settle_tests.rs"]
+mod tests;
