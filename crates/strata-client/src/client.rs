@@ -85,6 +85,22 @@ pub struct ClientOptions {
     pub upload_delay: Duration,
     /// Most bytes staged at once (beyond: straight to the object store).
     pub staging_size: u64,
+    /// Wraps the object store below every layer of the stack (retries, checks, caches):
+    /// a bandwidth shaper, or the fault injection of the tests.
+    pub wrap_store: Option<StoreWrapper>,
+}
+
+/// Turns the bare object store into the one the client stacks its layers on.
+pub type WrapStore = dyn Fn(Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> + Send + Sync;
+
+/// A [`WrapStore`] function, shareable between options.
+#[derive(Clone)]
+pub struct StoreWrapper(pub Arc<WrapStore>);
+
+impl std::fmt::Debug for StoreWrapper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StoreWrapper")
+    }
 }
 
 impl Default for ClientOptions {
@@ -114,6 +130,7 @@ impl Default for ClientOptions {
             writeback: false,
             upload_delay: Duration::ZERO,
             staging_size: 10 << 30,
+            wrap_store: None,
         }
     }
 }
@@ -151,7 +168,10 @@ impl Client {
             ..MetaOptions::default()
         };
         let (meta, format) = load_meta_with(url, meta_opts).await?;
-        let backend = with_simulated_distance(open_backend(&format)?);
+        let mut backend = with_simulated_distance(open_backend(&format)?);
+        if let Some(wrap) = &o.wrap_store {
+            backend = (wrap.0)(backend);
+        }
         check_backend(&format, &backend).await?;
         let raw: Arc<dyn strata_object::ObjectStore> =
             Arc::new(Prefixed::new(backend.clone(), &format.name));

@@ -8,7 +8,7 @@ mod error;
 mod group;
 mod volume;
 
-pub use client::{Client, ClientOptions, resolve_subdir, session_timeout};
+pub use client::{Client, ClientOptions, StoreWrapper, resolve_subdir, session_timeout};
 pub use error::{OpenError, Result};
 pub use group::GroupOptions;
 pub use volume::{

@@ -36,8 +36,8 @@ use etcd_client::{
     TxnOp, TxnOpResponse,
 };
 use strata_meta::kv::{
-    ChangeFeed, CommitRequest, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write,
-    new_origin, within,
+    ChangeFeed, CommitRequest, Key, KvEngine, KvError, KvSnapshot, LostCommit, ReadCheck, Value,
+    Write, new_origin, record_lost_commit, within,
 };
 use strata_types::{Secret, redact_url};
 use tokio::sync::OnceCell;
@@ -237,6 +237,7 @@ impl EtcdEngine {
                 Ok(resp) if resp.succeeded() => {
                     slot.set(slots::Known::Value(slots::fence_value(seq)));
                     tracing::info!(seq, "etcd: a commit whose answer was lost was not applied");
+                    record_lost_commit(LostCommit::NotApplied);
                     return Err(KvError::Unavailable(why));
                 }
                 Ok(resp) => {
@@ -267,6 +268,7 @@ impl EtcdEngine {
                 }
                 // Not retried: a blind retry could report a create that happened as EEXIST.
                 Err(e) => {
+                    record_lost_commit(LostCommit::Unknown);
                     return Err(KvError::Engine(format!(
                         "{why}; whether the commit was applied is unknown: {e}"
                     )));

@@ -26,7 +26,7 @@
 
 use std::time::{Duration, Instant};
 
-use strata_meta::kv::{KvError, within};
+use strata_meta::kv::{KvError, LostCommit as Verdict, record_lost_commit, within};
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
@@ -113,6 +113,11 @@ pub(crate) async fn settle(
                     applied = !fenced,
                     "PostgreSQL: settled a commit whose answer was lost ({why})"
                 );
+                record_lost_commit(if fenced {
+                    Verdict::NotApplied
+                } else {
+                    Verdict::Applied
+                });
                 return if fenced {
                     Err(KvError::Unavailable(why))
                 } else {
@@ -131,6 +136,7 @@ pub(crate) async fn settle(
             }
             // Not retried: a blind retry could report a create that happened as EEXIST.
             Err(e) => {
+                record_lost_commit(Verdict::Unknown);
                 return Err(KvError::Engine(format!(
                     "PostgreSQL: {why}; whether the commit was applied is unknown: {e}"
                 )));

@@ -32,7 +32,8 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{RedisError, Script, Value as RedisValue};
 use strata_meta::kv::{
     ChangeFeed, CommitRequest, FieldUpdate, Key, KvEngine, KvError, KvSnapshot, Link, LinkedScan,
-    ReadCheck, Value, Write, encode_change, new_origin, take_prefix_param, within,
+    LostCommit, ReadCheck, Value, Write, encode_change, new_origin, record_lost_commit,
+    take_prefix_param, within,
 };
 use strata_types::{Secret, redact_url};
 use tokio_util::sync::CancellationToken;
@@ -195,6 +196,11 @@ impl RedisEngine {
                 if let Ok(verdict) = self.conn.check::<Vec<u8>>(asked) {
                     let applied = verdict == b"1";
                     tracing::info!(applied, "Redis: settled a commit whose answer was lost");
+                    record_lost_commit(if applied {
+                        LostCommit::Applied
+                    } else {
+                        LostCommit::NotApplied
+                    });
                     return if applied {
                         Ok(())
                     } else {
@@ -207,6 +213,7 @@ impl RedisEngine {
                 () = self.closing.cancelled() => {}
             }
         }
+        record_lost_commit(LostCommit::Unknown);
         Err(KvError::Engine(format!(
             "Redis: cannot tell whether a commit was applied ({why})"
         )))

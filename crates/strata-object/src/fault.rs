@@ -1,6 +1,7 @@
 //! Fault injection for tests: failing requests (all, after N calls, or every Nth), failing
-//! syncs, delays, puts held until released, short reads and flipped bits, switchable at
-//! run time through a shared [`FaultControl`].
+//! syncs, delays, puts held until released, short reads and flipped bits, and random
+//! faults from a seed (server errors, timeouts, truncated bodies, a slow first byte),
+//! switchable at run time through a shared [`FaultControl`].
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -32,6 +33,40 @@ pub struct FaultPlan {
     pub fail_syncs: bool,
     /// Puts wait until a plan without this is set.
     pub hold_puts: bool,
+    /// Faults drawn at random for each request.
+    pub random: Option<RandomFaults>,
+}
+
+/// Faults drawn for each request from a seeded generator, as a flaky object store
+/// gives them. Rates are per thousand requests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RandomFaults {
+    pub seed: u64,
+    /// The request fails as a server error would (503).
+    pub server_errors: u32,
+    /// The request hangs for `timeout`, then fails as timed out.
+    pub timeouts: u32,
+    pub timeout: Duration,
+    /// A get returns only a random prefix of its bytes (a body cut off mid-way).
+    pub truncated: u32,
+    /// A get waits `first_byte` before answering.
+    pub slow: u32,
+    pub first_byte: Duration,
+}
+
+/// Random faults fired so far, by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FiredFaults {
+    pub server_errors: u64,
+    pub timeouts: u64,
+    pub truncated: u64,
+    pub slow: u64,
+}
+
+impl FiredFaults {
+    pub fn total(&self) -> u64 {
+        self.server_errors + self.timeouts + self.truncated + self.slow
+    }
 }
 
 /// The switch board of a [`Faulty`] store.
@@ -46,12 +81,51 @@ pub struct FaultControl {
     changed: tokio::sync::Notify,
     /// Puts waiting while held.
     held: AtomicU64,
+    /// The generator of random faults and the seed it was made from.
+    rng: Mutex<Option<(u64, rand::rngs::StdRng)>>,
+    fired: Mutex<FiredFaults>,
 }
 
 impl FaultControl {
     pub fn set(&self, plan: FaultPlan) {
         *self.plan.lock() = plan;
         self.changed.notify_waiters();
+    }
+
+    /// Random faults fired so far.
+    pub fn fired(&self) -> FiredFaults {
+        *self.fired.lock()
+    }
+
+    /// Draw this request's random fault (`get`: may truncate or be slow).
+    fn draw(&self, random: &RandomFaults, kind: &str) -> Drawn {
+        use rand::{Rng, SeedableRng};
+        let mut rng = self.rng.lock();
+        if rng.as_ref().is_none_or(|(seed, _)| *seed != random.seed) {
+            *rng = Some((random.seed, rand::rngs::StdRng::seed_from_u64(random.seed)));
+        }
+        let Some((_, rng)) = rng.as_mut() else {
+            return Drawn::Nothing;
+        };
+        let mut roll = |rate: u32| rate > 0 && rng.random_range(0..1000) < rate;
+        let mut fired = self.fired.lock();
+        if roll(random.server_errors) {
+            fired.server_errors += 1;
+            return Drawn::ServerError;
+        }
+        if roll(random.timeouts) {
+            fired.timeouts += 1;
+            return Drawn::Timeout;
+        }
+        if kind == "get" && roll(random.truncated) {
+            fired.truncated += 1;
+            return Drawn::Truncate(rng.random_range(0..1000));
+        }
+        if kind == "get" && roll(random.slow) {
+            fired.slow += 1;
+            return Drawn::Slow;
+        }
+        Drawn::Nothing
     }
 
     /// Deletes seen so far.
@@ -91,7 +165,9 @@ impl FaultControl {
         )
     }
 
-    async fn before(&self, kind: &str) -> Result<FaultPlan> {
+    /// Apply the plan to a request of `kind`: the plan, and for a get the thousandths of
+    /// its body to keep when a random fault truncates it.
+    async fn before(&self, kind: &str) -> Result<(FaultPlan, Option<u64>)> {
         if kind == "put" {
             self.wait_while_held().await;
         }
@@ -106,6 +182,24 @@ impl FaultControl {
             tokio::time::sleep(plan.delay).await;
         }
         let call = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut truncate = None;
+        // Syncs are the disk's business, broken by `fail_syncs`, not by a flaky server.
+        if let Some(random) = plan.random.as_ref().filter(|_| kind != "sync") {
+            match self.draw(random, kind) {
+                Drawn::ServerError => {
+                    return Err(ObjectError::Injected(format!(
+                        "{kind} #{call}: 503 Service Unavailable"
+                    )));
+                }
+                Drawn::Timeout => {
+                    tokio::time::sleep(random.timeout).await;
+                    return Err(ObjectError::Timeout(random.timeout));
+                }
+                Drawn::Slow => tokio::time::sleep(random.first_byte).await,
+                Drawn::Truncate(keep) => truncate = Some(keep),
+                Drawn::Nothing => {}
+            }
+        }
         if plan
             .fail_every
             .is_some_and(|n| n > 0 && call.is_multiple_of(n))
@@ -117,7 +211,7 @@ impl FaultControl {
         let (counter, limit) = match kind {
             "put" => (&self.puts, plan.fail_puts_after),
             "get" => (&self.gets, plan.fail_gets_after),
-            _ => return Ok(plan),
+            _ => return Ok((plan, truncate)),
         };
         let done = counter.fetch_add(1, Ordering::Relaxed);
         if limit.is_some_and(|n| done >= n) {
@@ -125,8 +219,18 @@ impl FaultControl {
                 "{kind} fails after {done} calls"
             )));
         }
-        Ok(plan)
+        Ok((plan, truncate))
     }
+}
+
+/// One request's random fault.
+enum Drawn {
+    Nothing,
+    ServerError,
+    Timeout,
+    Slow,
+    /// Keep this many thousandths of the body.
+    Truncate(u64),
 }
 
 /// A store that breaks on command.
@@ -137,6 +241,11 @@ pub struct Faulty<S> {
 }
 
 impl<S: ObjectStore> Faulty<S> {
+    /// A faulty store switched by `control` (which may switch several stores at once).
+    pub fn sharing(inner: S, control: Arc<FaultControl>) -> Faulty<S> {
+        Faulty { inner, control }
+    }
+
     pub fn new(inner: S) -> (Faulty<S>, Arc<FaultControl>) {
         let control = Arc::new(FaultControl::default());
         (
@@ -156,13 +265,18 @@ impl<S: ObjectStore> ObjectStore for Faulty<S> {
     }
 
     async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
-        let plan = self.control.before("get").await?;
+        let (plan, truncate) = self.control.before("get").await?;
         let data = self.inner.get(key, range).await?;
         let mut data = if plan.short_reads {
             data.slice(..data.len() / 2)
         } else {
             data
         };
+        if let Some(keep) = truncate {
+            let len = u64::try_from(data.len()).unwrap_or(u64::MAX);
+            let kept = usize::try_from(len.saturating_mul(keep) / 1000).unwrap_or(0);
+            data = data.slice(..kept.min(data.len().saturating_sub(1)));
+        }
         if plan.flip_bits && !data.is_empty() {
             let mut v = data.to_vec();
             let mid = v.len() / 2;

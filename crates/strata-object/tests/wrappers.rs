@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use strata_object::backend::Backend;
 use strata_object::compress::Codec;
-use strata_object::fault::{FaultControl, FaultPlan, Faulty};
+use strata_object::fault::{FaultControl, FaultPlan, Faulty, RandomFaults};
 use strata_object::limit::Limits;
 use strata_object::retry::RetryPolicy;
 use strata_object::stack::{StackOptions, build};
@@ -131,6 +131,50 @@ async fn retries_ride_out_transient_failures() {
         Err(ObjectError::NotFound(_))
     ));
     assert_eq!(stats.requests("get", "not_found"), 1);
+}
+
+/// A flaky store from a seed: server errors, timeouts, truncated bodies and slow first
+/// bytes all fire, the stack's retries and checks turn every one of them into either the
+/// right bytes or an error (never wrong bytes), and the same seed fires the same faults.
+#[tokio::test]
+async fn random_faults_are_ridden_out_and_replay_from_their_seed() {
+    let plan = FaultPlan {
+        random: Some(RandomFaults {
+            seed: 11,
+            server_errors: 100,
+            timeouts: 30,
+            timeout: Duration::from_millis(5),
+            truncated: 100,
+            slow: 50,
+            first_byte: Duration::from_millis(2),
+        }),
+        ..FaultPlan::default()
+    };
+    let mut fired = Vec::new();
+    for _ in 0..2 {
+        let (store, _, control, _) = faulty_stack(StackOptions {
+            retry: quick_retry(8),
+            ..StackOptions::default()
+        });
+        control.set(plan.clone());
+        for i in 0..60 {
+            let key = format!("k{i}");
+            let d = data(70_000 + i);
+            store.put(&key, d.clone()).await.unwrap();
+            assert_eq!(store.get(&key, None).await.unwrap(), d);
+            assert_eq!(
+                store.get(&key, Some(100..40_000)).await.unwrap(),
+                d.slice(100..40_000)
+            );
+        }
+        fired.push(control.fired());
+    }
+    let f = fired[0];
+    assert!(
+        f.server_errors > 0 && f.timeouts > 0 && f.truncated > 0 && f.slow > 0,
+        "{f:?}"
+    );
+    assert_eq!(fired[0], fired[1], "one seed, one sequence of faults");
 }
 
 #[tokio::test]

@@ -35,17 +35,29 @@ pub enum Fault {
     /// Forward everything, each read chunk this much later (order kept).
     Delay(Duration),
     /// Read and discard every byte either way; new connections are accepted and never
-    /// answered (packets lost: the client only notices by its own timeouts).
+    /// answered (packets lost: the client only notices by its own timeouts). When it
+    /// lifts, the connections that lost bytes are reset.
     Blackhole,
     /// Read nothing either way (bytes wait in the kernels' buffers; they flow again,
     /// in order, once the fault is lifted).
     Stall,
-    /// Discard what the client sends; answers still flow.
+    /// Discard what the client sends; answers still flow (reset when it lifts).
     CutRequests,
-    /// Discard what the server sends; requests still reach it (every answer is lost).
+    /// Discard what the server sends; requests still reach it (every answer is lost;
+    /// reset when it lifts).
     CutAnswers,
     /// Reset every open connection, and every new one at once (the client is told).
     Refuse,
+}
+
+impl Fault {
+    /// Whether bytes are lost under this fault (the connections must end with it).
+    pub fn discards(&self) -> bool {
+        matches!(
+            self,
+            Fault::Blackhole | Fault::CutRequests | Fault::CutAnswers
+        )
+    }
 }
 
 impl fmt::Display for Fault {
@@ -198,7 +210,10 @@ impl FaultProxy {
         self.addr
     }
 
-    /// Set the standing fault. `Refuse` also resets every open connection.
+    /// Set the standing fault. `Refuse` also resets every open connection; so does the
+    /// end of a fault that discarded bytes (`Blackhole`, `CutRequests`, `CutAnswers`):
+    /// TCP never drops bytes from the middle of a live stream, so a connection that lost
+    /// some must not go on (its requests and answers would no longer pair up).
     pub fn set(&self, fault: Fault) {
         let before = self.shared.fault.send_replace(fault);
         if before != fault {
@@ -207,7 +222,7 @@ impl FaultProxy {
             }
             self.shared.note(None, format!("fault {before} -> {fault}"));
         }
-        if fault == Fault::Refuse {
+        if fault == Fault::Refuse || (before != fault && before.discards()) {
             self.reset_all();
         }
     }
@@ -423,6 +438,7 @@ async fn serve(mut client: TcpStream, id: u64, shared: Arc<Shared>, stop: Cancel
     if *fault.borrow_and_update() == Fault::Blackhole {
         shared.note(Some(id), "accepted into a blackhole".into());
         let mut buf = vec![0u8; 16 << 10];
+        let mut lost = false;
         while *fault.borrow_and_update() == Fault::Blackhole {
             tokio::select! {
                 changed = fault.changed() => if changed.is_err() { return },
@@ -431,10 +447,18 @@ async fn serve(mut client: TcpStream, id: u64, shared: Arc<Shared>, stop: Cancel
                     Ok(n) => {
                         let n = u64::try_from(n).unwrap_or(u64::MAX);
                         shared.discarded.fetch_add(n, Ordering::Relaxed);
+                        lost = true;
                     }
                 },
                 () = stop.cancelled() => return,
             };
+        }
+        if lost {
+            // What it sent is gone: it cannot go on as one stream.
+            let _ = client.set_zero_linger();
+            shared.resets.fetch_add(1, Ordering::Relaxed);
+            shared.note(Some(id), "lost bytes in a blackhole: reset".into());
+            return;
         }
     }
     let server = match TcpStream::connect(&shared.target).await {

@@ -399,3 +399,52 @@ async fn hidden_internal_files_are_not_found() {
         );
     }
 }
+
+/// A write committed to a file that has no name — unlinked or replaced by a rename while
+/// this client has it open, or an `O_TMPFILE` — is charged to the volume and its owner,
+/// never to the directory it was in (which was credited when it lost its name); a
+/// tmpfile linked afterwards is charged to its new directory once. Found by the fault
+/// harness: `strata fsck` after a chaos run reported directories whose usage records
+/// held bytes of files no longer in them.
+#[tokio::test]
+async fn writes_to_unnamed_open_files_charge_no_directory() {
+    let vol = Volume::new().await;
+    let vfs = vol.client().await;
+    let ctx = Ctx::root();
+    let data = pattern(96 << 10, 3);
+    for case in ["unlinked", "replaced", "tmpfile"] {
+        let dir = vfs
+            .mkdir(&ctx, Ino::ROOT, case.as_bytes(), 0o755)
+            .await
+            .unwrap()
+            .ino;
+        let (ino, fh) = if case == "tmpfile" {
+            let (e, fh) = vfs.tmpfile(&ctx, dir, 0o644).await.unwrap();
+            (e.ino, fh)
+        } else {
+            let (e, fh) = vfs.create(&ctx, dir, b"f", 0o644).await.unwrap();
+            vfs.release(fh).await.unwrap();
+            (e.ino, vfs.open(&ctx, e.ino, 1).await.unwrap().0)
+        };
+        vfs.write(fh, 0, &data).await.unwrap();
+        match case {
+            "unlinked" => vfs.unlink(&ctx, dir, b"f").await.unwrap(),
+            "replaced" => {
+                let (_, other) = vfs.create(&ctx, dir, b"g", 0o644).await.unwrap();
+                vfs.release(other).await.unwrap();
+                vfs.rename(&ctx, dir, b"g", dir, b"f", 0).await.unwrap();
+            }
+            _ => {}
+        }
+        vfs.fsync(fh).await.unwrap();
+        if case == "tmpfile" {
+            // Named after its data was committed: its new directory holds it once.
+            vfs.link(&ctx, ino, dir, b"t").await.unwrap();
+        }
+        vfs.release(fh).await.unwrap();
+    }
+    vfs.meta().flush_usage().await.unwrap();
+    let report = vfs.meta().check_namespace(false, |_| {}).await.unwrap();
+    assert_eq!(report.problems, vec![], "{report:?}");
+    assert_eq!(report.volume_recorded, report.volume_counted, "{report:?}");
+}

@@ -154,6 +154,7 @@ impl ClientArgs {
             writeback: self.writeback,
             upload_delay: self.upload_delay,
             staging_size: self.staging_size,
+            wrap_store: None,
         }
     }
 }

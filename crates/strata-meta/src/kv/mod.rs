@@ -18,7 +18,8 @@ use std::fmt;
 use async_trait::async_trait;
 
 pub use txn::{
-    CacheUse, RetryPolicy, Txn, TxnError, TxnFuture, render_txn_metrics, run_txn, run_txn_cached,
+    CacheUse, LostCommit, RetryPolicy, Txn, TxnError, TxnFuture, lost_commits, record_lost_commit,
+    render_txn_metrics, run_txn, run_txn_cached,
 };
 
 /// A key in the engine's ordered key space.

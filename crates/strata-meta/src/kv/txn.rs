@@ -20,7 +20,7 @@ mod retry;
 mod stats;
 use retry::recheck;
 pub use retry::{RetryPolicy, TxnError, TxnFuture, run_txn, run_txn_cached};
-pub use stats::render_txn_metrics;
+pub use stats::{LostCommit, lost_commits, record_lost_commit, render_txn_metrics};
 
 /// A map keyed by engine keys, hashed fast (keys come from this client's own reads).
 type KeyMap<V> = std::collections::HashMap<Key, V, foldhash::fast::RandomState>;

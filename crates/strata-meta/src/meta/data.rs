@@ -189,16 +189,20 @@ impl Meta {
     }
 
     /// Change the length field and charge the difference to the file's directories.
-    /// ENOSPC when growing past the volume capacity.
+    /// ENOSPC when growing past the volume capacity. A file without a name (unlinked or
+    /// replaced while open, or never named: `O_TMPFILE`) is in no directory: only the
+    /// volume and its owner are charged (its former directory was credited when it lost
+    /// its last name).
     async fn set_length(&self, tx: &mut Txn<'_>, inode: &mut Inode, length: u64) -> Result<i64> {
         let delta = space_delta(inode.fields.length, length);
         self.check_limits(delta, 0)?;
-        let dir = Some(inode.core.parent).filter(|p| *p != Ino(0));
+        let named = inode.fields.nlink > 0;
+        let dir = Some(inode.core.parent).filter(|p| *p != Ino(0) && named);
         let owner = (inode.core.uid, inode.core.gid);
         self.check_quota(tx, dir, Some(owner), delta, 0).await?;
         inode.fields.length = length;
-        if delta == 0 {
-            return Ok(0);
+        if delta == 0 || !named {
+            return Ok(delta);
         }
         if inode.core.parent != Ino(0) {
             self.add_dir_usage(tx, inode.core.parent, delta, 0).await?;

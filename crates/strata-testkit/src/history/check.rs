@@ -1,31 +1,36 @@
 //! Linearizability of a history against the model ([`model`](super::model)): is there
 //! one order of the operations, each placed somewhere between its call and its return,
-//! in which every result is what the model gives? Operations whose outcome is unknown
-//! may be placed anywhere after their call — or nowhere.
+//! in which every result is what the model gives?
 //!
 //! The search is Wing and Gong's, with Lowe's memo of (operations placed, state) pairs
 //! already explored: it walks the calls and returns in time order, places an operation
 //! whose call it meets if the model allows its result, and backs up when it meets the
-//! return of an operation it has not placed.
+//! return of an operation it has not placed. It is complete: a history is reported only
+//! when no order explains it.
 //!
-//! Operations with unknown outcomes have no return, so they could go anywhere after their
-//! call; trying each everywhere explodes (a run with a hundred of them took minutes).
-//! They are placed lazily instead: only when the search is stuck at a return does it try
-//! to place one of them first (each in turn, the memo pruning repeats), and only one
-//! related to the stuck operation (sharing a name, directory or inode with it, or with
-//! another unknown one that does). Placing one later than needed never hurts an
-//! operation in between (it did not need it), and one that needs it gets stuck and so
-//! places it; not happening at all is never placing it — or, for one whose window was
-//! closed (the harness waited until nothing could still land), dropping it at its return.
+//! An operation whose outcome is unknown is placed like any other, with two branches:
+//! it happened, or it did not. Its window ends where the harness closed it (a barrier
+//! after which nothing can still land) or never; one that never closes may stay
+//! unplaced. The harness keeps such operations few (lost commits are settled).
+//!
+//! One pruning, sound for any history: a read whose placement changed nothing is never
+//! tried at a later place when the search backs up over it. Any order placing it later can place it where it was
+//! instead — its result held there, nothing else saw a different state, and moving an
+//! operation earlier breaks no order between calls and returns. Without this, reads
+//! of a client's metadata cache, whose windows reach back by the cache's staleness
+//! bound, overlap so many operations that the search explodes.
 
 use std::collections::HashSet;
 
-use super::model::{Outcome, State, Touch, related};
+use super::model::{Outcome, State};
 use super::{Entry, History};
 
 /// Why a history is not linearizable, for the test's failure message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
+    /// The search gave up after its budget of steps: the history was neither shown
+    /// linearizable nor shown not to be.
+    pub inconclusive: bool,
     /// The operation that could not be placed before its return, in the deepest try.
     pub stuck: Entry,
     /// The operations placed before it in that try, in order.
@@ -36,7 +41,14 @@ pub struct Violation {
 
 impl std::fmt::Display for Violation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "no order of the operations explains this result:")?;
+        if self.inconclusive {
+            writeln!(
+                f,
+                "the search gave up (step budget spent); deepest point reached:"
+            )?;
+        } else {
+            writeln!(f, "no order of the operations explains this result:")?;
+        }
         writeln!(f, "  {}", self.stuck)?;
         writeln!(f, "state of the model there: {:?}", self.state)?;
         writeln!(f, "after these operations (deepest order found, last 40):")?;
@@ -80,10 +92,11 @@ struct Events {
 }
 
 impl Events {
-    fn new(ops: &[Entry]) -> Events {
+    /// The events of `ops`, each call moved back by its staleness allowance up to `cap`.
+    fn new(ops: &[Entry], cap: u64) -> Events {
         let mut timed: Vec<(u64, u8, Event)> = Vec::with_capacity(ops.len() * 2);
         for (i, e) in ops.iter().enumerate() {
-            timed.push((e.call, 1, Event::Call(i)));
+            timed.push((e.call.saturating_sub(e.stale.min(cap)), 1, Event::Call(i)));
             if let Some(ret) = e.ret {
                 // A return at the same instant as a call does not precede it.
                 timed.push((ret, 2, Event::Return(i)));
@@ -166,11 +179,51 @@ struct Frame {
 /// Check `history` starting from `initial`; the operations it checks and the search's
 /// counts, or the violation found.
 pub fn check(history: &History, initial: State) -> Result<Stats, Box<Violation>> {
-    // Reads that got no answer tell nothing.
-    let ops: Vec<Entry> = history
-        .entries()
-        .into_iter()
+    check_within(history, initial, 50_000_000)
+}
+
+/// Staleness allowed on the first tries: none, then 20 ms; then each read's own.
+const RUNGS: [u64; 2] = [0, 20_000_000];
+
+/// [`check`] with at most `budget` model steps in all. Reads that may be stale are first
+/// held to narrower windows (most are fresh, and narrow windows keep the search small);
+/// an order that fits them fits the wider ones, so only a history no narrow order
+/// explains is searched with each read's whole allowance, which alone decides.
+pub fn check_within(
+    history: &History,
+    initial: State,
+    budget: u64,
+) -> Result<Stats, Box<Violation>> {
+    let entries = history.entries();
+    let mut spent = 0;
+    if entries.iter().any(|e| e.stale > 0) {
+        for cap in RUNGS {
+            if let Ok(mut stats) = search(&entries, initial.clone(), budget / 4, cap) {
+                stats.steps += spent;
+                return Ok(stats);
+            }
+            spent += budget / 4;
+        }
+    }
+    search(&entries, initial, budget.saturating_sub(spent), u64::MAX).map(|mut stats| {
+        stats.steps += spent;
+        stats
+    })
+}
+
+/// One search with staleness capped at `cap`.
+fn search(
+    entries: &[Entry],
+    initial: State,
+    budget: u64,
+    cap: u64,
+) -> Result<Stats, Box<Violation>> {
+    // Reads that got no answer tell nothing; operations that never started did nothing.
+    let ops: Vec<Entry> = entries
+        .iter()
         .filter(|e| !(e.outcome == Outcome::Unknown && e.op.reads_only()))
+        .filter(|e| e.outcome != Outcome::Abandoned)
+        .cloned()
         .collect();
     let mut stats = Stats {
         operations: ops.len(),
@@ -180,7 +233,7 @@ pub fn check(history: &History, initial: State) -> Result<Stats, Box<Violation>>
     let words = ops.len().div_ceil(64);
     let mut placed = vec![0u64; words];
     let mut seen: HashSet<(Vec<u64>, State)> = HashSet::new();
-    let mut events = Events::new(&ops);
+    let mut events = Events::new(&ops, cap);
     let mut stack: Vec<Frame> = Vec::new();
     let mut state = initial;
     let mut at = events.head;
@@ -188,6 +241,11 @@ pub fn check(history: &History, initial: State) -> Result<Stats, Box<Violation>>
     loop {
         if events.only_open_calls() {
             return Ok(stats);
+        }
+        if stats.steps > budget {
+            let mut v = violation(deepest, &ops, &stack, &state, &events);
+            v.inconclusive = true;
+            return Err(Box::new(v));
         }
         let Some(pos) = at else {
             // Nothing placeable before the first return: back up.
@@ -206,7 +264,6 @@ pub fn check(history: &History, initial: State) -> Result<Stats, Box<Violation>>
             continue;
         };
         match events.event[pos] {
-            Event::Call(op) if ops[op].outcome == Outcome::Unknown => at = events.next[pos],
             Event::Call(op) => {
                 if try_place(
                     op,
@@ -224,59 +281,20 @@ pub fn check(history: &History, initial: State) -> Result<Stats, Box<Violation>>
                     at = events.next[pos];
                 }
             }
-            Event::Return(op) if ops[op].outcome == Outcome::Unknown => {
-                // Its window closes: it happened now at the latest, or it did not happen.
-                if try_place(
-                    op,
-                    0,
-                    &ops,
-                    &mut stack,
-                    &mut events,
-                    &mut placed,
-                    &mut state,
-                    &mut seen,
-                    &mut stats,
-                ) || drop_unknown(op, &mut stack, &mut events, &mut placed, &state, &mut seen)
-                {
-                    at = events.head;
-                } else if !back_up(
-                    &mut stack,
-                    &mut events,
-                    &mut placed,
-                    &mut state,
-                    &mut at,
-                    &ops,
-                    &mut seen,
-                    &mut stats,
-                ) {
-                    return Err(Box::new(violation(deepest, &ops, &stack, &state, &events)));
-                }
-            }
             Event::Return(op) => {
                 let depth = stack.len();
                 if deepest.as_ref().is_none_or(|(d, _)| depth > *d) {
                     deepest = Some((
                         depth,
                         Violation {
+                            inconclusive: false,
                             stuck: ops[op].clone(),
                             placed: stack.iter().map(|f| ops[f.op].clone()).collect(),
                             state: state.clone(),
                         },
                     ));
                 }
-                if place_an_unknown(
-                    pos,
-                    op,
-                    &ops,
-                    &mut stack,
-                    &mut events,
-                    &mut placed,
-                    &mut state,
-                    &mut seen,
-                    &mut stats,
-                ) {
-                    at = events.head;
-                } else if !back_up(
+                if !back_up(
                     &mut stack,
                     &mut events,
                     &mut placed,
@@ -309,7 +327,11 @@ fn try_place(
 ) -> bool {
     let entry = &ops[op];
     stats.steps += 1;
-    let nexts = state.step(&entry.op, &entry.outcome, entry.id);
+    let mut nexts = state.step(&entry.op, &entry.outcome, entry.id);
+    if entry.outcome == Outcome::Unknown {
+        // Or it did not happen.
+        nexts.push(state.clone());
+    }
     set(placed, op, true);
     for (branch, next) in nexts.into_iter().enumerate().skip(from_branch) {
         if seen.insert((placed.to_vec(), next.clone())) {
@@ -323,90 +345,9 @@ fn try_place(
     false
 }
 
-/// Stuck at the return at `stuck` of `op`: place the first operation with an unknown
-/// outcome, called before it and related to it, whose placement here was not explored
-/// yet; true if one was placed.
-#[allow(clippy::too_many_arguments)]
-fn place_an_unknown(
-    stuck: usize,
-    op: usize,
-    ops: &[Entry],
-    stack: &mut Vec<Frame>,
-    events: &mut Events,
-    placed: &mut [u64],
-    state: &mut State,
-    seen: &mut HashSet<(Vec<u64>, State)>,
-    stats: &mut Stats,
-) -> bool {
-    let mut open = Vec::new();
-    let mut at = events.head;
-    while let Some(pos) = at {
-        if pos == stuck {
-            break;
-        }
-        if let Event::Call(u) = events.event[pos]
-            && ops[u].outcome == Outcome::Unknown
-        {
-            open.push((u, state.touches(&ops[u].op, &ops[u].outcome)));
-        }
-        at = events.next[pos];
-    }
-    if open.is_empty() {
-        return false;
-    }
-    // The unknown operations related to the stuck one, directly or through each other.
-    let mut about: Vec<Touch> = state.touches(&ops[op].op, &ops[op].outcome);
-    let mut chosen = vec![false; open.len()];
-    loop {
-        let mut grew = false;
-        for (i, (_, touches)) in open.iter().enumerate() {
-            if !chosen[i] && related(touches, &about) {
-                chosen[i] = true;
-                about.extend_from_slice(touches);
-                grew = true;
-            }
-        }
-        if !grew {
-            break;
-        }
-    }
-    for (i, (u, _)) in open.iter().enumerate() {
-        if chosen[i] && try_place(*u, 0, ops, stack, events, placed, state, seen, stats) {
-            return true;
-        }
-    }
-    false
-}
-
-/// Place unknown operation `op` as not having happened (at its return); false if that
-/// was explored already.
-fn drop_unknown(
-    op: usize,
-    stack: &mut Vec<Frame>,
-    events: &mut Events,
-    placed: &mut [u64],
-    state: &State,
-    seen: &mut HashSet<(Vec<u64>, State)>,
-) -> bool {
-    set(placed, op, true);
-    if !seen.insert((placed.to_vec(), state.clone())) {
-        set(placed, op, false);
-        return false;
-    }
-    stack.push(Frame {
-        op,
-        before: state.clone(),
-        branch: DROPPED,
-    });
-    events.lift(op);
-    true
-}
-
-/// The branch of a frame that placed an unknown operation as not having happened.
-const DROPPED: usize = usize::MAX - 1;
-
 /// Undo the last placement and try its other branches, else move past its call; false
-/// when there is nothing left to undo.
+/// when there is nothing left to undo. Placements that changed nothing are undone
+/// without trying them elsewhere (see the module doc).
 #[allow(clippy::too_many_arguments)]
 fn back_up(
     stack: &mut Vec<Frame>,
@@ -418,14 +359,17 @@ fn back_up(
     seen: &mut HashSet<(Vec<u64>, State)>,
     stats: &mut Stats,
 ) -> bool {
-    let Some(frame) = stack.pop() else {
-        return false;
-    };
-    events.unlift(frame.op);
-    set(placed, frame.op, false);
-    *state = frame.before;
-    if frame.branch != DROPPED
-        && try_place(
+    loop {
+        let Some(frame) = stack.pop() else {
+            return false;
+        };
+        events.unlift(frame.op);
+        set(placed, frame.op, false);
+        // A read that bound no placeholder (an unknown operation's "did not happen" is
+        // not such a placement: it may still happen later).
+        let changed_nothing = *state == frame.before && ops[frame.op].op.reads_only();
+        *state = frame.before;
+        if try_place(
             frame.op,
             frame.branch + 1,
             ops,
@@ -435,13 +379,15 @@ fn back_up(
             state,
             seen,
             stats,
-        )
-    {
-        *at = events.head;
-    } else {
-        *at = events.next[events.call_at[frame.op]];
+        ) {
+            *at = events.head;
+            return true;
+        }
+        if !changed_nothing {
+            *at = events.next[events.call_at[frame.op]];
+            return true;
+        }
     }
-    true
 }
 
 fn set(bits: &mut [u64], i: usize, on: bool) {
@@ -468,6 +414,7 @@ fn violation(
     while let Some(pos) = at {
         if let Event::Return(op) = events.event[pos] {
             return Violation {
+                inconclusive: false,
                 stuck: ops[op].clone(),
                 placed: stack.iter().map(|f| ops[f.op].clone()).collect(),
                 state: state.clone(),
@@ -476,6 +423,7 @@ fn violation(
         at = events.next[pos];
     }
     Violation {
+        inconclusive: false,
         stuck: ops[0].clone(),
         placed: Vec::new(),
         state: state.clone(),

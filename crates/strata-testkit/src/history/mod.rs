@@ -20,11 +20,11 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-pub use check::{Stats, Violation, check};
+pub use check::{Stats, Violation, check, check_within};
 pub use model::{Content, Failure, InoKey, Name, Op, Outcome, State, Value};
 
 /// One operation of the history.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Entry {
     /// Its number in the history (call order).
     pub id: u32,
@@ -32,6 +32,10 @@ pub struct Entry {
     pub op: Op,
     /// When it was called (nanoseconds since the history started).
     pub call: u64,
+    /// How much older a state it may show than its call (nanoseconds): a lookup answered
+    /// from a cache that a change feed keeps current.
+    #[serde(default)]
+    pub stale: u64,
     /// When it returned; `None` while running, or forever for an unknown outcome.
     pub ret: Option<u64>,
     pub outcome: Outcome,
@@ -54,6 +58,13 @@ impl fmt::Display for Entry {
             self.outcome
         )
     }
+}
+
+/// A model state as saved with a history (maps as lists: JSON keys are strings).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SavedState {
+    names: Vec<(Name, InoKey)>,
+    files: Vec<(InoKey, model::File)>,
 }
 
 /// A running operation, to be ended with [`History::ret`].
@@ -100,8 +111,8 @@ impl History {
     }
 
     fn call_backdated(&self, client: u32, op: Op, by: Duration) -> Call {
-        let by = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
-        let call = self.now().saturating_sub(by);
+        let stale = u64::try_from(by.as_nanos()).unwrap_or(u64::MAX);
+        let call = self.now();
         let mut entries = self.entries.lock();
         let index = entries.len();
         entries.push(Entry {
@@ -109,13 +120,15 @@ impl History {
             client,
             op,
             call,
+            stale,
             ret: None,
             outcome: Outcome::Unknown,
         });
         Call { index }
     }
 
-    /// The operation ended with `outcome` (an unknown outcome stays open forever).
+    /// The operation ended with `outcome` (an unknown outcome stays open until
+    /// [`History::close_unknown`]).
     pub fn ret(&self, call: Call, outcome: Outcome) {
         let now = self.now();
         let mut entries = self.entries.lock();
@@ -123,6 +136,11 @@ impl History {
             e.ret = (outcome != Outcome::Unknown).then_some(now);
             e.outcome = outcome;
         }
+    }
+
+    /// The operation never started: a step it needed failed first.
+    pub fn abandon(&self, call: Call) {
+        self.ret(call, Outcome::Abandoned);
     }
 
     /// Nothing that got no answer can still happen from now on (the harness waited for
@@ -151,6 +169,38 @@ impl History {
             started: Instant::now(),
             entries: Mutex::new(entries),
         }
+    }
+
+    /// The history and the state it starts from, as JSON lines: the state first, then
+    /// one entry per line (`strata-history-check` checks such a file again).
+    pub fn save(&self, initial: &State) -> String {
+        let start = SavedState {
+            names: initial.names.iter().map(|(n, k)| (*n, *k)).collect(),
+            files: initial.files.iter().map(|(k, f)| (*k, f.clone())).collect(),
+        };
+        let mut out = serde_json::to_string(&start).unwrap_or_default();
+        out.push('\n');
+        for e in self.entries.lock().iter() {
+            if let Ok(line) = serde_json::to_string(e) {
+                out.push_str(&line);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// A history and its starting state saved by [`History::save`].
+    pub fn load(text: &str) -> Result<(History, State), serde_json::Error> {
+        let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+        let start: SavedState = serde_json::from_str(lines.next().unwrap_or("{}"))?;
+        let entries = lines
+            .map(serde_json::from_str)
+            .collect::<Result<Vec<Entry>, _>>()?;
+        let state = State {
+            names: start.names.into_iter().collect(),
+            files: start.files.into_iter().collect(),
+        };
+        Ok((History::from_entries(entries), state))
     }
 
     /// Every entry so far.

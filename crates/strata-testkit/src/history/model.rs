@@ -10,15 +10,17 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 /// A name of the model: `dir` and `name` are indexes into the harness's fixed tables.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Name {
     pub dir: u8,
     pub name: u8,
 }
 
 /// An inode as the model knows it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum InoKey {
     /// A real inode number a client saw.
     Real(u64),
@@ -30,7 +32,7 @@ pub enum InoKey {
 /// What a file holds: 0 is empty; any other number is the write that wrote it.
 pub type Content = u64;
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct File {
     pub content: Content,
     pub mode: u32,
@@ -38,7 +40,7 @@ pub struct File {
 }
 
 /// One operation, as a step of the model.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Op {
     /// Create an empty file (`O_CREAT | O_EXCL`, mode 0o644).
     Create {
@@ -96,14 +98,14 @@ impl Op {
 }
 
 /// An error result, by name (errno numbers differ between systems).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Failure {
     NotFound,
     Exists,
 }
 
 /// What an operation returned.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Outcome {
     /// Success, with what it returned.
     Ok(Value),
@@ -111,22 +113,28 @@ pub enum Outcome {
     Failed(Failure),
     /// No answer (EIO, a timeout): it may or may not have happened, now or later.
     Unknown,
+    /// It never started (the step before it failed: the `open` of a write found the
+    /// inode gone); the checker leaves it out.
+    Abandoned,
 }
 
 /// What a successful operation returned.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Value {
     None,
     /// The inode a create made or a resolve found.
     Ino(u64),
     /// Resolve or stat of an absent name.
     Absent,
-    /// Stat: inode, mode bits, link count, content.
+    /// Stat: inode, mode bits, link count, and whether the file is empty (every write
+    /// writes the same length, so the size says only that) when it is to be checked: a
+    /// client's stat also counts its own writes not yet committed, which the model
+    /// cannot tell apart, so only a client with nothing buffered checks it.
     Attr {
         ino: u64,
         mode: u32,
         nlink: u32,
-        content: Content,
+        empty: Option<bool>,
     },
     /// Read: the content found.
     Content(Content),
@@ -155,6 +163,8 @@ impl State {
                 Some((next, _)) if next != *self => vec![next],
                 _ => Vec::new(),
             },
+            Outcome::Abandoned => Vec::new(),
+            Outcome::Failed(Failure::NotFound) if self.unlinked_inode(op) => vec![self.clone()],
             known => match self.apply(op, entry, Some(known)) {
                 Some((next, result)) if &result == known => vec![next],
                 _ => Vec::new(),
@@ -233,11 +243,15 @@ impl State {
                     };
                     s.bind(key, seen)?;
                     let f = s.files.get(&InoKey::Real(seen))?;
+                    let checked = matches!(
+                        expected,
+                        Some(Outcome::Ok(Value::Attr { empty: Some(_), .. }))
+                    );
                     Outcome::Ok(Value::Attr {
                         ino: seen,
                         mode: f.mode,
                         nlink: f.nlink,
-                        content: f.content,
+                        empty: checked.then_some(f.content == 0),
                     })
                 }
             },
@@ -284,6 +298,19 @@ impl State {
             }
         };
         Some((s, result))
+    }
+
+    /// Whether `op` works on an inode through a handle and that inode has no name left:
+    /// Strata does not protect a file another client unlinked while this one had it
+    /// open (docs/SEMANTICS.md), so such a handle may find it gone (`ENOENT`).
+    fn unlinked_inode(&self, op: &Op) -> bool {
+        match op {
+            Op::Write { ino, .. } | Op::Read { ino } | Op::Chmod { ino, .. } => self
+                .files
+                .get(&InoKey::Real(*ino))
+                .is_some_and(|f| f.nlink == 0),
+            _ => false,
+        }
     }
 
     fn rename(&mut self, from: Name, to: Name) -> Outcome {
@@ -362,6 +389,24 @@ pub fn related(a: &[Touch], b: &[Touch]) -> bool {
 }
 
 impl State {
+    /// Whether `op` or its result names an inode this state does not know: it can only
+    /// be one an unknown create made, still a placeholder here.
+    pub fn names_unknown_inode(&self, op: &Op, outcome: &Outcome) -> bool {
+        let unknown = |ino: &u64| !self.files.contains_key(&InoKey::Real(*ino));
+        let by_op = match op {
+            Op::Write { ino, .. }
+            | Op::Read { ino }
+            | Op::Chmod { ino, .. }
+            | Op::Link { ino, .. } => unknown(ino),
+            _ => false,
+        };
+        let by_result = match outcome {
+            Outcome::Ok(Value::Ino(ino)) | Outcome::Ok(Value::Attr { ino, .. }) => unknown(ino),
+            _ => false,
+        };
+        by_op || by_result
+    }
+
     /// What `op` (which returned `outcome`) is about, in this state.
     pub fn touches(&self, op: &Op, outcome: &Outcome) -> Vec<Touch> {
         let mut out = Vec::new();

@@ -30,10 +30,22 @@ pub(super) enum Restart {
     StaleCache,
 }
 
+/// What settling a commit whose answer was lost found (the network engines report it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LostCommit {
+    /// It had been applied: the operation succeeded.
+    Applied,
+    /// It had not been and now never will be: the transaction runs again.
+    NotApplied,
+    /// The engine could not be asked in time: the operation failed with EIO.
+    Unknown,
+}
+
 #[derive(Debug, Default)]
 struct TxnStats {
     ended: [AtomicU64; 3],
     restarts: [AtomicU64; 3],
+    lost: [AtomicU64; 3],
     duration: Histogram,
 }
 
@@ -46,6 +58,21 @@ pub(super) fn record_end(ending: Ending, took: Duration) {
 
 pub(super) fn record_restart(why: Restart) {
     STATS.restarts[why as usize].fetch_add(1, Ordering::Relaxed);
+}
+
+/// Count a lost commit answer settled (or not) by an engine.
+pub fn record_lost_commit(verdict: LostCommit) {
+    STATS.lost[verdict as usize].fetch_add(1, Ordering::Relaxed);
+}
+
+/// Lost commit answers of this process so far: (applied, not applied, unknown).
+pub fn lost_commits() -> (u64, u64, u64) {
+    let n = |v: LostCommit| STATS.lost[v as usize].load(Ordering::Relaxed);
+    (
+        n(LostCommit::Applied),
+        n(LostCommit::NotApplied),
+        n(LostCommit::Unknown),
+    )
 }
 
 /// This process's transaction counters in the Prometheus text format.
@@ -78,6 +105,20 @@ pub fn render_txn_metrics(e: &mut Exposition) {
             name,
             &[("reason", reason)],
             STATS.restarts[i].load(Ordering::Relaxed),
+        );
+    }
+    let name = "strata_meta_lost_commits";
+    e.family(
+        name,
+        Kind::Counter,
+        "Commits whose answer was lost, by what settling them found: applied, \
+         not_applied (retried), unknown (the engine could not be asked; EIO).",
+    );
+    for (i, verdict) in ["applied", "not_applied", "unknown"].iter().enumerate() {
+        e.sample(
+            name,
+            &[("verdict", verdict)],
+            STATS.lost[i].load(Ordering::Relaxed),
         );
     }
     let name = "strata_meta_transaction_duration_seconds";
