@@ -448,3 +448,42 @@ async fn writes_to_unnamed_open_files_charge_no_directory() {
     assert_eq!(report.problems, vec![], "{report:?}");
     assert_eq!(report.volume_recorded, report.volume_counted, "{report:?}");
 }
+
+/// A file open on one client and removed by another is not protected (docs/SEMANTICS.md):
+/// its data goes. A read on the first client then fails with ENOENT; it never returns
+/// zeros for bytes that were written (found by the fault harness on etcd: a read of a
+/// file deleted while the read was on its way returned its whole length in zeros).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_of_a_file_another_client_removed_fails_never_returns_zeros() {
+    let vol = Volume::new().await;
+    let (a, b) = (vol.client().await, vol.client().await);
+    let ctx = Ctx::root();
+    let data = pattern(96 << 10, 5);
+    let (e, fh) = a.create(&ctx, Ino::ROOT, b"f", 0o644).await.unwrap();
+    a.write(fh, 0, &data).await.unwrap();
+    a.release(fh).await.unwrap();
+    let (fh, attr) = a.open(&ctx, e.ino, 0).await.unwrap();
+    assert_eq!(attr.length, data.len() as u64);
+    b.unlink(&ctx, Ino::ROOT, b"f").await.unwrap();
+    // b's background work frees the file's data (its chunk records and blocks).
+    b.delete_pending_data().await.unwrap();
+    // The chunk of a file that is gone is not an empty chunk (which reads as zeros up
+    // to a length the reader may still hold).
+    let chunk = a.meta().read_chunk(e.ino, 0).await;
+    assert!(
+        matches!(
+            chunk,
+            Err(strata_meta::MetaError::Posix(strata_types::Errno::ENOENT))
+        ),
+        "{chunk:?}"
+    );
+    match a.read(fh, 0, 1 << 20).await {
+        Ok(got) => assert_eq!(
+            &got[..],
+            &data[..],
+            "a read returns the file's bytes or fails"
+        ),
+        Err(e) => assert_eq!(e, strata_types::Errno::ENOENT),
+    }
+    a.release(fh).await.unwrap();
+}

@@ -365,7 +365,11 @@ pub async fn deletion_queues<S: TestStore>() {
     meta.unlink(&Ctx::root(), Ino::ROOT, b"f").await.unwrap();
     assert_eq!(meta.pending_file_deletions(10).await.unwrap(), vec![f.ino]);
     drain_file_deletions(&meta).await;
-    assert!(meta.read_chunk(f.ino, 3).await.unwrap().is_empty());
+    // The file is gone: its chunks read as missing, never as holes (zeros).
+    assert!(matches!(
+        meta.read_chunk(f.ino, 3).await,
+        Err(crate::MetaError::Posix(Errno::ENOENT))
+    ));
     let pending = meta.pending_slice_deletions(i64::MAX, 10).await.unwrap();
     assert_eq!(
         pending.iter().map(|d| (d.id, d.size)).collect::<Vec<_>>(),

@@ -213,6 +213,7 @@ macro_rules! meta_conformance_tests {
             round_trips::listing_and_changes_are_one_call_each,
             round_trips::stale_assumptions_are_caught,
             round_trips::unchanged_lookups_cost_nothing,
+            round_trips::a_cached_entry_of_a_removed_file_is_not_corruption,
             round_trips::records_a_commit_changed_are_known,
             round_trips::unchanged_listings_read_no_entries,
             round_trips::read_opens_use_the_open_cache,

@@ -132,9 +132,25 @@ async fn append_to_chunk(
 
 impl Meta {
     /// The slice list of chunk `index` of `ino` (empty when the chunk has no data).
+    ///
+    /// ENOENT when the file itself is gone (another client removed it while this one
+    /// had it open): a missing chunk record means a hole, which reads as zeros, so the
+    /// inode is read in the same call.
     pub async fn read_chunk(&self, ino: Ino, index: u32) -> Result<Vec<Slice>> {
-        self.txn(|tx| Box::pin(async move { load_chunk(tx, ino, index).await }))
-            .await
+        self.txn(|tx| {
+            Box::pin(async move {
+                let ks = vec![keys::inode_core(ino), keys::chunk(ino, index)];
+                let vals = tx.get_many(&ks).await?;
+                if vals[0].is_none() {
+                    return posix(Errno::ENOENT);
+                }
+                match &vals[1] {
+                    Some(v) => codec::decode_slices(&ks[1], v),
+                    None => Ok(Vec::new()),
+                }
+            })
+        })
+        .await
     }
 
     /// Commit a slice written at `slice.pos` within chunk `index`: append its record,

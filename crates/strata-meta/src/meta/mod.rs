@@ -291,11 +291,22 @@ impl Meta {
     /// [`Meta::txn`] for a read-only operation that may be answered from the cache the
     /// change feed keeps current (lookups, attributes, permission checks): no round trip
     /// when every record it needs is there.
-    pub(crate) async fn cached_txn<'s, T, F>(&'s self, body: F) -> Result<T>
+    ///
+    /// Records from the cache and records read fresh may show two moments (each current
+    /// up to the feed's delay): an entry still cached whose inode another client has just
+    /// removed looks like a dangling entry. Before such a view is reported as corrupt,
+    /// the operation runs again on the engine alone (found by the fault harness: lookups
+    /// failed with EIO, "entry points at missing inode", on etcd).
+    pub(crate) async fn cached_txn<'s, T, F>(&'s self, mut body: F) -> Result<T>
     where
         F: for<'t> FnMut(&'t mut Txn<'s>) -> TxnFuture<'t, T, MetaError>,
     {
-        self.txn_using(CacheUse::Trust, body).await
+        match self.txn_using(CacheUse::Trust, &mut body).await {
+            Err(MetaError::Corrupt { .. }) if self.read_cache.is_some() => {
+                self.txn_using(CacheUse::Inform, body).await
+            }
+            other => other,
+        }
     }
 
     /// [`Meta::txn`] for an operation that writes: on a network engine its first attempt
