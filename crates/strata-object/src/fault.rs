@@ -33,6 +33,8 @@ pub struct FaultPlan {
     pub fail_syncs: bool,
     /// Puts wait until a plan without this is set.
     pub hold_puts: bool,
+    /// Syncs wait until a plan without this is set.
+    pub hold_syncs: bool,
     /// Faults drawn at random for each request.
     pub random: Option<RandomFaults>,
 }
@@ -81,6 +83,8 @@ pub struct FaultControl {
     changed: tokio::sync::Notify,
     /// Puts waiting while held.
     held: AtomicU64,
+    /// Syncs waiting while held.
+    held_syncs: AtomicU64,
     /// The generator of random faults and the seed it was made from.
     rng: Mutex<Option<(u64, rand::rngs::StdRng)>>,
     fired: Mutex<FiredFaults>,
@@ -138,18 +142,35 @@ impl FaultControl {
         self.held.load(Ordering::Relaxed)
     }
 
-    /// Wait while puts are held.
-    async fn wait_while_held(&self) {
+    /// Syncs waiting right now because syncs are held.
+    pub fn held_syncs(&self) -> u64 {
+        self.held_syncs.load(Ordering::Relaxed)
+    }
+
+    /// Wait while requests of `kind` (puts or syncs) are held.
+    async fn wait_while_held(&self, kind: &str) {
+        let count = match kind {
+            "put" => &self.held,
+            "sync" => &self.held_syncs,
+            _ => return,
+        };
+        let held = |p: &FaultPlan| {
+            if kind == "put" {
+                p.hold_puts
+            } else {
+                p.hold_syncs
+            }
+        };
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            if !self.plan().hold_puts {
+            if !held(&self.plan()) {
                 return;
             }
-            self.held.fetch_add(1, Ordering::Relaxed);
+            count.fetch_add(1, Ordering::Relaxed);
             changed.await;
-            self.held.fetch_sub(1, Ordering::Relaxed);
+            count.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
@@ -168,9 +189,7 @@ impl FaultControl {
     /// Apply the plan to a request of `kind`: the plan, and for a get the thousandths of
     /// its body to keep when a random fault truncates it.
     async fn before(&self, kind: &str) -> Result<(FaultPlan, Option<u64>)> {
-        if kind == "put" {
-            self.wait_while_held().await;
-        }
+        self.wait_while_held(kind).await;
         if kind == "delete" {
             self.deletes.fetch_add(1, Ordering::Relaxed);
         }

@@ -291,6 +291,10 @@ impl Writeback {
             }
         };
         self.remote.put(key, data.clone()).await?;
+        // The staged copy is the only durable one until the store's own sync (a local
+        // bucket's put is in the page cache): a power cut after releasing it would lose
+        // the block. (A no-op for stores whose puts are durable at once.)
+        self.remote.sync().await?;
         if let Some(hook) = self.uploaded.get() {
             (hook.0)(key.to_string(), data).await;
         }

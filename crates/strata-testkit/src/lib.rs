@@ -2,8 +2,10 @@
 //! `shared/design/ARCHITECTURE.md` as data, and the check that `cargo metadata` obeys them;
 //! the TCP fault proxy tests put between clients and servers ([`proxy`]); and the
 //! history checker that tells whether what concurrent clients saw under faults could have
-//! happened in some order of their operations ([`history`]).
+//! happened in some order of their operations ([`history`]); and a crash file system that
+//! loses what was never `fsync`ed when the power is cut ([`crashfs`]).
 
+pub mod crashfs;
 pub mod history;
 pub mod layering;
 pub mod proxy;

@@ -207,8 +207,9 @@ impl Vfs {
             return Ok(());
         }
         // The changes that let these blocks go must survive a crash before the blocks are
-        // gone, or a crash could bring back a file whose data is deleted.
-        meta.sync().await.map_err(|e| e.to_string())?;
+        // gone, or a crash could bring back a file whose data is deleted. (The whole
+        // sync: a metadata sync alone could make durable a commit whose blocks are not.)
+        self.sync().await.map_err(|e| e.to_string())?;
         let mut done = Vec::with_capacity(due.len());
         for d in due {
             match self.chunks().delete_slice(d.id, d.size).await {

@@ -133,6 +133,10 @@ pub struct Vfs {
     xattr_free: xattrhint::XattrFreeInodes,
     /// Latency of the front ends' operations.
     front_metrics: metrics::FrontMetrics,
+    /// Held (shared) by each commit of a new slice, and (alone) by a sync from its store
+    /// sync to its metadata sync: a commit whose blocks the store sync did not cover can
+    /// never be made durable by the metadata sync that follows it.
+    durability: tokio::sync::RwLock<()>,
     /// The staging area of `--writeback`, if on.
     writeback: Mutex<Option<Arc<strata_object::writeback::Writeback>>>,
 }
@@ -178,6 +182,7 @@ impl Vfs {
             entry_invalidator: Mutex::default(),
             front_metrics: metrics::FrontMetrics::default(),
             writeback: Mutex::default(),
+            durability: tokio::sync::RwLock::new(()),
         }
     }
 
@@ -469,6 +474,7 @@ impl Vfs {
     /// A failure is also reported, once, to every handle open for writing at its next
     /// `fsync` or close.
     pub async fn sync(&self) -> Result<()> {
+        let _alone = self.durability.write().await;
         let synced = match self.chunks.sync().await.map_err(from_chunk) {
             Ok(_) => self.meta.sync().await.map_err(from_meta),
             Err(e) => Err(e),

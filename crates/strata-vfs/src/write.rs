@@ -282,7 +282,9 @@ impl Vfs {
             off: 0,
             len: size,
         };
+        let committing = self.durability.read().await;
         let mut outcome = self.meta.write_chunk(ino, index, slice, written_at).await;
+        drop(committing);
         if let Err(MetaError::TooManySlices { .. }) = outcome {
             // The hard cap: only here does a writer compact (background compaction keeps
             // chunks far below it).
@@ -290,6 +292,7 @@ impl Vfs {
             Box::pin(self.compact_chunk(ino, index))
                 .await
                 .map_err(CommitFailure::Kept)?;
+            let _committing = self.durability.read().await;
             outcome = self.meta.write_chunk(ino, index, slice, written_at).await;
         }
         match outcome {

@@ -13,6 +13,7 @@ use strata_meta::kv::KvEngine;
 use strata_meta::kv::sqlite::SqliteEngine;
 use strata_meta::{Ctx, Meta};
 use strata_object::backend::Backend;
+use strata_object::fault::{FaultControl, FaultPlan, Faulty};
 use strata_object::stack::{StackOptions, build};
 use strata_types::Ino;
 use strata_vfs::{Vfs, VfsOptions};
@@ -21,6 +22,7 @@ struct Volume {
     dir: tempfile::TempDir,
     bucket: Arc<Backend>,
     objects: Arc<dyn strata_object::ObjectStore>,
+    faults: Arc<FaultControl>,
 }
 
 impl Volume {
@@ -28,11 +30,14 @@ impl Volume {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("bucket")).unwrap();
         let bucket = Arc::new(Backend::local(&dir.path().join("bucket")).unwrap());
-        let (objects, _) = build(bucket.clone(), &StackOptions::default());
+        let faults = Arc::new(FaultControl::default());
+        let faulty = Arc::new(Faulty::sharing(bucket.clone(), faults.clone()));
+        let (objects, _) = build(faulty, &StackOptions::default());
         let vol = Volume {
             dir,
             bucket,
             objects,
+            faults,
         };
         let (_, meta) = vol.meta().await;
         meta.format(&test_format(0), false).await.unwrap();
@@ -136,4 +141,60 @@ fn files_under(dir: &std::path::Path) -> usize {
         .map(|e| e.unwrap().path())
         .map(|p| if p.is_dir() { files_under(&p) } else { 1 })
         .sum()
+}
+
+/// A commit that lands between a sync's store sync and its metadata sync could be made
+/// durable by the metadata sync while its blocks are not (a machine crash would then
+/// leave a file whose blocks are missing): such a commit waits until the sync is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_waits_while_a_sync_is_between_its_store_and_metadata_syncs() {
+    let vol = Volume::new().await;
+    let (a, _) = vol.client().await;
+    let a = Arc::new(a);
+    let ctx = Ctx::root();
+    let (_, synced) = a.create(&ctx, Ino::ROOT, b"synced", 0o644).await.unwrap();
+    let (late, loose) = a.create(&ctx, Ino::ROOT, b"loose", 0o644).await.unwrap();
+    a.write(synced, 0, b"durable").await.unwrap();
+    a.write(loose, 0, &[9u8; 1000]).await.unwrap();
+    vol.faults.set(FaultPlan {
+        hold_syncs: true,
+        ..FaultPlan::default()
+    });
+    let syncing = tokio::spawn({
+        let a = a.clone();
+        async move { a.fsync(synced).await }
+    });
+    while vol.faults.held_syncs() == 0 {
+        tokio::task::yield_now().await;
+    }
+    let puts = vol.faults.counts().0;
+    let closing = tokio::spawn({
+        let a = a.clone();
+        async move { a.release(loose).await }
+    });
+    // The loose file's block goes out; its commit must then wait for the sync.
+    while vol.faults.counts().0 == puts {
+        tokio::task::yield_now().await;
+    }
+    let waited = tokio::time::timeout(std::time::Duration::from_millis(300), async {
+        while !closing.is_finished() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(
+        waited.is_err(),
+        "the commit went in while the sync was in progress"
+    );
+    let (_, meta) = vol.meta().await;
+    meta.load().await.unwrap();
+    assert_eq!(
+        meta.getattr(late.ino).await.unwrap().length,
+        0,
+        "not committed yet"
+    );
+    vol.faults.set(FaultPlan::default());
+    syncing.await.unwrap().unwrap();
+    closing.await.unwrap().unwrap();
+    assert_eq!(meta.getattr(late.ino).await.unwrap().length, 1000);
 }

@@ -10,22 +10,12 @@ mod chaos_kit;
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
-use common::{STRATA, network_meta_url, run};
-
-fn strata(args: &[&str]) -> String {
-    let out = run(Command::new(STRATA).args(args));
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
+use common::{network_meta_url, strata_ok};
 
 fn format_volume(url: &str, dir: &Path) {
     let bucket = dir.join("bucket");
-    strata(&[
+    strata_ok(&[
         "format",
         url,
         "chaos",
@@ -61,9 +51,9 @@ fn run_engine(engine: &'static str, seed: u64) {
     let report = runtime.block_on(chaos_kit::run(&plan, &url, dir.path()));
     drop(runtime);
     let started = std::time::Instant::now();
-    let fsck = strata(&["fsck", &url]);
+    let fsck = strata_ok(&["fsck", &url]);
     assert!(fsck.contains("volume is clean"), "{engine}: {fsck}");
-    let gc = strata(&["gc", &url, "--safety-window", "0"]);
+    let gc = strata_ok(&["gc", &url, "--safety-window", "0"]);
     assert!(gc.contains("leaked: 0 objects"), "{engine}: {gc}");
     eprintln!(
         "{engine}: fsck and gc took {:.1}s",

@@ -9,21 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{STRATA, Volume, network_meta_url, sh};
-
-/// Run strata; returns (success, stdout + stderr).
-fn strata(args: &[&str]) -> (bool, String) {
-    let out = Command::new(STRATA).args(args).output().unwrap();
-    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&out.stderr));
-    (out.status.success(), text)
-}
-
-fn strata_ok(args: &[&str]) -> String {
-    let (ok, out) = strata(args);
-    assert!(ok, "strata {args:?} failed: {out}");
-    out
-}
+use common::{Volume, network_meta_url, sh, strata, strata_ok};
 
 fn blocks_dir(vol: &Volume) -> PathBuf {
     vol.dir.path().join("bucket/e2e-vol/chunks")

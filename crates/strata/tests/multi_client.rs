@@ -10,7 +10,7 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 
@@ -26,18 +26,6 @@ fn concurrently(a: (&Path, &str), b: (&Path, &str)) {
     let (mut x, mut y) = (start(a), start(b));
     assert!(x.wait().unwrap().success(), "first script failed");
     assert!(y.wait().unwrap().success(), "second script failed");
-}
-
-/// Poll `check` until it returns true or `limit` passes.
-fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let started = Instant::now();
-    while started.elapsed() < limit {
-        if check() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    false
 }
 
 /// Objects in the volume's bucket.

@@ -289,3 +289,33 @@ async fn a_writer_that_hands_its_staged_copy_over_spares_the_wait() {
         "still only staged"
     );
 }
+
+/// Found by the power-cut test: a staged copy was released as soon as the remote put
+/// returned, though a local bucket's put is durable only after its sync; a power cut then
+/// lost the block. The copy now stays until the remote's sync succeeds.
+#[tokio::test]
+async fn a_staged_copy_is_released_only_once_the_remote_made_the_upload_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (faulty, control) = Faulty::new(Backend::memory());
+    let remote: Arc<dyn ObjectStore> = Arc::new(faulty);
+    control.set(FaultPlan {
+        fail_syncs: true,
+        ..FaultPlan::default()
+    });
+    let wb = held(dir.path(), &remote).await;
+    let stop = CancellationToken::new();
+    wb.start(stop.clone());
+    wb.put("chunks/0/0/1_0_5", Bytes::from_static(b"hello"))
+        .await
+        .unwrap();
+    assert!(wb.flush(Duration::from_millis(500)).await.is_err());
+    assert_eq!(
+        wb.staged(),
+        (1, 5),
+        "kept staged while the remote cannot sync"
+    );
+    control.set(FaultPlan::default());
+    drained(&wb).await;
+    assert_eq!(wb.staged(), (0, 0));
+    stop.cancel();
+}

@@ -32,6 +32,33 @@ pub fn run(cmd: &mut Command) -> Output {
     out
 }
 
+/// Run strata; returns (success, stdout + stderr).
+pub fn strata(args: &[&str]) -> (bool, String) {
+    let out = Command::new(STRATA).args(args).output().unwrap();
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// Run strata, which must succeed; returns stdout + stderr.
+pub fn strata_ok(args: &[&str]) -> String {
+    let (ok, out) = strata(args);
+    assert!(ok, "strata {args:?} failed: {out}");
+    out
+}
+
+/// Poll `check` until it returns true or `limit` passes.
+pub fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    false
+}
+
 /// Run a shell script in `dir`; returns stdout.
 pub fn sh(dir: &Path, script: &str) -> String {
     let out = run(Command::new("bash")
