@@ -59,7 +59,7 @@ fn run_engine(engine: &'static str, seed: u64) {
         "{engine}: fsck and gc took {:.1}s",
         started.elapsed().as_secs_f64()
     );
-    eprintln!("{engine} (seed {seed}): {report:?}");
+    eprintln!("{engine} (seed {}): {report:?}", plan.seed);
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Clients killed with `kill -9` in the middle of something: a mount during a storm of
-//! renames and links (on Redis), a gateway during a multipart upload, `strata gc
-//! --delete` half way. Each leaves nothing behind once its session expires: `strata
+//! renames and links (on Redis), a mount while it compacts fragmented files, a gateway
+//! during a multipart upload, `strata gc --delete` half way. Each leaves nothing behind once its session expires: `strata
 //! status` no longer lists it, `strata fsck` finds the volume clean, and `strata gc`
 //! finds nothing leaked, or only the blocks the dead client had uploaded and never
 //! committed, which it deletes (docs/SEMANTICS.md). (Killed holding a POSIX lock and an
@@ -11,7 +11,7 @@
 mod common;
 
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 
@@ -289,4 +289,70 @@ fn gc_killed_half_way_is_finished_by_the_next_run() {
     drop(m);
     let out = strata_ok(&["fsck", &vol.meta_url]);
     assert!(out.contains("volume is clean"), "{out}");
+}
+
+/// A mount killed while `strata compact` had it merging fragmented files: once its session
+/// expires, the files read as before, fsck is clean, and gc deletes only the merged blocks
+/// it had uploaded and not yet committed.
+#[test]
+fn a_mount_killed_while_compacting_leaves_its_files_whole() {
+    let vol = Volume::new();
+    // No background jobs: only the compaction under test merges anything.
+    let doomed = vol.mount_with("doomed", &["--heartbeat", "1", "--no-bgjob"]);
+    let sid = sid_of(&doomed);
+    // 12 files of 8 MiB, each written as 128 separate 64 KiB slices.
+    sh(
+        &doomed.path,
+        "for j in $(seq 1 12); do for i in $(seq 0 127); do \
+           dd if=/dev/urandom of=f$j bs=64k count=1 seek=$i conv=notrunc,fsync status=none; \
+         done; done; md5sum f* > ../sums",
+    );
+    let objects = || {
+        sh(vol.dir.path(), "find bucket -type f | wc -l")
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let before = objects();
+    let mut compact = Command::new(STRATA)
+        .args(["compact", "-q", "-p", "1"])
+        .arg(&doomed.path)
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while objects() == before {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "compaction never began"
+        );
+        assert!(
+            compact.try_wait().unwrap().is_none(),
+            "compact ended before uploading"
+        );
+    }
+    kill_mount(&vol, &doomed.path);
+    let status = compact.wait().unwrap();
+    assert!(
+        !status.success(),
+        "the kill came after compaction was done: give it more files"
+    );
+    let survivor = vol.mount("survivor");
+    assert!(
+        eventually(Duration::from_secs(40), || !strata(&[
+            "status",
+            &vol.meta_url,
+            "--session",
+            &sid.to_string()
+        ])
+        .0),
+        "the dead mount's session was never cleaned up"
+    );
+    assert_eq!(
+        sh(&survivor.path, "md5sum f*"),
+        std::fs::read_to_string(vol.dir.path().join("sums")).unwrap()
+    );
+    drop(survivor);
+    let out = strata_ok(&["fsck", &vol.meta_url]);
+    assert!(out.contains("volume is clean"), "{out}");
+    gc_clean(&vol.meta_url);
 }

@@ -159,6 +159,11 @@ fn two_servers_share_locks_and_a_dead_servers_lock_lapses() {
     );
     assert_eq!(dav(&[&doc_b]), (200, "after".to_string()));
     b.stop();
+    // The killed server left nothing behind.
+    let out = strata_ok(&["fsck", &vol.meta_url]);
+    assert!(out.contains("volume is clean"), "{out}");
+    let out = strata_ok(&["gc", &vol.meta_url, "--safety-window", "0"]);
+    assert!(out.contains("leaked: 0 objects"), "{out}");
 }
 
 #[test]

@@ -368,37 +368,6 @@ mod tests {
         }
     }
 
-    /// A checkpoint fsyncs the WAL: with deferred syncs SQLite must not make commits
-    /// durable behind the caller's back (their blocks may not be durable yet).
-    #[tokio::test]
-    async fn deferred_commits_are_never_checkpointed_before_a_sync() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("m.db");
-        let engine = SqliteEngine::open(&db).unwrap();
-        engine.commit(put(b"first")).await.unwrap();
-        engine.sync().await.unwrap();
-        engine.set_deferred_sync(true);
-        let size = || std::fs::metadata(&db).unwrap().len();
-        let before = size();
-        // Well past SQLite's automatic checkpoint (1000 pages of WAL).
-        for i in 0..1500u32 {
-            let req = CommitRequest {
-                seq: 0,
-                reads: Vec::new(),
-                writes: vec![(i.to_be_bytes().to_vec(), Write::Put(vec![7u8; 4000]))],
-            };
-            engine.commit(req).await.unwrap();
-        }
-        assert_eq!(
-            size(),
-            before,
-            "nothing was checkpointed into the database file"
-        );
-        assert_eq!(engine.wal_syncs(), 0);
-        engine.sync().await.unwrap();
-        assert_eq!(engine.wal_syncs(), 1);
-    }
-
     #[tokio::test]
     async fn deferred_commits_are_seen_by_another_engine_at_once() {
         let dir = tempfile::tempdir().unwrap();

@@ -83,8 +83,7 @@ impl Writer {
             self.dirty = !self.full;
         }
         self.transactions += 1;
-        // With deferred syncs, only a sync may checkpoint (see `set_synchronous`).
-        if self.full && self.transactions.is_multiple_of(WAL_CHECK_EVERY) {
+        if self.transactions.is_multiple_of(WAL_CHECK_EVERY) {
             restart_wal_if_large(&self.conn, &self.wal);
         }
         results
@@ -95,13 +94,10 @@ impl Writer {
         if full == self.full {
             return;
         }
-        // A checkpoint fsyncs the WAL, making every commit in it durable: with deferred
-        // syncs that must happen only in `sync`, after the caller made the blocks those
-        // commits point at durable (SQLite's own checkpoints are turned off meanwhile).
         let pragma = if full {
-            "PRAGMA synchronous=FULL; PRAGMA wal_autocheckpoint=1000"
+            "PRAGMA synchronous=FULL"
         } else {
-            "PRAGMA synchronous=NORMAL; PRAGMA wal_autocheckpoint=0"
+            "PRAGMA synchronous=NORMAL"
         };
         match self.conn.execute_batch(pragma) {
             Ok(()) => self.full = full,
@@ -135,9 +131,6 @@ impl Writer {
             file.sync_data().map_err(failed)?;
         }
         self.dirty = false;
-        if !self.full {
-            restart_wal_if_large(&self.conn, &self.wal);
-        }
         self.shared.wal_syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
