@@ -32,6 +32,16 @@ fn kill_mount(vol: &Volume, path: &std::path::Path) {
     let _ = Command::new("umount").arg("-l").arg(path).status();
 }
 
+/// A live client cleans the dead session `sid` up once it expires (5 heartbeats).
+fn session_cleaned_up(vol: &Volume, sid: u64) {
+    let sid = sid.to_string();
+    let gone = || !strata(&["status", &vol.meta_url, "--session", &sid]).0;
+    assert!(
+        eventually(Duration::from_secs(40), gone),
+        "the dead mount's session was never cleaned up"
+    );
+}
+
 /// `gc` finds nothing leaked (after deleting, with `--delete`, what a dead client left).
 fn gc_clean(url: &str) {
     let out = strata_ok(&["gc", url, "--delete", "--safety-window", "0"]);
@@ -77,16 +87,7 @@ fn a_mount_killed_during_renames_and_links_leaves_a_clean_volume() {
     let _ = storm.wait();
     // A live client cleans the dead session once it expires (5 heartbeats).
     let survivor = vol.mount("survivor");
-    assert!(
-        eventually(Duration::from_secs(40), || !strata(&[
-            "status",
-            &vol.meta_url,
-            "--session",
-            &sid.to_string()
-        ])
-        .0),
-        "the dead mount's session was never cleaned up"
-    );
+    session_cleaned_up(&vol, sid);
     drop(survivor);
     let out = strata_ok(&["fsck", &vol.meta_url]);
     assert!(out.contains("volume is clean"), "{out}");
@@ -337,16 +338,7 @@ fn a_mount_killed_while_compacting_leaves_its_files_whole() {
         "the kill came after compaction was done: give it more files"
     );
     let survivor = vol.mount("survivor");
-    assert!(
-        eventually(Duration::from_secs(40), || !strata(&[
-            "status",
-            &vol.meta_url,
-            "--session",
-            &sid.to_string()
-        ])
-        .0),
-        "the dead mount's session was never cleaned up"
-    );
+    session_cleaned_up(&vol, sid);
     assert_eq!(
         sh(&survivor.path, "md5sum f*"),
         std::fs::read_to_string(vol.dir.path().join("sums")).unwrap()
