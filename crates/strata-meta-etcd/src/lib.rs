@@ -242,6 +242,12 @@ impl EtcdEngine {
                 }
                 Ok(resp) => {
                     let now = slots::read_back(&resp)?;
+                    // An earlier attempt of this fence took, though its answer was lost.
+                    if now == slots::Known::Value(slots::fence_value(seq)) {
+                        slot.set(now);
+                        record_lost_commit(LostCommit::NotApplied);
+                        return Err(KvError::Unavailable(why));
+                    }
                     let applied = now == slots::Known::Value(value.to_vec());
                     slot.set(now);
                     tracing::info!(
@@ -681,5 +687,28 @@ mod tests {
         engine.commit(create()).await.unwrap();
         let mut snap = engine.snapshot().await.unwrap();
         assert_eq!(snap.get(b"k").await.unwrap(), Some(b"v".to_vec()));
+    }
+
+    /// A fence tried again after the first one took (its answer lost) finds its own
+    /// fence in the marker: the commit was not applied, and that is the verdict (not an
+    /// "unknown" EIO). The cluster is `STRATA_TEST_ETCD`.
+    #[tokio::test]
+    async fn a_fence_tried_again_after_it_took_says_not_applied() {
+        let members = std::env::var("STRATA_TEST_ETCD")
+            .expect("STRATA_TEST_ETCD must name etcd members (scripts/test.sh starts a cluster)");
+        let prefix = format!("t{:016x}", rand::random::<u64>());
+        let url = EtcdUrl::parse(&format!("etcd://{members}/{prefix}")).unwrap();
+        let engine = EtcdEngine::connect(&url).await.unwrap();
+        let mut slot = engine.slots.take();
+        let before = slots::Known::Absent;
+        let value = b"commit-7".to_vec();
+        let first = engine
+            .resolve_lost_commit(&mut slot, &before, 7, &value, "lost".into())
+            .await;
+        assert!(matches!(first, Err(KvError::Unavailable(_))), "{first:?}");
+        let again = engine
+            .resolve_lost_commit(&mut slot, &before, 7, &value, "lost".into())
+            .await;
+        assert!(matches!(again, Err(KvError::Unavailable(_))), "{again:?}");
     }
 }

@@ -16,9 +16,12 @@
 //!    message can commit it;
 //! 2. it **fences** the commit: sets the marker to `2·n` where it is below `2·n`. If the
 //!    old transaction is still running, PostgreSQL makes this wait for it on the row.
-//!    A row changed by the fence means the commit was not applied and now never will be
-//!    (its marker update would find `2·n` and abort it); no row changed means the marker
-//!    already says `2·n + 1`: the commit was applied.
+//!    The state after the fence is the verdict: `2·n` means the commit was not applied
+//!    and now never will be (its marker update would find `2·n` and abort it); `2·n + 1`
+//!    means it was applied. (Not "did this fence change the row": a fence whose answer
+//!    was lost is tried again, and the second one finds `2·n` already there. Taking that
+//!    for "applied" answered `Ok` for renames that never happened, found by the fault
+//!    harness on long runs.)
 //!
 //! The answer is `Ok` (applied), the original `Unavailable` error (not applied: the
 //! transaction layer retries it), or, when the server cannot be asked within
@@ -178,8 +181,7 @@ async fn fence(pool: &Pool, lost: LostCommit) -> Result<bool, KvError> {
         conn.client
             .batch_execute("BEGIN; SET LOCAL lock_timeout = '2s'")
             .await?;
-        let changed = conn
-            .client
+        conn.client
             .execute(
                 &format!(
                     "INSERT INTO {markers} (conn, state, at) VALUES ($1, $2, now()) \
@@ -189,14 +191,25 @@ async fn fence(pool: &Pool, lost: LostCommit) -> Result<bool, KvError> {
                 &[&&lost.marker[..], &fenced],
             )
             .await?;
+        // The verdict is the state, not whether this fence changed it: an earlier
+        // attempt's fence may have committed though its answer was lost, and a fence
+        // that finds `2n` must still say "not applied".
+        let state: i64 = conn
+            .client
+            .query_one(
+                &format!("SELECT state FROM {markers} WHERE conn = $1"),
+                &[&&lost.marker[..]],
+            )
+            .await?
+            .get(0);
         conn.client.batch_execute("COMMIT").await?;
-        Ok::<u64, tokio_postgres::Error>(changed)
+        Ok::<i64, tokio_postgres::Error>(state)
     }
     .await;
     match fenced_rows {
-        Ok(changed) => {
+        Ok(state) => {
             conn.in_transaction = false;
-            Ok(changed > 0)
+            Ok(state == fenced)
         }
         Err(e) => {
             let lock_wait = e.code().is_some_and(|c| c.code() == "55P03");

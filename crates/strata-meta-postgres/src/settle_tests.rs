@@ -156,3 +156,19 @@ async fn a_zombie_arriving_after_the_fence_is_aborted() {
     late.in_transaction = false;
     assert!(!present(&pool, b"k3").await);
 }
+
+/// Found by the fault harness: a fence whose answer was lost is tried again, and the
+/// second fence finds the marker already fenced. That must still say "not applied" (it
+/// said "applied", and a rename that never happened was answered `Ok`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_tried_again_after_it_took_still_says_not_applied() {
+    let pool = pool();
+    let mut zombie = pool.get().await.unwrap();
+    let lost = begin_zombie(&mut zombie, b"k4").await;
+    let first = fence(&pool, lost).await.unwrap();
+    assert!(first, "the first fence took: not applied");
+    let again = fence(&pool, lost).await.unwrap();
+    assert!(again, "a fence tried again still says: not applied");
+    zombie.broken = true;
+    assert!(!present(&pool, b"k4").await);
+}
