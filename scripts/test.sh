@@ -8,6 +8,15 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/strata/target}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
 mkdir -p "$CARGO_TARGET_DIR"
+# Cargo never deletes a stale test binary or incremental cache, so a target directory that is
+# reused run after run only grows; a full disk then fails tests with ENOSPC. Start it afresh
+# when it passes 30 GiB, or when the disk has under 10 GiB free and it holds over 5 GiB.
+target_gib=$(( $(du -sk "$CARGO_TARGET_DIR" | cut -f1) / 1048576 ))
+free_gib=$(( $(df -Pk "$CARGO_TARGET_DIR" | awk 'NR==2 {print $4}') / 1048576 ))
+if [ "$target_gib" -gt 30 ] || { [ "$free_gib" -lt 10 ] && [ "$target_gib" -gt 5 ]; }; then
+  echo "== target directory holds ${target_gib} GiB, ${free_gib} GiB free on its disk: cleaning it"
+  rm -rf "$CARGO_TARGET_DIR/debug" "$CARGO_TARGET_DIR/release" "$CARGO_TARGET_DIR/wheels"
+fi
 
 need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
