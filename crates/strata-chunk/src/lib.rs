@@ -15,9 +15,11 @@
 pub mod buffer;
 pub mod cache;
 pub mod group;
+mod inflight;
 pub mod readahead;
 pub mod reader;
 mod segments;
+mod store;
 mod warm;
 pub mod writer;
 
@@ -28,7 +30,7 @@ use strata_object::{ObjectError, ObjectStore};
 
 pub use buffer::BufferBudget;
 pub use cache::{BlockCache, CacheStats};
-pub use reader::ChunkStore;
+pub use store::{ChunkOptions, ChunkStore};
 pub use writer::SliceWriter;
 
 /// Errors of the data layer.

@@ -8,28 +8,12 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use futures::FutureExt;
-use futures::future::{BoxFuture, Shared as SharedFuture};
 use strata_object::checksum::SEGMENT;
 
 use crate::group::Peer;
-use crate::reader::{ChunkStore, Shared};
+use crate::inflight::{RunFetch, SegmentRun};
+use crate::store::{ChunkStore, Shared, cache_segments_in_background};
 use crate::{ChunkError, ChunkStats, Result};
-
-/// Consecutive segments of one block, fetched together.
-#[derive(Debug)]
-pub(crate) struct SegmentRun {
-    first: usize,
-    segments: Vec<Bytes>,
-}
-
-impl SegmentRun {
-    fn get(&self, index: usize) -> Option<Bytes> {
-        self.segments.get(index.checked_sub(self.first)?).cloned()
-    }
-}
-
-/// A fetch of a run, shared by every reader waiting for one of its segments.
-pub(crate) type RunFetch = SharedFuture<BoxFuture<'static, Result<Arc<SegmentRun>>>>;
 
 /// The memory-cache key of segment `index` of block `key`.
 fn segment_key(key: &str, index: usize) -> String {
@@ -256,7 +240,7 @@ async fn fetch_run(
             .insert(&segment_key(&key, first + i), segment.clone());
     }
     if from_peer.is_none() {
-        crate::reader::cache_segments_in_background(&shared, &key, block_len, first, &segments);
+        cache_segments_in_background(&shared, &key, block_len, first, &segments);
     }
     Ok(Arc::new(SegmentRun { first, segments }))
 }

@@ -2,55 +2,13 @@
 //! its owner's in a cache group (one warmup through any member fills the group), else
 //! this client's. Warmed blocks are written to the block cache before the call returns.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use bytes::Bytes;
 use strata_types::Slice;
-use tokio::sync::Notify;
 
 use crate::Result;
 use crate::cache::BlockCache;
 use crate::group::wire::{Op, REPLY_OK};
-use crate::reader::ChunkStore;
-
-/// Demand reads in flight, so that low-priority warmup can wait for a quiet moment.
-#[derive(Debug, Default)]
-pub(crate) struct DemandReads {
-    count: AtomicUsize,
-    quiet: Notify,
-}
-
-/// One demand read in flight (dropped when it ends).
-pub(crate) struct DemandRead<'a>(&'a DemandReads);
-
-impl DemandReads {
-    pub(crate) fn start(&self) -> DemandRead<'_> {
-        self.count.fetch_add(1, Ordering::AcqRel);
-        DemandRead(self)
-    }
-
-    /// Return once no demand read is in flight.
-    async fn quiet(&self) {
-        loop {
-            let notified = self.quiet.notified();
-            tokio::pin!(notified);
-            // Registered before the check: a read ending in between still wakes us.
-            notified.as_mut().enable();
-            if self.count.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
-
-impl Drop for DemandRead<'_> {
-    fn drop(&mut self) {
-        if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.quiet.notify_waiters();
-        }
-    }
-}
+use crate::store::ChunkStore;
 
 impl ChunkStore {
     /// Wait until no read of this client is fetching data (low-priority warmup calls
@@ -128,31 +86,5 @@ impl ChunkStore {
             }
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    #[tokio::test]
-    async fn low_priority_waits_for_reads_to_end() {
-        let reads = DemandReads::default();
-        reads.quiet().await; // idle: returns at once
-        let first = reads.start();
-        let second = reads.start();
-        let waiter = reads.quiet();
-        tokio::pin!(waiter);
-        assert!(futures::poll!(waiter.as_mut()).is_pending());
-        drop(first);
-        assert!(
-            futures::poll!(waiter.as_mut()).is_pending(),
-            "one read is still going"
-        );
-        drop(second);
-        tokio::time::timeout(Duration::from_secs(10), waiter)
-            .await
-            .expect("woken when the last read ended");
     }
 }

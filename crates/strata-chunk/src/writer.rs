@@ -12,10 +12,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use strata_types::CHUNK_SIZE;
 use tokio::task::JoinSet;
 
 use crate::buffer::Reservation;
-use crate::reader::Shared;
+use crate::store::{ChunkStore, Shared};
 use crate::{ChunkError, ChunkStats, Result, block_key};
 
 /// One block being filled, with the budget it holds.
@@ -292,4 +293,12 @@ async fn upload(shared: &Shared, block: Sealed) -> UploadResult {
     }
     drop(reserved);
     Ok(())
+}
+
+impl ChunkStore {
+    /// A writer for slice `id` starting at `pos` within its chunk.
+    pub fn writer(&self, id: u64, pos: u32) -> SliceWriter {
+        let limit = u32::try_from(CHUNK_SIZE - u64::from(pos).min(CHUNK_SIZE)).unwrap_or(u32::MAX);
+        SliceWriter::new(self.shared.clone(), id, limit)
+    }
 }

@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use strata_chunk::ChunkOptions;
 use strata_chunk::cache::BlockCache;
 use strata_chunk::cache::memory::MemoryCache;
 use strata_chunk::group::{Group, GroupConfig, Member, serve};
-use strata_chunk::reader::ChunkOptions;
 use strata_chunk::{ChunkStore, block_key};
 use strata_object::ObjectStore;
 use strata_object::backend::Backend;

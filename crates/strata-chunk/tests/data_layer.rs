@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use proptest::prelude::*;
+use strata_chunk::ChunkOptions;
 use strata_chunk::cache::disk::DiskCache;
 use strata_chunk::cache::memory::MemoryCache;
 use strata_chunk::cache::{BlockCache, CacheStats, NoCache};
-use strata_chunk::reader::ChunkOptions;
 use strata_chunk::{ChunkError, ChunkStore, block_key};
 use strata_object::backend::Backend;
 use strata_object::fault::{FaultControl, FaultPlan, Faulty};

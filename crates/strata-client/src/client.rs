@@ -8,12 +8,12 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
+use strata_chunk::ChunkOptions;
 use strata_chunk::ChunkStore;
 use strata_chunk::cache::disk::DiskCache;
 use strata_chunk::cache::memory::MemoryCache;
 use strata_chunk::cache::{BlockCache, NoCache};
 use strata_chunk::group::{Group, Member};
-use strata_chunk::reader::ChunkOptions;
 use strata_meta::{Ctx, Format, GroupMember, Meta, MetaOptions, SessionInfo};
 use strata_object::ObjectStore;
 use strata_object::compress::Codec;

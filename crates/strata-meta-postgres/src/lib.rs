@@ -20,6 +20,7 @@ mod feed;
 mod pipelined;
 mod pool;
 mod settle;
+mod sql;
 
 use std::time::Duration;
 

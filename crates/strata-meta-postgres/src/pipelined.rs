@@ -14,18 +14,6 @@ use tokio_postgres::error::SqlState;
 use crate::pool::Pooled;
 use crate::{QUERY_TIMEOUT, Writes, pg_error, timed};
 
-/// `$1` keys, `$2` values, `$3` whether each was present: 0 when every read still holds,
-/// a division by zero otherwise.
-pub(crate) fn check_points_sql(table: &str) -> String {
-    format!(
-        "SELECT CASE WHEN m.bad = 0 THEN 0 ELSE 1 / (m.bad - m.bad) END FROM ( \
-           SELECT count(*)::int AS bad FROM UNNEST($1::bytea[], $2::bytea[], $3::bool[]) \
-             AS r(k, v, present) LEFT JOIN {table} t ON t.k = r.k \
-           WHERE (r.present AND (t.v IS NULL OR t.v <> r.v)) \
-              OR (NOT r.present AND t.k IS NOT NULL)) m"
-    )
-}
-
 /// Whether a commit can be pipelined: its reads are all point reads.
 pub(crate) fn can_pipeline(reads: &[ReadCheck]) -> bool {
     reads.iter().all(|r| matches!(r, ReadCheck::Point { .. }))

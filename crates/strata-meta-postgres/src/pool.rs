@@ -188,7 +188,7 @@ impl Pool {
         // the cached plans use the primary key at any size.
         timed_setup(&client, "SET enable_seqscan = off").await?;
         let stmts = prepare(&client, &self.inner.table).await?;
-        let backend = crate::settle::backend_of(&client).await?;
+        let backend = crate::sql::backend_of(&client).await?;
         Ok(Conn {
             client,
             stmts,
@@ -230,7 +230,7 @@ pub(crate) fn with_causes(e: &dyn std::error::Error) -> String {
 /// The volume's table and its commit markers' table (`settle.rs`); markers of
 /// connections unused for a week are dropped.
 async fn create_table(client: &Client, table: &str) -> Result<(), KvError> {
-    let markers = crate::settle::markers_table(table);
+    let markers = crate::sql::markers_table(table);
     for sql in [
         format!("CREATE TABLE IF NOT EXISTS {table} (k BYTEA PRIMARY KEY, v BYTEA NOT NULL)"),
         format!(
@@ -273,8 +273,8 @@ async fn prepare(client: &Client, table: &str) -> Result<Statements, KvError> {
         .await?,
         delete: p(format!("DELETE FROM {table} WHERE k = ANY($1)")).await?,
         notify: p("SELECT pg_notify($1, $2)".to_string()).await?,
-        check_points: p(crate::pipelined::check_points_sql(table)).await?,
-        mark: p(crate::settle::mark_sql(table)).await?,
+        check_points: p(crate::sql::check_points_sql(table)).await?,
+        mark: p(crate::sql::mark_sql(table)).await?,
     })
 }
 

@@ -30,33 +30,16 @@
 use std::time::{Duration, Instant};
 
 use strata_meta::kv::{KvError, LostCommit as Verdict, record_lost_commit, within};
-use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
+use crate::pg_error;
 use crate::pool::Pool;
-use crate::{QUERY_TIMEOUT, pg_error};
+use crate::sql::markers_table;
 
 /// How long a lost commit is settled for before it is reported as unknown.
 pub(crate) const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long one attempt to settle may take (a lock wait included).
 const ATTEMPT: Duration = Duration::from_secs(5);
-
-/// The commit-marker table of a volume's table. `$` never occurs in a volume's prefix,
-/// so no volume's table has this name.
-pub(crate) fn markers_table(table: &str) -> String {
-    format!("{table}$commits")
-}
-
-/// See [`crate::pool::Statements::mark`].
-pub(crate) fn mark_sql(table: &str) -> String {
-    let markers = markers_table(table);
-    format!(
-        "WITH m AS (INSERT INTO {markers} (conn, state, at) VALUES ($1, $2, now()) \
-           ON CONFLICT (conn) DO UPDATE SET state = EXCLUDED.state, at = EXCLUDED.at \
-           WHERE {markers}.state < $3 RETURNING 1) \
-         SELECT 1 / (SELECT count(*)::int FROM m)"
-    )
-}
 
 /// The marker states of a connection's `n`-th writing commit: (applied, fenced).
 pub(crate) fn states(n: u64) -> Result<(i64, i64), KvError> {
@@ -76,28 +59,6 @@ pub(crate) struct LostCommit {
     pub n: u64,
     /// The old connection's server process (pid, start in µs), when known.
     pub backend: Option<(i32, i64)>,
-}
-
-/// The pid and start time (µs since the epoch) of the server process of `client`.
-pub(crate) async fn backend_of(client: &Client) -> Result<Option<(i32, i64)>, KvError> {
-    let row = within(QUERY_TIMEOUT, "PostgreSQL", async {
-        client
-            .query_opt(
-                "SELECT pid, (extract(epoch FROM backend_start) * 1000000)::int8 \
-                 FROM pg_stat_activity WHERE pid = pg_backend_pid()",
-                &[],
-            )
-            .await
-            .map_err(pg_error)
-    })
-    .await?;
-    Ok(match row {
-        Some(r) => Some((
-            r.try_get(0).map_err(pg_error)?,
-            r.try_get(1).map_err(pg_error)?,
-        )),
-        None => None,
-    })
 }
 
 /// Whether `lost` was applied (see the module doc).

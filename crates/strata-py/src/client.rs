@@ -7,8 +7,8 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use strata_client::ClientOptions;
 use strata_types::{Attr, Errno, FileType, MetaUrl};
-use strata_vfs::control::{ControlOp, ControlResult};
-use strata_vfs::control_warmup::{WarmAction, WarmSpec};
+use strata_vfs::control_wire::{ControlOp, ControlResult};
+use strata_vfs::control_wire::{WarmAction, WarmSpec};
 use strata_vfs::{SetAttr, TimeSet};
 
 use crate::error::{OnPath, Result, SdkError, posix};

@@ -4,7 +4,10 @@
 //! decides, in AWS's order: an explicit Deny in the bucket policy refuses; the bucket's
 //! owner may do everything else; then a policy Allow grants; then the bucket's ACL (and,
 //! for reading an object, the object's ACL). The public access block removes what
-//! public grants would give. Anything not granted is AccessDenied.
+//! public grants would give. Anything not granted is AccessDenied. The check also names
+//! the request's operation for the metrics ([`OpName`]).
+
+use std::sync::{Arc, OnceLock};
 
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::dto::{CopySource, Grant, Permission};
@@ -199,7 +202,7 @@ impl Access {
 impl S3Access for Access {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
         let op_name = cx.s3_op().name().to_string();
-        if let Some(slot) = cx.extensions_mut().get::<crate::serve::OpName>() {
+        if let Some(slot) = cx.extensions_mut().get::<OpName>() {
             let _ = slot.0.set(op_name);
         }
         let op = cx.s3_op().name();
@@ -272,3 +275,8 @@ impl S3Access for Access {
         }
     }
 }
+
+/// The S3 operation a request turned out to be, filled in by the access check once s3s
+/// has routed it (requests refused before routing stay "Unrouted").
+#[derive(Clone, Debug, Default)]
+pub(crate) struct OpName(pub(crate) Arc<OnceLock<String>>);

@@ -4,9 +4,9 @@
 //! headers on answers to browsers, and closing connections whose client may still be
 //! holding back a body it announced with `Expect: 100-continue`.
 
-use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
+use crate::access::OpName;
 use crate::service::GatewayService;
 use strata_http::{ServeOptions, TlsAcceptor};
 use tokio::net::TcpListener;
@@ -35,11 +35,6 @@ async fn respond(
     vfs.front_metrics().s3.observe(name, started.elapsed());
     resp
 }
-
-/// The S3 operation a request turned out to be, filled in by the access check once s3s
-/// has routed it (requests refused before routing stay "Unrouted").
-#[derive(Clone, Debug, Default)]
-pub(crate) struct OpName(pub(crate) Arc<OnceLock<String>>);
 
 async fn respond_timed(
     service: GatewayService,

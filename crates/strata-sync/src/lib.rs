@@ -20,6 +20,7 @@ pub mod decide;
 pub mod endpoint;
 pub mod filter;
 pub mod fs;
+pub mod job;
 pub mod manager;
 pub mod narrow;
 pub mod objects;

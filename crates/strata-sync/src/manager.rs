@@ -8,8 +8,8 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::job::Job;
 use crate::queue::{JobRecord, Queue, TaskBody, now_ns};
-use crate::run::Job;
 use crate::{Result, SyncError};
 
 /// Keys per task at most.

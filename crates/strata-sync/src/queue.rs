@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use strata_meta::kv::{FieldOp, FieldUpdate, KvEngine, KvError, RetryPolicy, Txn, run_txn};
 use strata_types::redact_url;
 
-use crate::run::Job;
+use crate::job::Job;
 use crate::stats::Snapshot;
 use crate::{Result, SyncError};
 

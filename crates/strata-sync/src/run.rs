@@ -15,6 +15,7 @@ use tokio::task::JoinSet;
 use crate::decide::{Action, Options};
 use crate::endpoint::{Endpoint, Entry, Kind};
 use crate::filter::Filter;
+use crate::job::Job;
 use crate::manager::Enqueuer;
 use crate::stats::{SyncStats, bump};
 use crate::{Result, SyncError};
@@ -438,17 +439,6 @@ impl Merge {
         }
         Ok(())
     }
-}
-
-/// The work on one key, as decided by the merge: run at once, or carried by a queued
-/// task (sync queue v2, docs/FORMAT.md) to a worker.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-pub enum Job {
-    Copy(Entry),
-    Compare(Entry, Entry),
-    Mkdir(String),
-    DeleteSrc(Entry),
-    DeleteDst(Entry),
 }
 
 impl Job {

@@ -17,8 +17,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::decide::Options;
 use crate::endpoint::{Endpoint, Entry, Kind};
+use crate::job::Job;
 use crate::queue::{JobRecord, Leased, Queue, Taken, now_ns};
-use crate::run::{Job, Run};
+use crate::run::Run;
 use crate::stats::{SyncStats, bump};
 use crate::{Result, SyncError};
 

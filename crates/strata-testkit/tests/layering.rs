@@ -1,4 +1,5 @@
-//! Fails the build's tests if a workspace crate imports one it must not (ARCHITECTURE.md).
+//! Fails the build's tests if a workspace crate imports one it must not (ARCHITECTURE.md),
+//! or a crate's modules import each other in a circle.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code
 
 use std::process::Command;
@@ -47,4 +48,35 @@ fn workspace_obeys_layering_rules() {
         "layering violations:\n{}",
         violations.join("\n")
     );
+}
+
+/// No crate's modules import each other in a circle: shared types live in a leaf module.
+#[test]
+fn no_crate_has_an_import_cycle_between_its_modules() {
+    // Asked at run time, as above.
+    let root = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(
+            || env!("CARGO_MANIFEST_DIR").into(),
+            std::path::PathBuf::from,
+        )
+        .join("../..");
+    let crates = root.join("crates");
+    let mut found = Vec::new();
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&crates).unwrap() {
+        let src = entry.unwrap().path().join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        checked += 1;
+        for cycle in strata_testkit::modules::module_cycles(&src).unwrap() {
+            found.push(format!("{}: {}", src.display(), cycle.join(" <-> ")));
+        }
+    }
+    assert!(
+        checked >= 15,
+        "only {checked} crates under {}",
+        crates.display()
+    );
+    assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
 }

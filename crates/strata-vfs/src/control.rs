@@ -8,7 +8,8 @@
 //! the mount's root) and `--read-only` apply, and no credentials are needed. Closing the
 //! file stops the operation between two steps (never inside a transaction).
 //!
-//! The wire format is versioned (`docs/FORMAT.md`, ".control protocol").
+//! The wire format is versioned (`docs/FORMAT.md`, ".control protocol") and defined in
+//! [`crate::control_wire`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,105 +17,20 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
 use strata_meta::Ctx;
 use strata_types::Errno;
 use tokio_util::sync::CancellationToken;
 
+use crate::control_wire::{
+    CONTROL_PROTOCOL, ControlOp, ControlReply, ControlRequest, ControlResult,
+};
 use crate::maintenance::Progress;
 use crate::{Result, Vfs};
 
-/// The version of the request and reply lines.
-pub const CONTROL_PROTOCOL: u32 = 1;
 /// Largest request accepted (a request is a few hundred bytes).
 const MAX_REQUEST: usize = 64 << 10;
 /// How long a read waits for output before it returns a progress line instead.
 const PROGRESS_EVERY: Duration = Duration::from_millis(300);
-
-/// A request line.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ControlRequest {
-    pub version: u32,
-    #[serde(flatten)]
-    pub op: ControlOp,
-}
-
-/// What a path tool asks the mount to do. Inodes are as the mount shows them (`st_ino`;
-/// 1 is the mount's root); names are raw bytes.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum ControlOp {
-    /// Remove `parent/name` and everything below it (through the trash).
-    Rmr { parent: u64, name: Vec<u8> },
-    /// Copy `src` to `parent/name` sharing its data.
-    Clone {
-        src: u64,
-        parent: u64,
-        name: Vec<u8>,
-        preserve: bool,
-    },
-    /// What `ino` is made of.
-    Info { ino: u64 },
-    /// Sizes and counts of the tree at `ino`, `depth` levels of directories deep.
-    Summary { ino: u64, depth: usize },
-    /// Merge the fragmented chunks of `ino` (a file, or every file below a directory),
-    /// `threads` chunks at a time.
-    Compact { ino: u64, threads: usize },
-    /// Warm, check or evict the cached blocks of `ino` (a file, or every file below a
-    /// directory).
-    Warmup {
-        ino: u64,
-        #[serde(flatten)]
-        spec: crate::control_warmup::WarmSpec,
-    },
-    /// Commit every buffered write, then upload every staged block (`--writeback`),
-    /// waiting at most `timeout_secs` (`strata umount --flush`).
-    Flush { timeout_secs: u64 },
-}
-
-/// A reply line.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "reply", rename_all = "snake_case")]
-pub enum ControlReply {
-    Progress {
-        stage: String,
-        done: u64,
-        total: u64,
-        bytes: u64,
-    },
-    Done {
-        result: ControlResult,
-    },
-    Failed {
-        errno: i32,
-        message: String,
-    },
-}
-
-/// What a finished operation reports, tagged by the operation.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum ControlResult {
-    Removed {
-        entries: u64,
-    },
-    Cloned {
-        inodes: u64,
-    },
-    Info(crate::control_ops::FileInfo),
-    Summary {
-        rows: Vec<crate::control_ops::SummaryRow>,
-    },
-    Compacted {
-        chunks: u64,
-        skipped_files: u64,
-    },
-    Warmed(crate::control_warmup::WarmReport),
-    /// Everything is committed and uploaded; `blocks` were staged when the flush began.
-    Flushed {
-        blocks: u64,
-    },
-}
 
 /// One open `.control`.
 #[derive(Debug, Default)]

@@ -2,13 +2,13 @@
 //! the caller, with the permission checks the equivalent shell command meets, and reports
 //! progress as it goes.
 
-use serde::{Deserialize, Serialize};
 use strata_chunk::{block_key, block_sizes};
 use strata_meta::{Ctx, MAY_EXEC, MAY_READ, MAY_WRITE, MetaError};
 use strata_types::{CHUNK_SIZE, Errno, FileType, Ino, Slice};
 
 use crate::Vfs;
-use crate::control::{ControlResult, Job};
+use crate::control::Job;
+use crate::control_wire::{ChunkInfo, ControlResult, FileInfo, SliceInfo, SummaryRow};
 use crate::errno::from_meta;
 
 /// An operation's failure: the errno and a one-line message.
@@ -26,47 +26,6 @@ pub(crate) fn meta_failure(e: MetaError) -> Failure {
 
 fn errno_failure(e: Errno) -> Failure {
     (e, String::new())
-}
-
-/// What `strata info` shows of a file or directory.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileInfo {
-    pub ino: u64,
-    pub kind: String,
-    pub mode: u16,
-    pub uid: u32,
-    pub gid: u32,
-    pub nlink: u32,
-    pub length: u64,
-    /// Bytes and inodes of a directory's direct children.
-    pub dir_usage: Option<(i64, i64)>,
-    pub chunks: Vec<ChunkInfo>,
-}
-
-/// One chunk of a file: its slice records and the objects of their blocks.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChunkInfo {
-    pub index: u32,
-    pub slices: Vec<SliceInfo>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SliceInfo {
-    pub pos: u32,
-    pub len: u32,
-    pub id: u64,
-    pub size: u32,
-    pub off: u32,
-    pub objects: Vec<String>,
-}
-
-/// One directory of a `strata summary`: its path below the asked one, and its totals.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SummaryRow {
-    pub path: Vec<u8>,
-    pub bytes: i64,
-    pub files: i64,
-    pub dirs: i64,
 }
 
 impl Vfs {

@@ -7,60 +7,15 @@
 use std::collections::HashSet;
 
 use futures::StreamExt;
-use serde::{Deserialize, Serialize};
 use strata_chunk::ChunkStore;
 use strata_meta::{MAY_EXEC, MAY_READ};
 use strata_types::{CHUNK_SIZE, FileType, Ino};
 
 use crate::Vfs;
-use crate::control::{ControlResult, Job};
+use crate::control::Job;
 use crate::control_ops::{Failure, meta_failure};
+use crate::control_wire::{ControlResult, WarmAction, WarmReport, WarmSpec};
 use crate::maintenance::Progress;
-
-/// What `warmup` does to each block.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WarmAction {
-    /// Fetch it into the cache that owns it.
-    Warm,
-    /// Report how much of it is cached.
-    Check,
-    /// Drop it from the caches.
-    Evict,
-}
-
-/// A warmup request: which action, on which byte ranges (`(offset, length)`, length 0 =
-/// to the end; none = whole files), with how many blocks at once, and whether to return
-/// before the blocks are done.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WarmSpec {
-    pub action: WarmAction,
-    #[serde(default)]
-    pub ranges: Vec<(u64, u64)>,
-    pub threads: usize,
-    #[serde(default)]
-    pub background: bool,
-    /// Handle a block only while no read of this client is fetching data.
-    #[serde(default)]
-    pub low_priority: bool,
-}
-
-/// What a warmup did.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WarmReport {
-    pub files: u64,
-    /// Files the caller may not read (left alone).
-    pub skipped_files: u64,
-    pub blocks: u64,
-    /// Bytes of the blocks handled.
-    pub bytes: u64,
-    /// With `check`: bytes of those blocks found cached.
-    pub cached_bytes: u64,
-    /// Blocks that failed.
-    pub failed: u64,
-    /// The blocks are handled in the background (the counts above are the plan).
-    pub background: bool,
-}
 
 impl Vfs {
     pub(crate) async fn control_warmup(

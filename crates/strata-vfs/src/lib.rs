@@ -12,7 +12,8 @@ mod atime;
 mod background;
 pub mod control;
 mod control_ops;
-pub mod control_warmup;
+mod control_warmup;
+pub mod control_wire;
 mod dir;
 pub mod errno;
 mod file;
@@ -40,7 +41,7 @@ use strata_types::{Attr, Errno, FileType, Ino};
 
 pub use atime::AtimeMode;
 pub use background::{BackgroundJobs, MetaBackup};
-pub use control_ops::{ChunkInfo, FileInfo, SliceInfo, SummaryRow};
+pub use control_wire::{ChunkInfo, FileInfo, SliceInfo, SummaryRow};
 pub use dir::DirEntryPlus;
 pub use internal::{ACCESSLOG_INO, CONFIG_INO, CONTROL_INO, STATS_INO, is_internal, log_time};
 /// Types of the metadata layer that front ends use through the VFS.

@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
+use strata_chunk::ChunkOptions;
 use strata_chunk::ChunkStore;
 use strata_chunk::cache::memory::MemoryCache;
-use strata_chunk::reader::ChunkOptions;
 use strata_meta::conformance::{test_format, test_options};
 use strata_meta::kv::KvEngine;
 use strata_meta::kv::sqlite::SqliteEngine;

@@ -9,9 +9,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use strata_chunk::ChunkOptions;
 use strata_chunk::ChunkStore;
 use strata_chunk::cache::NoCache;
-use strata_chunk::reader::ChunkOptions;
 use strata_meta::conformance::{MemoryStore, TestStore, test_format, test_options};
 use strata_meta::{Meta, SessionInfo};
 use strata_object::ObjectStore;

@@ -1,7 +1,8 @@
 //! The volume as a dav-server file system: paths to inodes (walked with a cache that
 //! lives for one request), attributes as DAV metadata, directory listings streamed a page
 //! at a time, directories, deletes, renames and metadata-only copies. Opening files is in
-//! [`crate::file`], dead properties in [`crate::props`].
+//! [`crate::file`], dead properties in [`crate::props`]; dav-server calls them through
+//! [`crate::dav`].
 //!
 //! Names beginning with `.strata-` are the servers' own (the WebDAV server's hidden
 //! directory, the S3 gateway's): never listed, never reachable by a path.
@@ -11,12 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use dav_server::davpath::DavPath;
-use dav_server::fs::{
-    DavDirEntry, DavFile, DavFileSystem, DavMetaData, DavProp, FsFuture, FsResult, FsStream,
-    OpenOptions, ReadDirMeta,
-};
+use dav_server::fs::{DavDirEntry, DavMetaData, FsFuture, FsResult};
 use futures::FutureExt;
-use http::StatusCode;
 use parking_lot::Mutex;
 use strata_types::{Attr, Errno, FileType, Ino, Nanos};
 use strata_vfs::{Ctx, Entry, Vfs};
@@ -90,7 +87,7 @@ pub(crate) fn segments(path: &DavPath) -> Result<Vec<&[u8]>, Errno> {
 }
 
 /// The key of a path in the walk cache.
-fn key_of(segs: &[&[u8]]) -> Vec<u8> {
+pub(crate) fn key_of(segs: &[&[u8]]) -> Vec<u8> {
     let mut key = Vec::new();
     for s in segs {
         key.push(b'/');
@@ -147,7 +144,7 @@ impl VolumeFs {
     }
 
     /// The inode at `segs` below the root.
-    async fn walk(&self, segs: &[&[u8]]) -> Result<Ino, Errno> {
+    pub(crate) async fn walk(&self, segs: &[&[u8]]) -> Result<Ino, Errno> {
         let mut at = self.root;
         // The longest prefix walked already.
         let mut start = 0;
@@ -321,7 +318,7 @@ impl DavDirEntry for ListedEntry {
 }
 
 /// Where a streamed listing is.
-struct Listing {
+pub(crate) struct Listing {
     fs: VolumeFs,
     dir: Ino,
     /// The path of the directory, as a walk-cache key.
@@ -332,8 +329,20 @@ struct Listing {
 }
 
 impl Listing {
+    /// The entries of `dir`, found at path `key` (`/a/b`), as `fs` sees them.
+    pub(crate) fn new(fs: VolumeFs, dir: Ino, key: Vec<u8>) -> Listing {
+        Listing {
+            fs,
+            dir,
+            key,
+            next_from: None,
+            buffered: VecDeque::new(),
+            done: false,
+        }
+    }
+
     /// The next entry, reading a page when the buffer is empty.
-    async fn next(mut self) -> Option<(FsResult<Box<dyn DavDirEntry>>, Listing)> {
+    pub(crate) async fn next(mut self) -> Option<(FsResult<Box<dyn DavDirEntry>>, Listing)> {
         loop {
             if let Some(entry) = self.buffered.pop_front() {
                 return Some((Ok(entry), self));
@@ -382,145 +391,6 @@ impl Listing {
             }));
         }
         Ok(())
-    }
-}
-
-impl DavFileSystem for VolumeFs {
-    fn open<'a>(
-        &'a self,
-        path: &'a DavPath,
-        options: OpenOptions,
-    ) -> FsFuture<'a, Box<dyn DavFile>> {
-        async move { crate::file::open(self, path, options).await }.boxed()
-    }
-
-    fn read_dir<'a>(
-        &'a self,
-        path: &'a DavPath,
-        _meta: ReadDirMeta,
-    ) -> FsFuture<'a, FsStream<Box<dyn DavDirEntry>>> {
-        async move {
-            let segs = segments(path).map_err(fs_error)?;
-            let dir = self.walk(&segs).await.map_err(fs_error)?;
-            let listing = Listing {
-                fs: self.clone(),
-                dir,
-                key: key_of(&segs),
-                next_from: None,
-                buffered: VecDeque::new(),
-                done: false,
-            };
-            let stream: FsStream<Box<dyn DavDirEntry>> =
-                Box::pin(futures::stream::unfold(listing, Listing::next));
-            Ok(stream)
-        }
-        .boxed()
-    }
-
-    fn metadata<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, Box<dyn DavMetaData>> {
-        async move {
-            let (ino, attr) = self.stat(path).await.map_err(fs_error)?;
-            let meta: Box<dyn DavMetaData> = Box::new(Meta { ino, attr });
-            Ok(meta)
-        }
-        .boxed()
-    }
-
-    fn create_dir<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, ()> {
-        async move {
-            let (parent, name) = self.parent_of(path).await.map_err(fs_error)?;
-            self.changed();
-            self.vfs()
-                .mkdir(self.ctx(), parent, &name, DIR_MODE)
-                .await
-                .map_err(fs_error)?;
-            Ok(())
-        }
-        .boxed()
-    }
-
-    fn remove_dir<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, ()> {
-        async move {
-            let (parent, name) = self.parent_of(path).await.map_err(fs_error)?;
-            self.changed();
-            self.vfs()
-                .rmdir(self.ctx(), parent, &name)
-                .await
-                .map_err(fs_error)
-        }
-        .boxed()
-    }
-
-    fn remove_file<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, ()> {
-        async move {
-            let (parent, name) = self.parent_of(path).await.map_err(fs_error)?;
-            self.changed();
-            self.vfs()
-                .unlink(self.ctx(), parent, &name)
-                .await
-                .map_err(fs_error)
-        }
-        .boxed()
-    }
-
-    fn rename<'a>(&'a self, from: &'a DavPath, to: &'a DavPath) -> FsFuture<'a, ()> {
-        async move {
-            let (from_dir, from_name) = self.parent_of(from).await.map_err(fs_error)?;
-            let (to_dir, to_name) = self.parent_of(to).await.map_err(fs_error)?;
-            self.changed();
-            self.vfs()
-                .rename(self.ctx(), from_dir, &from_name, to_dir, &to_name, 0)
-                .await
-                .map_err(fs_error)
-        }
-        .boxed()
-    }
-
-    /// Files only (dav-server makes the directories of a tree itself): a metadata-only
-    /// clone sharing the source's data, dead properties included.
-    fn copy<'a>(&'a self, from: &'a DavPath, to: &'a DavPath) -> FsFuture<'a, ()> {
-        async move {
-            let src = self.resolve(from).await.map_err(fs_error)?;
-            let (to_dir, to_name) = self.parent_of(to).await.map_err(fs_error)?;
-            self.changed();
-            self.vfs()
-                .clone_file(self.ctx(), src, to_dir, &to_name)
-                .await
-                .map_err(fs_error)
-        }
-        .boxed()
-    }
-
-    fn have_props<'a>(
-        &'a self,
-        _path: &'a DavPath,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'a>> {
-        futures::future::ready(true).boxed()
-    }
-
-    fn patch_props<'a>(
-        &'a self,
-        path: &'a DavPath,
-        patch: Vec<(bool, DavProp)>,
-    ) -> FsFuture<'a, Vec<(StatusCode, DavProp)>> {
-        async move { crate::props::patch(self, path, patch).await }.boxed()
-    }
-
-    fn get_props<'a>(&'a self, path: &'a DavPath, do_content: bool) -> FsFuture<'a, Vec<DavProp>> {
-        async move { crate::props::get_all(self, path, do_content).await }.boxed()
-    }
-
-    fn get_prop<'a>(&'a self, path: &'a DavPath, prop: DavProp) -> FsFuture<'a, Vec<u8>> {
-        async move { crate::props::get_one(self, path, &prop).await }.boxed()
-    }
-
-    fn get_quota(&self) -> FsFuture<'_, (u64, Option<u64>)> {
-        async move {
-            let st = self.vfs().statfs().await.map_err(fs_error)?;
-            let used = st.total_space.saturating_sub(st.avail_space);
-            Ok((used, Some(st.total_space)))
-        }
-        .boxed()
     }
 }
 

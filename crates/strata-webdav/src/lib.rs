@@ -1,5 +1,5 @@
 //! Strata's WebDAV server: the volume in every file manager. The WebDAV protocol comes
-//! from `dav-server`; this crate gives it the volume through the VFS ([`fs`], [`file`]),
+//! from `dav-server`; this crate gives it the volume through the VFS ([`dav`], [`fs`], [`file`]),
 //! dead properties kept in xattrs ([`props`]), and locks kept in the volume's metadata so
 //! that every server of a volume sees the same locks ([`locks`], rules in
 //! [`locktable`]). [`server`] answers one request (who asks is [`auth`]'s: the server's
@@ -8,6 +8,7 @@
 //! [`serve`] runs the HTTP server (shared with the S3 gateway, `strata-http`).
 
 mod auth;
+mod dav;
 mod error;
 mod file;
 mod fs;

@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use strata_meta::ScanCursor;
 use strata_types::Ino;
-use strata_vfs::control::{ControlOp, ControlResult};
+use strata_vfs::control_wire::{ControlOp, ControlResult};
 use strata_vfs::maintenance::Progress;
 
 use crate::control;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use strata_types::Errno;
 use strata_vfs::CONTROL_INO;
-use strata_vfs::control::{
+use strata_vfs::control_wire::{
     CONTROL_PROTOCOL, ControlOp, ControlReply, ControlRequest, ControlResult,
 };
 use strata_vfs::maintenance::Progress;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use strata_vfs::control::{ControlOp, ControlResult};
+use strata_vfs::control_wire::{ControlOp, ControlResult};
 
 use crate::control;
 

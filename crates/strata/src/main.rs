@@ -24,8 +24,11 @@ mod profile_cmd;
 mod progress;
 mod quota_cmd;
 mod stats_cmd;
+mod sync_args;
 mod sync_cmd;
+mod sync_open;
 mod sync_queue;
+mod sync_report;
 mod sync_shape;
 mod sync_time;
 mod trash_cmd;
@@ -126,7 +129,7 @@ enum Command {
     Debug(debug_cmd::DebugArgs),
     /// Copy a tree between local directories, S3 buckets and Strata volumes and keep the
     /// copies in step (juicefs sync's flags): only what differs is copied.
-    Sync(Box<sync_cmd::SyncArgs>),
+    Sync(Box<sync_args::SyncArgs>),
     /// Print the version.
     Version,
 }

@@ -416,11 +416,11 @@ fn unmount(a: &UmountArgs, flags: nix::mount::MntFlags) -> Result<()> {
 /// `umount --flush`: ask the mount to commit and upload everything, and wait.
 fn flush_staged(a: &UmountArgs) -> Result<()> {
     let mount = crate::control::mount_of(&a.mountpoint)?;
-    let op = strata_vfs::control::ControlOp::Flush {
+    let op = strata_vfs::control_wire::ControlOp::Flush {
         timeout_secs: a.flush_timeout.as_secs().max(1),
     };
     match crate::control::request(&mount, op)? {
-        strata_vfs::control::ControlResult::Flushed { blocks } => {
+        strata_vfs::control_wire::ControlResult::Flushed { blocks } => {
             if blocks > 0 {
                 println!("uploaded {blocks} staged blocks");
             }

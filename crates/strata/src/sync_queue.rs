@@ -13,7 +13,9 @@ use strata_sync::{Endpoint, Options, Selection, Shape, SyncStats};
 use strata_types::{MetaUrl, redact_url};
 
 use crate::progress::ProgressView;
-use crate::sync_cmd::{OpenHow, SyncArgs, close_all, finish, progress_line};
+use crate::sync_args::SyncArgs;
+use crate::sync_open::OpenHow;
+use crate::sync_report::{close_all, finish, progress_line};
 use crate::sync_shape::open_pair;
 
 /// How often a worker looks for a job when the queue has none.

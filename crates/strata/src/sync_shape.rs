@@ -13,7 +13,7 @@ use strata_sync::narrow::first_entry;
 use strata_sync::{Endpoint, Kind, Narrowed, Shape};
 use strata_types::{redact_url, userinfo_bounds};
 
-use crate::sync_cmd::{OpenHow, open};
+use crate::sync_open::{OpenHow, open};
 
 /// Both sides opened, and how SRC and DST were read.
 pub(crate) struct Pair {

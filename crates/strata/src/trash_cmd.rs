@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use strata_meta::{RestoreOutcome, TrashEntry, days_from_civil};
 use strata_types::MetaUrl;
-use strata_vfs::control::{ControlOp, ControlResult};
+use strata_vfs::control_wire::{ControlOp, ControlResult};
 
 use crate::{control, wiring};
 

@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::HumanBytes;
 use strata_types::MetaUrl;
-use strata_vfs::control::{ControlOp, ControlResult};
+use strata_vfs::control_wire::{ControlOp, ControlResult};
 use strata_vfs::maintenance::Progress;
 use strata_vfs::maintenance::{SortSpace, sorted_listing};
 

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::HumanBytes;
-use strata_vfs::control::{ControlOp, ControlResult};
-use strata_vfs::control_warmup::{WarmAction, WarmReport, WarmSpec};
+use strata_vfs::control_wire::{ControlOp, ControlResult};
+use strata_vfs::control_wire::{WarmAction, WarmReport, WarmSpec};
 
 use crate::{control, units};
 

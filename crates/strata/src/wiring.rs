@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI8, Ordering};
 
 use anyhow::{Context, Result};
+use strata_chunk::ChunkOptions;
 use strata_chunk::ChunkStore;
 use strata_chunk::cache::NoCache;
-use strata_chunk::reader::ChunkOptions;
 use strata_meta::{Format, Meta};
 use strata_object::ObjectStore;
 use strata_object::compress::Codec;

@@ -14,11 +14,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
+use strata_chunk::ChunkOptions;
 use strata_chunk::cache::BlockCache;
 use strata_chunk::cache::NoCache;
 use strata_chunk::cache::disk::DiskCache;
 use strata_chunk::readahead::Window;
-use strata_chunk::reader::ChunkOptions;
 use strata_chunk::{ChunkError, ChunkStore};
 use strata_object::ObjectStore;
 use strata_object::backend::Backend;

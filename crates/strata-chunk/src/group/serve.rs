@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::wire::{self, Op, Reply, Request, WireError};
 use super::{Group, bump, unix_now};
 use crate::cache::BlockCache;
-use crate::reader::ChunkStore;
+use crate::store::ChunkStore;
 
 /// How long a connection may wait for its next request.
 const IDLE_CONNECTION: std::time::Duration = std::time::Duration::from_secs(120);

@@ -10,6 +10,7 @@
 pub mod memory;
 pub mod readcache;
 pub mod sqlite;
+mod sqlite_sql;
 mod sqlite_writer;
 pub mod txn;
 

@@ -20,9 +20,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
 
+use super::sqlite_sql::{get, scan, sql_err};
 use super::sqlite_writer::{self, Job, SharedWriter, Writer, WriterShared};
 use super::{CommitRequest, Key, KvEngine, KvError, KvSnapshot, Value};
 
@@ -47,15 +48,6 @@ impl std::fmt::Debug for SqliteEngine {
         f.debug_struct("SqliteEngine")
             .field("path", &self.path)
             .finish()
-    }
-}
-
-pub(super) fn sql_err(e: rusqlite::Error) -> KvError {
-    match e.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
-            KvError::Unavailable(format!("sqlite database is locked: {e}"))
-        }
-        _ => KvError::Engine(format!("sqlite: {e}")),
     }
 }
 
@@ -183,37 +175,6 @@ impl SqliteEngine {
             None => open_connection(&self.path, false),
         }
     }
-}
-
-pub(super) fn get(conn: &Connection, key: &[u8]) -> Result<Option<Value>, KvError> {
-    let mut stmt = conn
-        .prepare_cached("SELECT v FROM kv WHERE k = ?1")
-        .map_err(sql_err)?;
-    stmt.query_row(params![key], |row| row.get::<_, Vec<u8>>(0))
-        .optional()
-        .map_err(sql_err)
-}
-
-pub(super) fn scan(
-    conn: &Connection,
-    start: &[u8],
-    end: &[u8],
-    limit: usize,
-    reverse: bool,
-) -> Result<Vec<(Key, Value)>, KvError> {
-    let sql = if reverse {
-        "SELECT k, v FROM kv WHERE k >= ?1 AND k < ?2 ORDER BY k DESC LIMIT ?3"
-    } else {
-        "SELECT k, v FROM kv WHERE k >= ?1 AND k < ?2 ORDER BY k ASC LIMIT ?3"
-    };
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let mut stmt = conn.prepare_cached(sql).map_err(sql_err)?;
-    let rows = stmt
-        .query_map(params![start, end, limit], |row| {
-            Ok((row.get(0)?, row.get(1)?))
-        })
-        .map_err(sql_err)?;
-    rows.collect::<Result<Vec<_>, _>>().map_err(sql_err)
 }
 
 /// A read view: one pooled connection holding one SQLite read transaction.

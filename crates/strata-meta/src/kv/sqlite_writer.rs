@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, params};
 use tokio::sync::oneshot;
 
-use super::sqlite::{get, scan, sql_err};
+use super::sqlite_sql::{get, scan, sql_err};
 use super::{CommitRequest, KvError, ReadCheck, Write, apply_field_ops};
 
 /// Most jobs taken from the queue at once.

@@ -6,7 +6,6 @@
 use strata_types::{Errno, Ino};
 
 use super::Meta;
-use super::session::index_session_lock;
 use crate::error::{MetaError, Result, posix};
 use crate::keys;
 use crate::kv::Txn;
@@ -349,6 +348,15 @@ pub(crate) async fn release_session_locks(meta: &Meta, sid: u64) -> Result<()> {
         .await?;
     }
     Ok(())
+}
+
+/// Note in the session's index that it holds locks on `ino` (or no longer does).
+pub(crate) fn index_session_lock(tx: &mut Txn<'_>, sid: u64, ino: Ino, holds: bool) {
+    if holds {
+        tx.put(keys::session_lock(sid, ino), Vec::new());
+    } else {
+        tx.delete(keys::session_lock(sid, ino));
+    }
 }
 
 #[cfg(test)]

@@ -388,15 +388,6 @@ pub struct Opened {
     pub privileged: bool,
 }
 
-/// Note in the session's index that it holds locks on `ino` (or no longer does).
-pub(crate) fn index_session_lock(tx: &mut Txn<'_>, sid: u64, ino: Ino, holds: bool) {
-    if holds {
-        tx.put(keys::session_lock(sid, ino), Vec::new());
-    } else {
-        tx.delete(keys::session_lock(sid, ino));
-    }
-}
-
 /// What [`Meta::open_file`] reads and checks: the inode (and, for a write open, whether
 /// it has file capabilities), access for `mask`.
 async fn read_opened(tx: &mut Txn<'_>, ctx: &Ctx, ino: Ino, mask: u32) -> Result<Opened> {

@@ -1,0 +1,146 @@
+//! The volume as dav-server sees it: [`VolumeFs`]'s `DavFileSystem`, each call handed to
+//! the module that owns it (paths, listings and the namespace in [`crate::fs`], opened
+//! files in [`crate::file`], dead properties in [`crate::props`]).
+
+use dav_server::davpath::DavPath;
+use dav_server::fs::{
+    DavDirEntry, DavFile, DavFileSystem, DavMetaData, DavProp, FsFuture, FsStream, OpenOptions,
+    ReadDirMeta,
+};
+use futures::FutureExt;
+use http::StatusCode;
+
+use crate::error::fs_error;
+use crate::fs::{DIR_MODE, Listing, Meta, VolumeFs, key_of, segments};
+
+impl DavFileSystem for VolumeFs {
+    fn open<'a>(
+        &'a self,
+        path: &'a DavPath,
+        options: OpenOptions,
+    ) -> FsFuture<'a, Box<dyn DavFile>> {
+        async move { crate::file::open(self, path, options).await }.boxed()
+    }
+
+    fn read_dir<'a>(
+        &'a self,
+        path: &'a DavPath,
+        _meta: ReadDirMeta,
+    ) -> FsFuture<'a, FsStream<Box<dyn DavDirEntry>>> {
+        async move {
+            let segs = segments(path).map_err(fs_error)?;
+            let dir = self.walk(&segs).await.map_err(fs_error)?;
+            let listing = Listing::new(self.clone(), dir, key_of(&segs));
+            let stream: FsStream<Box<dyn DavDirEntry>> =
+                Box::pin(futures::stream::unfold(listing, Listing::next));
+            Ok(stream)
+        }
+        .boxed()
+    }
+
+    fn metadata<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, Box<dyn DavMetaData>> {
+        async move {
+            let (ino, attr) = self.stat(path).await.map_err(fs_error)?;
+            let meta: Box<dyn DavMetaData> = Box::new(Meta { ino, attr });
+            Ok(meta)
+        }
+        .boxed()
+    }
+
+    fn create_dir<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, ()> {
+        async move {
+            let (parent, name) = self.parent_of(path).await.map_err(fs_error)?;
+            self.changed();
+            self.vfs()
+                .mkdir(self.ctx(), parent, &name, DIR_MODE)
+                .await
+                .map_err(fs_error)?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn remove_dir<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, ()> {
+        async move {
+            let (parent, name) = self.parent_of(path).await.map_err(fs_error)?;
+            self.changed();
+            self.vfs()
+                .rmdir(self.ctx(), parent, &name)
+                .await
+                .map_err(fs_error)
+        }
+        .boxed()
+    }
+
+    fn remove_file<'a>(&'a self, path: &'a DavPath) -> FsFuture<'a, ()> {
+        async move {
+            let (parent, name) = self.parent_of(path).await.map_err(fs_error)?;
+            self.changed();
+            self.vfs()
+                .unlink(self.ctx(), parent, &name)
+                .await
+                .map_err(fs_error)
+        }
+        .boxed()
+    }
+
+    fn rename<'a>(&'a self, from: &'a DavPath, to: &'a DavPath) -> FsFuture<'a, ()> {
+        async move {
+            let (from_dir, from_name) = self.parent_of(from).await.map_err(fs_error)?;
+            let (to_dir, to_name) = self.parent_of(to).await.map_err(fs_error)?;
+            self.changed();
+            self.vfs()
+                .rename(self.ctx(), from_dir, &from_name, to_dir, &to_name, 0)
+                .await
+                .map_err(fs_error)
+        }
+        .boxed()
+    }
+
+    /// Files only (dav-server makes the directories of a tree itself): a metadata-only
+    /// clone sharing the source's data, dead properties included.
+    fn copy<'a>(&'a self, from: &'a DavPath, to: &'a DavPath) -> FsFuture<'a, ()> {
+        async move {
+            let src = self.resolve(from).await.map_err(fs_error)?;
+            let (to_dir, to_name) = self.parent_of(to).await.map_err(fs_error)?;
+            self.changed();
+            self.vfs()
+                .clone_file(self.ctx(), src, to_dir, &to_name)
+                .await
+                .map_err(fs_error)
+        }
+        .boxed()
+    }
+
+    fn have_props<'a>(
+        &'a self,
+        _path: &'a DavPath,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'a>> {
+        futures::future::ready(true).boxed()
+    }
+
+    fn patch_props<'a>(
+        &'a self,
+        path: &'a DavPath,
+        patch: Vec<(bool, DavProp)>,
+    ) -> FsFuture<'a, Vec<(StatusCode, DavProp)>> {
+        async move { crate::props::patch(self, path, patch).await }.boxed()
+    }
+
+    fn get_props<'a>(&'a self, path: &'a DavPath, do_content: bool) -> FsFuture<'a, Vec<DavProp>> {
+        async move { crate::props::get_all(self, path, do_content).await }.boxed()
+    }
+
+    fn get_prop<'a>(&'a self, path: &'a DavPath, prop: DavProp) -> FsFuture<'a, Vec<u8>> {
+        async move { crate::props::get_one(self, path, &prop).await }.boxed()
+    }
+
+    fn get_quota(&self) -> FsFuture<'_, (u64, Option<u64>)> {
+        async move {
+            let st = self.vfs().statfs().await.map_err(fs_error)?;
+            let used = st.total_space.saturating_sub(st.avail_space);
+            Ok((used, Some(st.total_space)))
+        }
+        .boxed()
+    }
+}
