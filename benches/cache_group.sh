@@ -10,11 +10,16 @@
 #   benches/cache_group.sh              # 4 GiB in 16 files, 20 ms
 #   SIZE_MIB=1024 FILES=8 DELAY=20ms benches/cache_group.sh
 #
-# Needs root (FUSE), a release build (STRATA=...) and s3s-fs (S3S_FS_BIN=..., installed
-# by scripts/test.sh). Scratch space: about 3x the dataset under WORK_ROOT (/var/tmp).
+# Needs root (FUSE), a release build with the simulated distance (`cargo build --release
+# -p strata --features object-delay`: STRATA_OBJECT_DELAY is not in ordinary builds;
+# STRATA=... to use another) and s3s-fs (S3S_FS_BIN=..., installed by scripts/test.sh). Scratch space: about 3x the dataset under WORK_ROOT (/var/tmp).
 set -euo pipefail
 
 STRATA=${STRATA:-$HOME/.cache/strata/target/release/strata}
+if ! grep -q STRATA_OBJECT_DELAY "$STRATA"; then
+  echo "$STRATA has no STRATA_OBJECT_DELAY: build it with --features object-delay" >&2
+  exit 1
+fi
 S3S_FS=${S3S_FS_BIN:-$HOME/.cache/strata/tools/bin/s3s-fs}
 SIZE_MIB=${SIZE_MIB:-4096}
 FILES=${FILES:-16}

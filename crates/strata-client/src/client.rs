@@ -17,13 +17,13 @@ use strata_chunk::group::{Group, Member};
 use strata_meta::{Ctx, Format, GroupMember, Meta, MetaOptions, SessionInfo};
 use strata_object::ObjectStore;
 use strata_object::compress::Codec;
-use strata_object::fault::{FaultPlan, Faulty};
 use strata_object::limit::Limits;
 use strata_object::prefix::Prefixed;
 use strata_object::retry::RetryPolicy;
 use strata_object::stack::{StackOptions, build};
 use strata_object::writeback::{AwaitLanding, Staged, StagingWriters, Writeback, WritebackOptions};
-use strata_types::{Ino, MetaUrl};
+use strata_types::{Errno, Ino, MetaUrl};
+use strata_vfs::paths::PathWalk;
 use strata_vfs::{BackgroundJobs, Vfs, VfsOptions};
 
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -168,7 +168,11 @@ impl Client {
             ..MetaOptions::default()
         };
         let (meta, format) = load_meta_with(url, meta_opts).await?;
-        let mut backend = with_simulated_distance(open_backend(&format)?);
+        let mut backend = open_backend(&format)?;
+        #[cfg(feature = "object-delay")]
+        {
+            backend = with_simulated_distance(backend);
+        }
         if let Some(wrap) = &o.wrap_store {
             backend = (wrap.0)(backend);
         }
@@ -336,16 +340,20 @@ fn session_info(label: &str, cache_group: Option<GroupMember>, writeback: bool) 
     }
 }
 
-/// The environment variable that delays every object request (benchmarks only).
+/// The environment variable that delays every object request (benchmarks only: built
+/// with the `object-delay` feature).
+#[cfg(feature = "object-delay")]
 pub const OBJECT_DELAY_VAR: &str = "STRATA_OBJECT_DELAY";
 
 /// With `STRATA_OBJECT_DELAY=20ms` (milliseconds), every request to the object store
 /// waits that long first: how benchmarks simulate a distant object store (docs/
 /// PERFORMANCE.md) on one machine. Logged as a warning; a malformed value is ignored
 /// with a warning too.
+#[cfg(feature = "object-delay")]
 fn with_simulated_distance(
     backend: Arc<dyn strata_object::ObjectStore>,
 ) -> Arc<dyn strata_object::ObjectStore> {
+    use strata_object::fault::{FaultPlan, Faulty};
     let Ok(text) = std::env::var(OBJECT_DELAY_VAR) else {
         return backend;
     };
@@ -369,25 +377,20 @@ fn with_simulated_distance(
 /// The inode of `subdir` (a `/`-separated path from the volume's root), which must be a
 /// directory; the root itself when `None`.
 pub async fn resolve_subdir(meta: &Meta, subdir: Option<&str>) -> Result<Ino> {
-    let mut ino = Ino::ROOT;
     let shown = subdir.unwrap_or("");
-    for part in shown.split('/').filter(|p| !p.is_empty()) {
-        let entry = meta
-            .lookup(&Ctx::root(), ino, part.as_bytes())
-            .await
-            .map_err(|e| OpenError::Subdir {
-                subdir: shown.to_owned(),
-                reason: e.to_string(),
-            })?;
-        if !entry.attr.is_dir() {
-            return Err(OpenError::Subdir {
-                subdir: shown.to_owned(),
-                reason: format!("{part} is not a directory"),
-            });
-        }
-        ino = entry.ino;
+    let path = format!("{shown}/");
+    let how = PathWalk::from(Ino::ROOT);
+    match strata_vfs::paths::resolve(meta, &Ctx::root(), how, path.as_bytes()).await {
+        Ok(found) => Ok(found.ino),
+        Err(errno) => Err(OpenError::Subdir {
+            subdir: shown.to_owned(),
+            reason: match errno {
+                Errno::ENOTDIR => "a part of it is not a directory".to_string(),
+                Errno::ENOENT => "no such directory".to_string(),
+                other => other.to_string(),
+            },
+        }),
     }
-    Ok(ino)
 }
 
 /// How long a read waits for a block another client staged (`--writeback`) to land.

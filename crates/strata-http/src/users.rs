@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use strata_types::{Errno, Ino, Secret};
+use strata_vfs::paths::PathWalk;
 use strata_vfs::{Ctx, Vfs};
 
 use crate::FrontError;
@@ -125,17 +126,13 @@ impl UserStore {
 
     /// `.strata-s3/users` at the volume root, `None` when there is none yet.
     async fn users_dir(&self) -> Result<Option<Ino>, FrontError> {
-        let parts = [HIDDEN_DIR, USERS_DIR];
-        let mut at = Ino::ROOT;
-        for part in parts {
-            match self.vfs.lookup(&self.ctx, at, part.as_bytes()).await {
-                Ok(e) if e.attr.is_dir() => at = e.ino,
-                Ok(_) => return Err(Self::fs(part, Errno::ENOTDIR)),
-                Err(Errno::ENOENT) => return Ok(None),
-                Err(e) => return Err(Self::fs(part, e)),
-            }
+        let path = format!("{HIDDEN_DIR}/{USERS_DIR}/");
+        let how = PathWalk::from(Ino::ROOT).no_symlinks();
+        match self.vfs.resolve(&self.ctx, how, path.as_bytes()).await {
+            Ok(found) => Ok(Some(found.ino)),
+            Err(Errno::ENOENT) => Ok(None),
+            Err(e) => Err(Self::fs(&path, e)),
         }
-        Ok(Some(at))
     }
 
     /// Add a user; `UserExists` if the access key is taken.

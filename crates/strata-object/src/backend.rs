@@ -201,11 +201,42 @@ fn path(key: &str) -> Result<Path> {
     Path::parse(key).map_err(|_| ObjectError::InvalidKey(key.into()))
 }
 
-/// Turn an `object_store` error into ours, recognising authentication and missing buckets.
+/// The local I/O error somewhere in `e`'s causes, if it is one a caller can act on (no
+/// space, over quota, read-only), as ours.
+fn local_io_kind(e: &(dyn std::error::Error + 'static), text: &str) -> Option<ObjectError> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            return match ObjectError::from_io(text, io) {
+                ObjectError::Other(_) => None,
+                kind => Some(kind),
+            };
+        }
+        cause = c.source();
+    }
+    None
+}
+
+/// Turn an `object_store` error into ours, recognising authentication, missing buckets,
+/// and a store that is full, over quota or read-only (a local disk's errors, or a
+/// server's "507 Insufficient Storage" and quota errors).
 fn map_err(key: &str, e: object_store::Error) -> ObjectError {
     use object_store::Error as E;
     let text = e.to_string();
     let has = |words: &[&str]| words.iter().any(|w| text.contains(w));
+    if let Some(kind) = local_io_kind(&e, &text) {
+        return kind;
+    }
+    if has(&[
+        "507 Insufficient Storage",
+        "XMinioStorageFull",
+        "InsufficientStorage",
+    ]) {
+        return ObjectError::NoSpace(text);
+    }
+    if has(&["QuotaExceeded", "XMinioAdminBucketQuotaExceeded"]) {
+        return ObjectError::Quota(text);
+    }
     match e {
         E::NotFound { .. } if has(&["NoSuchBucket"]) => ObjectError::NoBucket(text),
         E::NotFound { .. } => ObjectError::NotFound(key.into()),
@@ -484,6 +515,36 @@ impl Upload for BackendUpload<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_full_disk_and_a_full_server_are_no_space_not_other() {
+        let local = |kind: std::io::ErrorKind| object_store::Error::Generic {
+            store: "LocalFileSystem",
+            source: Box::new(std::io::Error::from(kind)),
+        };
+        assert!(matches!(
+            map_err("k", local(std::io::ErrorKind::StorageFull)),
+            ObjectError::NoSpace(_)
+        ));
+        assert!(matches!(
+            map_err("k", local(std::io::ErrorKind::QuotaExceeded)),
+            ObjectError::Quota(_)
+        ));
+        assert!(matches!(
+            map_err("k", local(std::io::ErrorKind::ReadOnlyFilesystem)),
+            ObjectError::ReadOnly(_)
+        ));
+        assert!(matches!(
+            map_err("k", local(std::io::ErrorKind::BrokenPipe)),
+            ObjectError::Other(_)
+        ));
+        let server = object_store::Error::Generic {
+            store: "S3",
+            source: "Server returned non-2xx status code: 507 Insufficient Storage".into(),
+        };
+        assert!(matches!(map_err("k", server), ObjectError::NoSpace(_)));
+        assert!(!ObjectError::NoSpace(String::new()).is_transient());
+    }
 
     #[tokio::test]
     async fn local_puts_wait_for_a_sync_to_be_durable() {

@@ -14,6 +14,7 @@ pub mod checksum;
 pub mod compress;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+#[cfg(feature = "fault-injection")]
 pub mod fault;
 pub mod limit;
 mod local;
@@ -48,7 +49,18 @@ pub enum ObjectError {
     Timeout(std::time::Duration),
     #[error("invalid object key {0:?}")]
     InvalidKey(String),
-    /// Injected by the fault-injection wrapper.
+    /// The store has no room for the object (a full local disk or staging area, a full
+    /// server): ENOSPC to the writer.
+    #[error("no space left: {0}")]
+    NoSpace(String),
+    /// A quota of the store refused the object (a disk quota on a local bucket): EDQUOT.
+    #[error("quota exceeded: {0}")]
+    Quota(String),
+    /// The store cannot be written (a local bucket on a read-only file system): EROFS.
+    #[error("store is read-only: {0}")]
+    ReadOnly(String),
+    /// Injected by the fault-injection wrapper (tests and benchmarks only).
+    #[cfg(feature = "fault-injection")]
     #[error("injected fault: {0}")]
     Injected(String),
     /// Anything else (network, server error, local I/O).
@@ -60,13 +72,27 @@ impl ObjectError {
     /// Worth trying again: timeouts, transient server or network errors, corrupt reads (a
     /// fresh read may be intact), injected faults.
     pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            ObjectError::Timeout(_)
-                | ObjectError::Other(_)
-                | ObjectError::Injected(_)
-                | ObjectError::Corrupt { .. }
-        )
+        match self {
+            ObjectError::Timeout(_) | ObjectError::Other(_) | ObjectError::Corrupt { .. } => true,
+            #[cfg(feature = "fault-injection")]
+            ObjectError::Injected(_) => true,
+            _ => false,
+        }
+    }
+}
+
+impl ObjectError {
+    /// A local I/O error while doing `what` (a path, an action): running out of space,
+    /// over quota and a read-only file system keep their kind, anything else is
+    /// [`ObjectError::Other`].
+    pub fn from_io(what: impl std::fmt::Display, e: &std::io::Error) -> ObjectError {
+        let text = format!("{what}: {e}");
+        match e.kind() {
+            std::io::ErrorKind::StorageFull => ObjectError::NoSpace(text),
+            std::io::ErrorKind::QuotaExceeded => ObjectError::Quota(text),
+            std::io::ErrorKind::ReadOnlyFilesystem => ObjectError::ReadOnly(text),
+            _ => ObjectError::Other(text),
+        }
     }
 }
 

@@ -69,7 +69,7 @@ fn open_object(path: &Path, key: &str) -> Result<File> {
 }
 
 fn read_error(path: &Path, e: std::io::Error) -> ObjectError {
-    ObjectError::Other(format!("cannot read {}: {e}", path.display()))
+    ObjectError::from_io(format_args!("cannot read {}", path.display()), &e)
 }
 
 /// Read bytes `range` of `file` into a buffer the reads fill (never zeroed first).
@@ -93,12 +93,12 @@ pub(crate) fn put_inline(root: &Path, key: &str, parts: &[Bytes]) -> Result<()> 
     let outcome = written.and_then(|()| std::fs::rename(&staging, &dest));
     outcome.map_err(|e| {
         let _ = std::fs::remove_file(&staging);
-        ObjectError::Other(format!("cannot write {}: {e}", dest.display()))
+        ObjectError::from_io(format_args!("cannot write {}", dest.display()), &e)
     })
 }
 
 fn create_staging(dest: &Path) -> Result<(File, PathBuf)> {
-    let failed = |e: std::io::Error| ObjectError::Other(format!("{}: {e}", dest.display()));
+    let failed = |e: std::io::Error| ObjectError::from_io(dest.display(), &e);
     let mut n = 1u32;
     loop {
         let mut name = dest.as_os_str().to_owned();
@@ -186,7 +186,7 @@ impl LocalSync {
 }
 
 fn io_error(path: &Path, e: std::io::Error) -> ObjectError {
-    ObjectError::Other(format!("cannot sync {}: {e}", path.display()))
+    ObjectError::from_io(format_args!("cannot sync {}", path.display()), &e)
 }
 
 /// `fsync` each file, then each directory between it and the bucket root once (new

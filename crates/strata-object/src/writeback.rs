@@ -464,10 +464,10 @@ fn create_private_dir(dir: &Path) -> Result<()> {
         .mode(0o700)
         .create(dir)
         .map_err(|e| {
-            ObjectError::Other(format!(
-                "cannot create the staging directory {}: {e}",
-                dir.display()
-            ))
+            ObjectError::from_io(
+                format_args!("cannot create the staging directory {}", dir.display()),
+                &e,
+            )
         })
 }
 

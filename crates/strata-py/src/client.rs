@@ -14,7 +14,7 @@ use strata_vfs::{SetAttr, TimeSet};
 use crate::error::{OnPath, Result, SdkError, posix};
 use crate::file::NativeFile;
 use crate::options::client_options;
-use crate::paths::{list_dir, parent_of, resolve};
+use crate::paths::{parent_of, resolve};
 use crate::shared::Shared;
 use crate::volume::Volume;
 
@@ -122,8 +122,11 @@ impl Client {
         self.call(py, |vol| async move {
             let dir = resolve(&vol, path, true).await?;
             vol.vfs.access(&vol.ctx, dir, 4).await.on(path)?;
-            let out = list_dir(&vol, dir, path)
-                .await?
+            let out = vol
+                .vfs
+                .list_all(dir)
+                .await
+                .on(path)?
                 .into_iter()
                 .map(|e| {
                     let ino = vol.vfs.to_front(e.ino);

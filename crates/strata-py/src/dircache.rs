@@ -21,33 +21,30 @@ pub struct DirCache {
     dirs: Mutex<HashMap<Vec<u8>, (Ino, Instant)>>,
 }
 
-impl DirCache {
+impl strata_vfs::paths::DirCache for DirCache {
     /// The directory at `key` if it was seen less than [`DIR_TTL`] ago.
-    pub fn get(&self, key: &[u8]) -> Option<Ino> {
+    fn get(&self, key: &[u8]) -> Option<Ino> {
         let dirs = self.dirs.lock().ok()?;
         dirs.get(key)
             .filter(|(_, seen)| seen.elapsed() < DIR_TTL)
             .map(|(ino, _)| *ino)
     }
 
-    pub fn put(&self, key: Vec<u8>, ino: Ino) {
+    fn put(&self, key: &[u8], ino: Ino) {
         if let Ok(mut dirs) = self.dirs.lock() {
             if dirs.len() >= MAX_ENTRIES {
                 dirs.clear();
             }
-            dirs.insert(key, (ino, Instant::now()));
+            dirs.insert(key.to_vec(), (ino, Instant::now()));
         }
     }
+}
 
+impl DirCache {
     /// Forget everything (after this client renamed or removed a directory).
     pub fn clear(&self) {
         if let Ok(mut dirs) = self.dirs.lock() {
             dirs.clear();
         }
     }
-}
-
-/// The cache key of the first `n` names of a path.
-pub fn key(names: &[Vec<u8>]) -> Vec<u8> {
-    names.join(&b'/')
 }

@@ -2,11 +2,15 @@
 embedded default and on Redis."""
 
 import errno
+import json
 import os
 import stat
 import time
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_mkdir_listdir_scandir_rmdir(client):
@@ -298,3 +302,36 @@ def test_directory_cache_follows_renames(volume):
     finally:
         a.close()
         b.close()
+
+
+def test_the_path_table_reads_as_through_every_front_end(volume):
+    """The path table every front end's tests read (crates/strata-vfs/src/path_table.json):
+    the SDK resolves each path with the VFS's one walker, from its root (here a subdir,
+    as a gateway's bucket or a WebDAV user's directory), so it reads what the gateway,
+    WebDAV and sync read, plus the rows with `..` those cannot express."""
+    table = json.loads((ROOT / "crates/strata-vfs/src/path_table.json").read_text())
+    c = volume.client()
+    c.makedirs("/top")
+    c.close()
+    top = volume.client(subdir="/top")
+    try:
+        tree = table["tree"]
+        for d in tree["dirs"]:
+            top.makedirs(f"/{d}", exist_ok=True)
+        for path, content in tree["files"].items():
+            with top.open(f"/{path}", "w") as f:
+                f.write(content)
+        for path, target in tree["symlinks"].items():
+            top.symlink(target, f"/{path}")
+        assert len(table["rows"]) >= 15
+        for row in table["rows"]:
+            if "error" in row:
+                with pytest.raises(OSError) as e:
+                    with top.open(row["path"]) as f:
+                        f.read()
+                assert e.value.errno == getattr(errno, row["error"]), row["path"]
+            else:
+                with top.open(row["path"]) as f:
+                    assert f.read() == row["expect"], row["path"]
+    finally:
+        top.close()

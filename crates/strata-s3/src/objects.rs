@@ -369,20 +369,20 @@ impl Gateway {
     /// Delete one key; a missing key is not an error (S3 answers 204 either way).
     pub(crate) async fn delete_key(&self, bucket_dir: Ino, key: &str) -> S3Result<()> {
         let path = parse_key(key)?;
-        let chain = match self.walk_chain(bucket_dir, &path.dirs).await {
-            Ok(chain) => chain,
+        let (parent, chain) = match self.walk_chain(bucket_dir, &path.dirs).await {
+            Ok(found) => found,
             Err(Errno::ENOENT | Errno::ENOTDIR) => return Ok(()),
             Err(e) => return Err(fs_error(e, key)),
         };
         let depth = path.dirs.len();
-        let (removed, emptied) = match (path.name, chain.last()) {
-            (Some(name), Some(parent)) => (
-                self.vfs.unlink(&self.ctx, *parent, name.as_bytes()).await,
+        let (removed, emptied) = match (path.name, &chain) {
+            (Some(name), _) => (
+                self.vfs.unlink(&self.ctx, parent, name.as_bytes()).await,
                 depth,
             ),
             // The directory key itself: its directory goes if empty; one still holding
             // keys stays (they keep their prefix), as S3's placeholder objects do.
-            (None, _) => match (
+            (None, Some(chain)) => match (
                 depth.checked_sub(1).and_then(|i| chain.get(i)),
                 path.dirs.last(),
             ) {
@@ -394,14 +394,16 @@ impl Gateway {
                 }
                 _ => return Ok(()),
             },
-            (Some(_), None) => return Ok(()),
+            (None, None) => return Ok(()),
         };
         match removed {
             Ok(()) => {}
             Err(Errno::ENOENT | Errno::EISDIR | Errno::ENOTDIR) => return Ok(()),
             Err(e) => return Err(fs_error(e, key)),
         }
-        self.remove_empty_dirs(&chain, &path.dirs[..emptied]).await;
+        if let Some(chain) = chain {
+            self.remove_empty_dirs(&chain, &path.dirs[..emptied]).await;
+        }
         Ok(())
     }
 

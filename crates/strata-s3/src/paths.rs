@@ -5,6 +5,7 @@
 use s3s::{S3Error, S3ErrorCode, S3Result};
 use strata_types::{Errno, Ino};
 use strata_vfs::Entry;
+use strata_vfs::paths::PathWalk;
 
 use crate::Gateway;
 use crate::error::fs_error;
@@ -48,28 +49,31 @@ impl Gateway {
         self.vfs.lookup(&self.ctx, dir, name.as_bytes()).await
     }
 
-    /// The directory at `dirs` below `from`: ENOENT if a part is missing, ENOTDIR if one
-    /// is not a directory.
-    pub(crate) async fn walk(&self, from: Ino, dirs: &[&str]) -> Result<Ino, Errno> {
-        let chain = self.walk_chain(from, dirs).await?;
-        Ok(chain.last().copied().unwrap_or(from))
+    /// How the gateway walks a key's directories: from the bucket's directory (no symlink
+    /// leads out of it), its own hidden directory left out.
+    pub(crate) fn key_walk(from: Ino) -> PathWalk<'static> {
+        PathWalk::from(from).reserving(HIDDEN_DIR.as_bytes())
     }
 
-    /// Like [`Gateway::walk`], keeping every directory passed: `from` first, then one per
-    /// part of `dirs`.
-    pub(crate) async fn walk_chain(&self, from: Ino, dirs: &[&str]) -> Result<Vec<Ino>, Errno> {
-        let mut chain = Vec::with_capacity(dirs.len() + 1);
-        chain.push(from);
-        let mut at = from;
-        for part in dirs {
-            let entry = self.lookup(at, part).await?;
-            if !entry.attr.is_dir() {
-                return Err(Errno::ENOTDIR);
-            }
-            at = entry.ino;
-            chain.push(at);
-        }
-        Ok(chain)
+    /// The directory at `dirs` below `from`: ENOENT if a part is missing, ENOTDIR if one
+    /// is not a directory. A symlink to a directory is followed.
+    pub(crate) async fn walk(&self, from: Ino, dirs: &[&str]) -> Result<Ino, Errno> {
+        Ok(self.walk_chain(from, dirs).await?.0)
+    }
+
+    /// Like [`Gateway::walk`], with every directory passed (`from` first, then one per
+    /// part of `dirs`) when the walk followed no symlink.
+    pub(crate) async fn walk_chain(
+        &self,
+        from: Ino,
+        dirs: &[&str],
+    ) -> Result<(Ino, Option<Vec<Ino>>), Errno> {
+        let path = format!("{}/", dirs.join("/"));
+        let found = self
+            .vfs
+            .resolve(&self.ctx, Self::key_walk(from), path.as_bytes())
+            .await?;
+        Ok((found.ino, found.chain))
     }
 
     /// Every entry of `dir`, a page at a time (for the gateway's own small directories:
@@ -97,7 +101,8 @@ impl Gateway {
 
     /// After deleting an object at `dirs`: remove the directories that became empty,
     /// innermost first, as S3 has no empty prefixes. `chain` is what
-    /// [`Gateway::walk_chain`] found for `dirs` (the bucket first). Stops at the first
+    /// [`Gateway::walk_chain`] found for `dirs` (the bucket first; none when the walk
+    /// followed a symlink: nothing is removed through one). Stops at the first
     /// directory that still holds something.
     pub(crate) async fn remove_empty_dirs(&self, chain: &[Ino], dirs: &[&str]) {
         for (parent, name) in chain.iter().zip(dirs).rev() {
@@ -118,4 +123,37 @@ pub(crate) fn no_such_bucket(bucket: &str) -> S3Error {
         S3ErrorCode::NoSuchBucket,
         format!("no such bucket: {bucket}"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code
+    use strata_vfs::testing::{make_path_tree, path_table};
+
+    /// The path table through the gateway: a GET of each key (keys cannot hold `..`)
+    /// finds what reading the file at that path finds, in S3's words: a missing file,
+    /// a name under a file and a directory are all NoSuchKey.
+    #[tokio::test]
+    async fn keys_of_the_path_table_find_what_the_paths_hold() {
+        let gw = crate::test_gateway(false).await;
+        make_path_tree(&gw.vfs, &gw.ctx, gw.root()).await;
+        for case in path_table().into_iter().filter(|c| !c.dots) {
+            let got = match gw.find("b", &case.path).await {
+                Ok(found) => {
+                    let (fh, _) = gw.vfs.open(&gw.ctx, found.ino, 0).await.unwrap();
+                    let bytes = gw.vfs.read(fh, 0, 1 << 20).await.unwrap();
+                    gw.vfs.release(fh).await.unwrap();
+                    Ok(bytes.to_vec())
+                }
+                Err(e) => Err(e.code().clone()),
+            };
+            let expected = case.expect.map_err(|errno| match errno {
+                strata_types::Errno::ENOENT
+                | strata_types::Errno::ENOTDIR
+                | strata_types::Errno::EISDIR => s3s::S3ErrorCode::NoSuchKey,
+                other => crate::error::fs_error(other, &case.path).code().clone(),
+            });
+            assert_eq!(got, expected, "{}", case.path);
+        }
+    }
 }

@@ -67,8 +67,8 @@ impl Gateway {
             Errno::ENOENT | Errno::ENOTDIR => no_such_key(key),
             e => fs_error(e, key),
         };
-        let dir = self.walk(bucket_dir, &path.dirs).await.map_err(missing)?;
         let Some(name) = path.name else {
+            let dir = self.walk(bucket_dir, &path.dirs).await.map_err(missing)?;
             let attr = self.vfs.getattr(dir).await.map_err(missing)?;
             return Ok(Found {
                 ino: dir,
@@ -77,7 +77,28 @@ impl Gateway {
                 is_dir: true,
             });
         };
-        let entry = self.lookup(dir, name).await.map_err(missing)?;
+        // The whole key through the path walker: a symlink at its end is followed, as
+        // reading the file at that path does.
+        let key_path = format!(
+            "{}{name}",
+            path.dirs
+                .iter()
+                .map(|d| format!("{d}/"))
+                .collect::<String>()
+        );
+        let found = self
+            .vfs
+            .resolve(&self.ctx, Self::key_walk(bucket_dir), key_path.as_bytes())
+            .await
+            .map_err(missing)?;
+        let attr = match found.attr {
+            Some(attr) => attr,
+            None => self.vfs.getattr(found.ino).await.map_err(missing)?,
+        };
+        let entry = strata_vfs::Entry {
+            ino: found.ino,
+            attr,
+        };
         if entry.attr.kind != FileType::Regular {
             return Err(no_such_key(key));
         }

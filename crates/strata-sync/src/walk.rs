@@ -248,6 +248,8 @@ mod tests {
         /// Reads running now, and the most ever at once.
         now: AtomicUsize,
         most: AtomicUsize,
+        /// Directories read in all.
+        reads: AtomicUsize,
     }
 
     fn dir_entry(key: String, id: u64) -> Entry {
@@ -294,10 +296,12 @@ mod tests {
                 keys,
                 now: AtomicUsize::new(0),
                 most: AtomicUsize::new(0),
+                reads: AtomicUsize::new(0),
             }
         }
 
         async fn read(&self, key: String) -> Listing {
+            self.reads.fetch_add(1, Ordering::SeqCst);
             let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
             self.most.fetch_max(now, Ordering::SeqCst);
             for _ in 0..3 {
@@ -335,6 +339,7 @@ mod tests {
 
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
+            .enable_time()
             .build()
             .unwrap()
     }
@@ -417,6 +422,13 @@ mod tests {
         let (tx, rx) = mpsc::channel(1);
         drop(rx);
         let none = |_: &str| false;
-        rt.block_on(walk(&read, 1, 4, None, &none, &tx)).unwrap();
+        let walking = walk(&read, 1, 4, None, &none, &tx);
+        let limit = std::time::Duration::from_secs(30);
+        rt.block_on(async { tokio::time::timeout(limit, walking).await })
+            .expect("the walk stops instead of hanging")
+            .unwrap();
+        let reads = tree.reads.load(Ordering::SeqCst);
+        // The root, then at most what was read ahead when the first send failed.
+        assert!(reads <= 1 + 4, "{reads} directories read for nobody");
     }
 }

@@ -255,19 +255,21 @@ impl Vfs {
         self.buffered_write(handle.ino, off, data).await
     }
 
-    /// A sync failed: every handle open for writing hears about it once.
-    pub(crate) fn sync_failed(&self) {
+    /// A sync failed with `errno`: every handle open for writing hears about it once.
+    pub(crate) fn sync_failed(&self, errno: Errno) {
+        self.last_sync_errno.store(errno.0, Ordering::Release);
         self.sync_failures.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// EIO if a sync failed since this handle last heard about one (it now has).
+    /// The last failed sync's errno (EIO, ENOSPC, ...) if a sync failed since this handle
+    /// last heard about one (it now has).
     fn unreported_sync_failure(&self, handle: &FileHandle) -> Result<()> {
         if !handle.writable {
             return Ok(());
         }
         let now = self.sync_failures.load(Ordering::Acquire);
         if handle.sync_failures_seen.swap(now, Ordering::AcqRel) < now {
-            Err(Errno::EIO)
+            Err(Errno(self.last_sync_errno.load(Ordering::Acquire)))
         } else {
             Ok(())
         }

@@ -23,6 +23,7 @@ mod locks;
 pub mod maintenance;
 pub mod metrics;
 mod opencache;
+pub mod paths;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod write;
@@ -110,6 +111,8 @@ pub struct Vfs {
     kept: Mutex<HashSet<Ino>>,
     /// Syncs that failed so far (each open handle is told once).
     sync_failures: AtomicU64,
+    /// The errno of the last sync that failed (ENOSPC stays ENOSPC for the handles told).
+    last_sync_errno: std::sync::atomic::AtomicI32,
     /// Access times seen and updates in flight (`--atime-mode`).
     atimes: atime::AtimeTracker,
     /// Lengths and slice lists of files open here.
@@ -171,6 +174,7 @@ impl Vfs {
             pending: Mutex::default(),
             kept: Mutex::default(),
             sync_failures: AtomicU64::new(0),
+            last_sync_errno: std::sync::atomic::AtomicI32::new(Errno::EIO.0),
             atimes: atime::AtimeTracker::default(),
             open_files: opencache::OpenFileCache::default(),
             config_text: Mutex::default(),
@@ -480,8 +484,8 @@ impl Vfs {
             Ok(_) => self.meta.sync().await.map_err(from_meta),
             Err(e) => Err(e),
         };
-        if synced.is_err() {
-            self.sync_failed();
+        if let Err(errno) = synced {
+            self.sync_failed(errno);
         }
         synced
     }

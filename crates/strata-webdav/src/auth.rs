@@ -9,8 +9,10 @@ use std::sync::Arc;
 use http::HeaderValue;
 use strata_http::{UserStore, WebDavLimits};
 use strata_types::{Errno, Ino, Secret};
+use strata_vfs::paths::PathWalk;
 use strata_vfs::{Ctx, Vfs};
 
+use crate::fs::RESERVED_PREFIX;
 use crate::locks::lock_prefix;
 
 /// Who may use the server.
@@ -140,7 +142,7 @@ impl Authenticator {
                 "user {user}: its directory {subdir} is outside this server's root"
             )));
         }
-        let root = self.walk(&wanted).await.map_err(|e| {
+        let root = self.user_root(&wanted).await.map_err(|e| {
             Refusal::Forbidden(format!("user {user}: its directory {subdir}: errno {e}"))
         })?;
         Ok(Login {
@@ -152,16 +154,14 @@ impl Authenticator {
     }
 
     /// The directory at `parts` from the volume root.
-    async fn walk(&self, parts: &[String]) -> Result<Ino, Errno> {
-        let mut at = Ino::ROOT;
-        for part in parts {
-            let entry = self.vfs.lookup(&self.ctx, at, part.as_bytes()).await?;
-            if !entry.attr.is_dir() {
-                return Err(Errno::ENOTDIR);
-            }
-            at = entry.ino;
-        }
-        Ok(at)
+    /// The directory at `parts` (from the volume root, starting with the server's own
+    /// subdirectory), walked from the server's root so that no symlink on the way leads
+    /// out of it.
+    async fn user_root(&self, parts: &[String]) -> Result<Ino, Errno> {
+        let below = parts.get(self.server_subdir.len()..).unwrap_or_default();
+        let path = format!("{}/", below.join("/"));
+        let how = PathWalk::from(self.server_root).reserving(RESERVED_PREFIX);
+        Ok(self.vfs.resolve(&self.ctx, how, path.as_bytes()).await?.ino)
     }
 }
 

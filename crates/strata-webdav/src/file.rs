@@ -92,7 +92,7 @@ fn new_file(fs: &VolumeFs, fh: u64, ino: Ino, pending: Option<Pending>) -> File 
 }
 
 async fn open_read(fs: &VolumeFs, path: &DavPath) -> Result<File, Errno> {
-    let (ino, attr) = fs.stat(path).await?;
+    let (ino, attr) = fs.stat_target(path).await?;
     if attr.is_dir() {
         return Err(Errno::EISDIR);
     }

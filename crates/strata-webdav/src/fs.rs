@@ -16,6 +16,7 @@ use dav_server::fs::{DavDirEntry, DavMetaData, FsFuture, FsResult};
 use futures::FutureExt;
 use parking_lot::Mutex;
 use strata_types::{Attr, Errno, FileType, Ino, Nanos};
+use strata_vfs::paths::{DirCache, PathWalk};
 use strata_vfs::{Ctx, Entry, Vfs};
 
 use crate::error::fs_error;
@@ -59,9 +60,9 @@ pub struct VolumeFs {
     pub(crate) vol: Arc<Volume>,
     /// The directory this request sees as `/`: the server's root, or a user's directory.
     root: Ino,
-    /// Directories and files found by this request, by path (`/a/b`): a path is walked
-    /// once per request.
-    walked: Arc<Mutex<HashMap<Vec<u8>, Ino>>>,
+    /// Directories found by this request, by path (`a/b`): a directory is looked up once
+    /// per request.
+    walked: Arc<Walked>,
     /// What this request's stats found at each path (`None`: nothing there): a PUT
     /// opens the name dav-server has just looked up without looking it up again.
     stated: Arc<Mutex<HashMap<Vec<u8>, Option<Entry>>>>,
@@ -86,14 +87,23 @@ pub(crate) fn segments(path: &DavPath) -> Result<Vec<&[u8]>, Errno> {
     Ok(segs)
 }
 
-/// The key of a path in the walk cache.
+/// The key of a path in this request's caches (`a/b`, as [`DirCache`] keys are).
 pub(crate) fn key_of(segs: &[&[u8]]) -> Vec<u8> {
-    let mut key = Vec::new();
-    for s in segs {
-        key.push(b'/');
-        key.extend_from_slice(s);
+    segs.join(&b'/')
+}
+
+/// The directories one request found, by path.
+#[derive(Debug, Default)]
+pub(crate) struct Walked(Mutex<HashMap<Vec<u8>, Ino>>);
+
+impl DirCache for Walked {
+    fn get(&self, key: &[u8]) -> Option<Ino> {
+        self.0.lock().get(key).copied()
     }
-    key
+
+    fn put(&self, key: &[u8], ino: Ino) {
+        remember(&self.0, key.to_vec(), ino);
+    }
 }
 
 impl VolumeFs {
@@ -139,31 +149,30 @@ impl VolumeFs {
 
     /// Forget what this request walked (after a change to the namespace).
     pub(crate) fn changed(&self) {
-        self.walked.lock().clear();
+        self.walked.0.lock().clear();
         self.stated.lock().clear();
+    }
+
+    /// How this request walks paths: from its root, hiding the servers' own names,
+    /// remembering directories; a final symlink is not followed (it is shown as one).
+    fn how(&self) -> PathWalk<'_> {
+        PathWalk::from(self.root)
+            .follow(false)
+            .reserving(RESERVED_PREFIX)
+            .cached(self.walked.as_ref())
     }
 
     /// The inode at `segs` below the root.
     pub(crate) async fn walk(&self, segs: &[&[u8]]) -> Result<Ino, Errno> {
-        let mut at = self.root;
-        // The longest prefix walked already.
-        let mut start = 0;
-        {
-            let walked = self.walked.lock();
-            for n in (1..=segs.len()).rev() {
-                if let Some(ino) = walked.get(&key_of(&segs[..n])) {
-                    at = *ino;
-                    start = n;
-                    break;
-                }
-            }
-        }
-        for n in start..segs.len() {
-            let entry = self.vfs().lookup(self.ctx(), at, segs[n]).await?;
-            at = entry.ino;
-            remember(&self.walked, key_of(&segs[..=n]), at);
-        }
-        Ok(at)
+        let path = key_of(segs);
+        Ok(self.vfs().resolve(self.ctx(), self.how(), &path).await?.ino)
+    }
+
+    /// The directory at `segs` below the root (a symlink to one is followed).
+    pub(crate) async fn walk_dir(&self, segs: &[&[u8]]) -> Result<Ino, Errno> {
+        let mut path = key_of(segs);
+        path.push(b'/');
+        Ok(self.vfs().resolve(self.ctx(), self.how(), &path).await?.ino)
     }
 
     /// The inode of `path`.
@@ -178,7 +187,7 @@ impl VolumeFs {
             let root = self.root;
             return Ok((root, self.vfs().getattr(root).await?));
         };
-        let parent = self.walk(dirs).await?;
+        let parent = self.walk_dir(dirs).await?;
         let key = key_of(&segs);
         let found = match self.vfs().lookup(self.ctx(), parent, name).await {
             Ok(entry) => entry,
@@ -188,9 +197,24 @@ impl VolumeFs {
             }
             Err(e) => return Err(e),
         };
-        remember(&self.walked, key.clone(), found.ino);
+        if found.attr.is_dir() {
+            self.walked.put(&key, found.ino);
+        }
         remember(&self.stated, key, Some(found.clone()));
         Ok((found.ino, found.attr))
+    }
+
+    /// The inode and fresh attributes of what `path` leads to, a symlink at its end
+    /// followed: what reading the file at `path` reads.
+    pub(crate) async fn stat_target(&self, path: &DavPath) -> Result<(Ino, Attr), Errno> {
+        let segs = segments(path)?;
+        let how = self.how().follow(true);
+        let found = self.vfs().resolve(self.ctx(), how, &key_of(&segs)).await?;
+        let attr = match found.attr {
+            Some(attr) => attr,
+            None => self.vfs().getattr(found.ino).await?,
+        };
+        Ok((found.ino, attr))
     }
 
     /// What this request's stat or listing found at `path`, if it looked.
@@ -224,7 +248,7 @@ impl VolumeFs {
         let Some((name, dirs)) = segs.split_last() else {
             return Err(Errno::EPERM);
         };
-        Ok((self.walk(dirs).await?, name.to_vec()))
+        Ok((self.walk_dir(dirs).await?, name.to_vec()))
     }
 
     /// The directory holding temporary files of PUTs, made on first use.
@@ -376,10 +400,14 @@ impl Listing {
                     Err(err) => return Err(err),
                 },
             };
-            let mut key = self.key.clone();
-            key.push(b'/');
-            key.extend_from_slice(&e.name);
-            remember(&self.fs.walked, key.clone(), e.ino);
+            let key = if self.key.is_empty() {
+                e.name.clone()
+            } else {
+                [&self.key[..], b"/", &e.name[..]].concat()
+            };
+            if attr.is_dir() {
+                self.fs.walked.put(&key, e.ino);
+            }
             let entry = Entry {
                 ino: e.ino,
                 attr: attr.clone(),

@@ -113,7 +113,7 @@ pub fn request(mount: &StrataMount, op: ControlOp) -> Result<ControlResult> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             bail!("{} is not a Strata mount", mount.root.display())
         }
-        Err(e) if e.raw_os_error() == Some(30) => bail!(
+        Err(e) if e.kind() == std::io::ErrorKind::ReadOnlyFilesystem => bail!(
             "{} is mounted with -o ro, which keeps path tools out: mount with --read-only \
              instead (the mount refuses changes itself)",
             mount.root.display()

@@ -100,7 +100,7 @@ pub(super) struct Recovered {
 }
 
 fn io_error(what: &str, path: &Path, e: std::io::Error) -> ObjectError {
-    ObjectError::Other(format!("cannot {what} {}: {e}", path.display()))
+    ObjectError::from_io(format_args!("cannot {what} {}", path.display()), &e)
 }
 
 fn segment_name(seq: u64) -> String {
