@@ -184,7 +184,7 @@ async fn a_dead_owner_costs_a_fall_back_not_an_error() {
             closing.elapsed() < Duration::from_secs(5),
             "member 3 still accepts"
         );
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await; // poll interval of a wait for the condition
     }
     let start = Instant::now();
     assert_eq!(read_all(&nodes[0].chunks, &slice).await, data);

@@ -317,7 +317,7 @@ async fn damaged_cache_files_are_dropped_and_reread() {
         if path.exists() && cache.used_bytes() > 0 {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await; // poll interval of a wait for the condition
     }
     let mut file = std::fs::read(&path).unwrap();
     file[0] ^= 1;
@@ -348,7 +348,7 @@ async fn the_buffer_budget_holds_under_a_fast_writer() {
     let sampler = tokio::spawn(async move {
         loop {
             peak.fetch_max(chunks.budget().in_use(), Ordering::Relaxed);
-            tokio::time::sleep(Duration::from_millis(1)).await;
+            tokio::time::sleep(Duration::from_millis(1)).await; // sampling interval of the gauge under test
         }
     });
     let mut w = r.chunks.writer(11, 0);
@@ -406,7 +406,7 @@ async fn the_memory_cache_limit_holds() {
             if cache.get(&key).await.is_some() {
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(2)).await;
+            tokio::time::sleep(Duration::from_millis(2)).await; // poll interval of a wait for the condition
         }
     }
     assert!(cache.used_bytes() <= 2500);
@@ -478,7 +478,11 @@ async fn prefetches_are_bounded_and_never_wait() {
     let got = r.chunks.read(&slices, 0, 100).await.unwrap();
     assert_eq!(&got[..], &data[..100]);
     assert_eq!(stats.joined_fetches.load(Ordering::Relaxed), 1);
-    tokio::time::sleep(Duration::from_millis(120)).await;
+    // The other prefetches end in the background: wait for their four GETs.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while r.stats.requests("get", "ok") < 4 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(2)).await; // poll interval
+    }
     assert_eq!(
         r.stats.requests("get", "ok"),
         4,

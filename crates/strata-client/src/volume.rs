@@ -154,7 +154,7 @@ fn s3_config(format: &Format) -> Result<S3Config> {
         )
     } else {
         let (bucket, domain) = host.split_once('.').ok_or_else(bad)?;
-        let region = aws_region(domain).unwrap_or(env_region);
+        let region = strata_object::backend::aws_region(domain).unwrap_or(env_region);
         (
             url.trim_end_matches('/').to_string(),
             bucket.to_string(),
@@ -230,16 +230,6 @@ pub fn azure_config(url: &str, account: &str, key: Secret) -> Result<AzureConfig
         container,
         endpoint,
     })
-}
-
-/// The region in an AWS S3 host name: `s3.REGION.amazonaws.com`, `s3-REGION.amazonaws.com`.
-fn aws_region(domain: &str) -> Option<String> {
-    let rest = domain.strip_suffix(".amazonaws.com")?;
-    let region = rest
-        .strip_prefix("s3.")
-        .or_else(|| rest.strip_prefix("s3-"))?;
-    let region = region.strip_prefix("dualstack.").unwrap_or(region);
-    (!region.is_empty() && !region.contains('.')).then(|| region.to_string())
 }
 
 /// `~/.strata/...`

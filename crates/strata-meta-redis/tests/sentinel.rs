@@ -40,7 +40,7 @@ fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
     let started = Instant::now();
     while !ok() {
         assert!(started.elapsed() < limit, "{what} within {limit:?}");
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(200)); // poll interval of a wait for the condition
     }
 }
 
@@ -130,7 +130,7 @@ async fn sentinel_url_finds_the_master_and_follows_a_failover() {
         match engine.commit(put(b"k", b"after")).await {
             Ok(()) => break,
             Err(KvError::Unavailable(_)) if started.elapsed() < Duration::from_secs(40) => {
-                tokio::time::sleep(Duration::from_millis(300)).await;
+                tokio::time::sleep(Duration::from_millis(300)).await; // retry interval while the failover under test runs
             }
             Err(e) => panic!("commit after failover: {e}"),
         }

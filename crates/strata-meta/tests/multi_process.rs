@@ -39,7 +39,7 @@ async fn two_processes_create_in_one_directory() {
     while meta.load().await.is_err() {
         tries += 1;
         assert!(tries < 500, "first process never formatted the volume");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await; // poll interval: until the other process formatted
     }
     let mut second = spawn("pb");
     assert!(first.wait().unwrap().success());

@@ -24,6 +24,18 @@ use crate::local::{self, INLINE_MAX, LocalSync};
 use crate::upload::{PART_SIZE, PARTS_IN_FLIGHT, Upload};
 use crate::{ObjectError, ObjectInfo, ObjectStore, Result};
 
+/// The region an AWS S3 host name holds (`s3.REGION.amazonaws.com`,
+/// `s3-REGION.amazonaws.com`, `s3.dualstack.REGION.amazonaws.com`), given the host name
+/// after the bucket's label; `None` for any other host.
+pub fn aws_region(domain: &str) -> Option<String> {
+    let rest = domain.strip_suffix(".amazonaws.com")?;
+    let region = rest
+        .strip_prefix("s3.")
+        .or_else(|| rest.strip_prefix("s3-"))?;
+    let region = region.strip_prefix("dualstack.").unwrap_or(region);
+    (!region.is_empty() && !region.contains('.')).then(|| region.to_string())
+}
+
 /// Settings of an S3-compatible store.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct S3Config {
@@ -515,6 +527,26 @@ impl Upload for BackendUpload<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn aws_regions_are_read_from_s3_host_names() {
+        let region = |d: &str| aws_region(d);
+        assert_eq!(
+            region("s3.us-east-2.amazonaws.com").as_deref(),
+            Some("us-east-2")
+        );
+        assert_eq!(
+            region("s3-eu-west-1.amazonaws.com").as_deref(),
+            Some("eu-west-1")
+        );
+        assert_eq!(
+            region("s3.dualstack.ap-south-1.amazonaws.com").as_deref(),
+            Some("ap-south-1")
+        );
+        assert_eq!(region("s3.amazonaws.com"), None);
+        assert_eq!(region("127.0.0.1:9000"), None);
+        assert_eq!(region("storage.example.com"), None);
+    }
 
     #[test]
     fn a_full_disk_and_a_full_server_are_no_space_not_other() {

@@ -220,7 +220,7 @@ impl ObjectStore for Gauge {
     async fn put(&self, key: &str, data: Bytes) -> Result<()> {
         let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
         self.peak.fetch_max(n, Ordering::SeqCst);
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(Duration::from_millis(10)).await; // the thing under test: a slow store holding requests
         let r = self.inner.as_ref().unwrap().put(key, data).await;
         self.now.fetch_sub(1, Ordering::SeqCst);
         r

@@ -43,7 +43,7 @@ def _wait(what, check, timeout=30.0):
     while time.monotonic() < deadline:
         if check():
             return
-        time.sleep(0.05)
+        time.sleep(0.05)  # poll interval of a wait for the condition
     raise AssertionError(f"{what} did not happen within {timeout} s")
 
 

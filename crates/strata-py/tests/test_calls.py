@@ -293,7 +293,7 @@ def test_directory_cache_follows_renames(volume):
         b.rename("/new", "/newer")  # another client's shows within the TTL (1 s)
         deadline = time.monotonic() + 5
         while a.exists("/new/sub/f") and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(0.05)  # poll interval of a wait for the condition
         assert not a.exists("/new/sub/f") and a.open("/newer/sub/f").read() == "x"
         a.remove("/newer/sub/f")
         a.rmdir("/newer/sub")

@@ -347,7 +347,7 @@ async fn accesslog_streams_lines_to_its_readers() {
         let a = a.clone();
         tokio::spawn(async move { a.read(fh, 0, 4096).await.unwrap() })
     };
-    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await; // the thing under test: the read is still waiting after it
     assert!(!reader.is_finished(), "a read waits for the next line");
     a.log_access("2026.11.30 00:00:00.000000 [uid:0,gid:0,pid:1] lookup <0.000010>".into());
     a.log_access("second".into());

@@ -151,7 +151,7 @@ fn s3_address(addr: &str, no_https: bool) -> Result<(S3Config, String)> {
                 cfg.bucket = bucket.to_string();
                 let scheme = if no_https { "http" } else { "https" };
                 cfg.endpoint = format!("{scheme}://{host}");
-                cfg.region = aws_region(endpoint).unwrap_or_default();
+                cfg.region = strata_object::backend::aws_region(endpoint).unwrap_or_default();
             }
             None => cfg.bucket = host.to_string(),
         }
@@ -199,15 +199,6 @@ fn azure_address(addr: &str) -> Result<(AzureConfig, String)> {
         strata_client::azure_config(&url, &account, key)?,
         prefix.to_string(),
     ))
-}
-
-/// The region in `s3.REGION.amazonaws.com` / `s3-REGION.amazonaws.com`.
-fn aws_region(endpoint: &str) -> Option<String> {
-    let inner = endpoint.strip_suffix(".amazonaws.com")?;
-    let region = inner
-        .strip_prefix("s3.")
-        .or_else(|| inner.strip_prefix("s3-"))?;
-    (!region.is_empty()).then(|| region.to_string())
 }
 
 /// `%2F` and friends, as JuiceFS addresses write special characters in keys.

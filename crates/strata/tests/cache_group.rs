@@ -100,7 +100,7 @@ fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
     let start = Instant::now();
     while !ok() {
         assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(50)); // poll interval of a wait for the condition
     }
 }
 

@@ -322,7 +322,13 @@ fn a_killed_mount_keeps_what_was_closed_and_fsynced() {
         .current_dir(&m.path)
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    // The kill lands while the file grows.
+    let growing = m.path.join("unsynced.bin");
+    assert!(
+        eventually(Duration::from_secs(30), || std::fs::metadata(&growing)
+            .is_ok_and(|md| md.len() >= 2_000_000)),
+        "the writer got going"
+    );
     // "[m]ount" matches the mount's command line but not that of the shell running pgrep.
     let pattern = format!("[m]ount {} ", vol.meta_url);
     let pid = sh(vol.dir.path(), &format!("pgrep -f '{pattern}' | head -1"))

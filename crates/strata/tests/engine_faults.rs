@@ -27,8 +27,16 @@ fn wait_until(limit: Duration, mut ready: impl FnMut() -> bool) {
     let started = Instant::now();
     while !ready() {
         assert!(started.elapsed() < limit, "server did not come up");
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(100)); // poll interval of a wait for a condition
     }
+}
+
+/// Wait until the writer logged `n` acknowledged writes: the fault then lands mid-stream.
+fn wait_for_writes(log: &Path, n: usize) {
+    wait_until(Duration::from_secs(60), || {
+        std::fs::read_to_string(log)
+            .is_ok_and(|t| t.lines().filter(|l| l.starts_with("ok ")).count() >= n)
+    });
 }
 
 /// A server process killed when dropped.
@@ -142,10 +150,10 @@ fn redis_restarted_mid_workload() {
     let m = vol.mount("m");
     let log: PathBuf = dir.path().join("writer.log");
     let mut writer = start_writer(&m.path, &log, 9);
-    std::thread::sleep(Duration::from_secs(2));
+    wait_for_writes(&log, 20);
     // Kill the server outright, keep it down for two seconds, start it again on its data.
     drop(server);
-    std::thread::sleep(Duration::from_secs(2));
+    std::thread::sleep(Duration::from_secs(2)); // the thing under test: two seconds down
     server = start_redis(&redis_dir, port);
     let started = Instant::now();
     assert!(writer.wait().unwrap().success());
@@ -234,7 +242,7 @@ fn etcd_keeps_working_with_one_member_killed() {
     let m = vol.mount("m");
     let log = dir.path().join("writer.log");
     let mut writer = start_writer(&m.path, &log, 8);
-    std::thread::sleep(Duration::from_secs(2));
+    wait_for_writes(&log, 20);
     members[0] = None; // killed
     assert!(writer.wait().unwrap().success());
     let (ok, errors, _) = check_written(&m.path, &log);
@@ -280,7 +288,7 @@ fn a_mount_stopped_while_redis_is_down_exits_in_bounded_time() {
             started.elapsed(),
             m.log()
         );
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(100)); // poll interval
     }
     assert!(!is_mounted(&m.path), "unmounted on the way out");
     assert!(m.log().contains("closing the session"), "{}", m.log());

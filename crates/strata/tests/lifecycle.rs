@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{Volume, network_meta_url, sh, strata, strata_ok};
+use common::{Volume, eventually, network_meta_url, sh, strata, strata_ok};
 
 fn blocks_dir(vol: &Volume) -> PathBuf {
     vol.dir.path().join("bucket/e2e-vol/chunks")
@@ -150,7 +150,13 @@ fn a_crash_mid_write_leaves_only_leaked_objects_for_gc() {
         .current_dir(&m.path)
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // The kill lands while the file grows.
+    let growing = m.path.join("growing.bin");
+    assert!(
+        eventually(Duration::from_secs(30), || std::fs::metadata(&growing)
+            .is_ok_and(|md| md.len() >= 6_000_000)),
+        "the writer got going"
+    );
     // "[m]ount" matches the mount's command line but not that of the shell running pgrep.
     let pattern = format!("[m]ount {} ", vol.meta_url);
     let pid = sh(vol.dir.path(), &format!("pgrep -f '{pattern}' | head -1"));
@@ -514,7 +520,7 @@ fn destroy_removes_every_object_and_key() {
         if strata_ok(&["status", &vol.meta_url]).contains("\"sessions\": []") {
             break;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(100)); // poll interval of a wait for the condition
     }
     let (ok, out) = strata(&["destroy", &vol.meta_url, "0000", "--yes"]);
     assert!(!ok && out.contains("does not match"), "{out}");
@@ -593,14 +599,18 @@ fn the_mount_backs_metadata_up_into_the_bucket() {
         "mkdir d && echo one > d/a && head -c 200000 /dev/urandom > d/b",
     );
     let expected = checksums(&m.path);
+    let written = std::time::SystemTime::now();
     let backups = vol.dir.path().join("bucket/e2e-vol/meta");
-    let appeared = (0..100).any(|_| {
-        std::thread::sleep(Duration::from_millis(100));
-        std::fs::read_dir(&backups).is_ok_and(|mut d| d.next().is_some())
+    // A backup begun after the writes (every second: one finished 1.5 s after them).
+    let after_writes = |e: &std::fs::DirEntry| {
+        e.metadata()
+            .and_then(|md| md.modified())
+            .is_ok_and(|t| t > written + Duration::from_millis(1500))
+    };
+    let appeared = eventually(Duration::from_secs(20), || {
+        std::fs::read_dir(&backups).is_ok_and(|d| d.flatten().any(|e| after_writes(&e)))
     });
-    assert!(appeared, "a backup within 10 s");
-    // Wait for a backup that has both files (one made after the writes).
-    std::thread::sleep(Duration::from_millis(2500));
+    assert!(appeared, "a backup made after the writes");
     drop(m);
     let mut found: Vec<PathBuf> = std::fs::read_dir(&backups)
         .unwrap()

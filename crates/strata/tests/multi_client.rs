@@ -98,11 +98,19 @@ fn two_clients_share_one_volume(meta_url: &str) {
 
     // Locks conflict across mounts.
     let mut holder = Command::new("flock")
-        .args(["-x", "lk", "-c", "sleep 4"])
+        .args(["-x", "lk", "-c", "echo held; sleep 4"])
         .current_dir(&a.path)
+        .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    // Once it says so, a holds the lock.
+    let mut said = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(holder.stdout.as_mut().unwrap()),
+        &mut said,
+    )
+    .unwrap();
+    assert_eq!(said, "held\n");
     let out = sh(&b.path, "flock -n -x lk -c 'echo got' || echo blocked");
     assert_eq!(out, "blocked\n", "flock held on a blocks b");
     holder.wait().unwrap();
@@ -132,7 +140,7 @@ fn killed_client_is_cleaned_up(vol: &Volume, survivor: &Mount) {
              h = open('held.bin', 'rb')\n\
              os.unlink('held.bin')\n\
              print('ready', flush=True)\n\
-             time.sleep(120)\n",
+             time.sleep(120)\n", // the thing under test: the holder stays
         )
         .current_dir(&k.path)
         .stdout(std::process::Stdio::piped())

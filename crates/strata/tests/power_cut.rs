@@ -176,7 +176,7 @@ fn work_then_cut(
             threads.iter().all(|t| !t.is_finished()),
             "a writer failed before the cut"
         );
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(20)); // poll interval of a wait for the condition
     }
     // The power goes: the mount process dies with the machine, then the disk forgets.
     let pattern = format!("{} ", s.mnt.display());

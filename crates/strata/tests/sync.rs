@@ -314,14 +314,14 @@ fn a_killed_run_resumes_without_copying_anything_twice() {
             child.try_wait().unwrap().is_none(),
             "the first run ended early"
         );
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(20)); // poll interval of a wait for the condition
     }
     child.kill().unwrap();
     child.wait().unwrap();
     // A request whose body had arrived may still land: wait for the count to settle.
     let mut done = objects();
     loop {
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(Duration::from_millis(200)); // poll interval: until the count stops changing
         let now = objects();
         if now == done {
             break;

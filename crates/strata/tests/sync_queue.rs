@@ -113,7 +113,7 @@ fn three_workers_on_a_redis_queue_one_killed_copy_everything_exactly_once() {
             manager.try_wait().unwrap().is_none(),
             "the manager ended early"
         );
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(20)); // poll interval of a wait for the condition
     }
     workers[0].kill().unwrap();
     workers[0].wait().unwrap();
@@ -226,7 +226,7 @@ fn wait_for_line(log: &Path, text: &str) {
             "{} never said {text:?}",
             log.display()
         );
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(50)); // poll interval of a wait for the condition
     }
 }
 

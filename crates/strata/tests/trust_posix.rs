@@ -287,7 +287,7 @@ fn blocked_lock_waiters_can_be_interrupted_and_killed() {
             "a killed lock waiter stays stuck:\n{}",
             m.log()
         );
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(20)); // poll interval of a wait for the condition
     }
     drop(holder.stdin.take());
     assert!(holder.wait().unwrap().success());
@@ -310,7 +310,7 @@ fn wait_until_blocked_in_fuse(pid: u32) {
             started.elapsed() < Duration::from_secs(20),
             "never blocked ({wchan})"
         );
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(20)); // poll interval of a wait for the condition
     }
 }
 

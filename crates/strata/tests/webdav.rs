@@ -150,7 +150,7 @@ fn two_servers_share_locks_and_a_dead_servers_lock_lapses() {
         }
         assert_eq!(code, 423);
         assert!(Instant::now() < deadline, "the lock never lapsed");
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(100)); // poll interval of a wait for the condition
     }
     assert!(
         locked_at.elapsed() >= Duration::from_secs(4),
@@ -252,7 +252,7 @@ fn rclone_and_the_mount_see_the_same_files() {
             .output()
             .unwrap();
         seen = String::from_utf8_lossy(&out.stdout).into_owned();
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(50)); // poll interval of a wait for the condition
     }
     assert!(
         seen.starts_with("replaced\n640\n") && seen.contains(">blue<"),

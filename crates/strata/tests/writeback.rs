@@ -65,7 +65,7 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
             started.elapsed() < Duration::from_secs(60),
             "timed out waiting for {what}"
         );
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(50)); // poll interval of a wait for the condition
     }
 }
 

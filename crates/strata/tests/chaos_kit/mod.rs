@@ -421,7 +421,7 @@ async fn flush_until_done(client: &Client, i: usize) {
             Ok(()) => return,
             Err(e) if started.elapsed() < Duration::from_secs(90) => {
                 eprintln!("client {i}: flush after the faults: errno {e}; again");
-                tokio::time::sleep(Duration::from_millis(200)).await;
+                tokio::time::sleep(Duration::from_millis(200)).await; // retry interval after the faults
             }
             Err(e) => panic!("client {i} cannot flush once the faults stopped: errno {e}"),
         }

@@ -54,7 +54,7 @@ pub fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
         if check() {
             return true;
         }
-        std::thread::sleep(Duration::from_millis(250));
+        std::thread::sleep(Duration::from_millis(250)); // poll interval of a wait for the condition
     }
     false
 }
@@ -157,7 +157,7 @@ impl Mount {
             let _ = Command::new(STRATA).arg("umount").arg(&self.path).output();
             let started = Instant::now();
             while is_mounted(&self.path) && started.elapsed() < Duration::from_secs(20) {
-                std::thread::sleep(Duration::from_millis(50));
+                std::thread::sleep(Duration::from_millis(50)); // poll interval of a wait for the condition
             }
         }
     }
@@ -234,7 +234,7 @@ impl Daemon {
                 started.elapsed() < Duration::from_secs(30),
                 "strata {args:?} did not start: {text}"
             );
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(20)); // poll interval of a wait for the condition
         }
     }
 

@@ -448,7 +448,7 @@ class Identity(Case):
                 self.assertEqual(e.code, 403)
                 break
             self.assertLess(time.time(), deadline, "a presigned URL outlived its expiry")
-            time.sleep(0.2)
+            time.sleep(0.2)  # poll interval of a wait for the condition
 
 
 if __name__ == "__main__":
