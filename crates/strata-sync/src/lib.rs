@@ -10,7 +10,8 @@
 //! `threads` at a time, big files in parts. [`stats::SyncStats`] counts everything for
 //! the progress view and the summary. An address naming one file or a key prefix
 //! rather than a directory is seen through [`narrow`]; `--start`/`--end` through
-//! [`range`].
+//! [`range`]. SRC and DST are opened from their addresses by [`open`], and what they
+//! name (a tree, one file, a key prefix) is read by [`pair`].
 //!
 //! A run may also be shared by processes on many hosts ([`queue`]): the manager lists
 //! and merges as above but queues the work as tasks ([`manager`]), which workers
@@ -24,6 +25,8 @@ pub mod job;
 pub mod manager;
 pub mod narrow;
 pub mod objects;
+pub mod open;
+pub mod pair;
 pub mod queue;
 pub mod range;
 pub mod run;

@@ -44,12 +44,18 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     // `strata sync`: copies between directories, object stores and volumes (a volume
-    // through the VFS; the binary opens it and names the concrete stores); a queued job's
+    // through the VFS, opened from its META-URL through strata-client); a queued job's
     // tasks are kept through the `Kv` transactions of strata-meta (the binary opens the
     // engine).
     (
         "strata-sync",
-        &["strata-types", "strata-meta", "strata-object", "strata-vfs"],
+        &[
+            "strata-types",
+            "strata-meta",
+            "strata-object",
+            "strata-vfs",
+            "strata-client",
+        ],
     ),
     (
         "strata-py",

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::sync_open::OpenHow;
 use crate::units;
+use strata_sync::open::OpenHow;
 
 #[derive(Debug, Args)]
 #[command(after_help = "ADDRESSES (SRC and DST):
@@ -166,6 +166,7 @@ impl From<&SyncArgs> for OpenHow {
             threads: a.threads.max(1),
             list_threads: usize::try_from(a.list_threads).unwrap_or(1),
             no_https: a.no_https,
+            reveal: crate::hide_args::revealed_address_secret,
         }
     }
 }

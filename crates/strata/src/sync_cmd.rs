@@ -1,5 +1,5 @@
 //! `strata sync SRC DST`: the flags ([`crate::sync_args`]) read into options, filters and
-//! a selection, both sides opened ([`crate::sync_shape`]), the run with its progress line
+//! a selection, both sides opened (`strata_sync::pair`), the run with its progress line
 //! and summary ([`crate::sync_report`]), or the job handed to the queue
 //! ([`crate::sync_queue`]). The work is `strata-sync`'s.
 
@@ -9,13 +9,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+use strata_sync::open::{OpenHow, close_all};
 use strata_sync::{Endpoint, Filter, Options, Ranged, Selection, SyncStats};
 use strata_types::redact_url;
 
 use crate::progress::ProgressView;
 use crate::sync_args::SyncArgs;
-use crate::sync_open::OpenHow;
-use crate::sync_report::{close_all, finish, progress_line};
+use crate::sync_report::{finish, progress_line};
 
 /// The include/exclude rules in command-line order (clap keeps each flag's values apart).
 fn rules_in_order(a: &SyncArgs) -> Vec<(bool, String)> {
@@ -65,12 +65,12 @@ async fn sync(a: SyncArgs) -> Result<()> {
     refuse_dst_inside_src(src_addr, dst_addr)?;
     let mut clients = Vec::new();
     let how = OpenHow::from(&a);
-    let pair = crate::sync_shape::open_pair(src_addr, dst_addr, how, None, &mut clients).await;
+    let pair = strata_sync::pair::open_pair(src_addr, dst_addr, how, None, &mut clients).await;
     let pair = match pair {
         Ok(pair) => pair,
         Err(e) => {
             close_all(clients).await;
-            return Err(e);
+            return Err(e.into());
         }
     };
     if pair.shape == strata_sync::Shape::Prefix && (a.delete_src || a.delete_dst) {
@@ -165,7 +165,6 @@ fn read_key_list(path: &PathBuf) -> Result<BTreeSet<String>> {
         .collect())
 }
 
-/// The endpoint an address names; volumes opened are kept in `clients` to be closed.
 /// A local DST inside a local SRC would be copied into itself.
 fn refuse_dst_inside_src(src: &str, dst: &str) -> Result<()> {
     let local = |addr: &str| {

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use strata_sync::manager::Enqueuer;
+use strata_sync::open::{OpenHow, close_all};
 use strata_sync::queue::{CopyOptions, JobRecord, QUEUE_VERSION, Queue, now_ns};
 use strata_sync::worker::{WorkerSetup, work as run_worker};
 use strata_sync::{Endpoint, Options, Selection, Shape, SyncStats};
@@ -14,9 +15,8 @@ use strata_types::{MetaUrl, redact_url};
 
 use crate::progress::ProgressView;
 use crate::sync_args::SyncArgs;
-use crate::sync_open::OpenHow;
-use crate::sync_report::{close_all, finish, progress_line};
-use crate::sync_shape::open_pair;
+use crate::sync_report::{finish, progress_line};
+use strata_sync::pair::open_pair;
 
 /// How often a worker looks for a job when the queue has none.
 const JOB_POLL: Duration = Duration::from_millis(500);
@@ -157,6 +157,7 @@ pub(crate) async fn work(a: &SyncArgs) -> Result<()> {
         threads: a.threads.max(1),
         list_threads: 1,
         no_https: job.copy.no_https,
+        reveal: crate::hide_args::revealed_address_secret,
     };
     let mut clients = Vec::new();
     let pair = open_pair(&job.src, &job.dst, how, Some(job.shape), &mut clients).await?;

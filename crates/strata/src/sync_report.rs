@@ -1,20 +1,9 @@
-//! What `strata sync` prints: the live progress line, the summary, and closing the
-//! volumes a run opened.
+//! What `strata sync` prints: the live progress line and the summary.
 
 use std::time::Instant;
 
 use anyhow::{Result, bail};
-use strata_client::Client;
 use strata_sync::SyncStats;
-
-/// Close the volumes a run opened.
-pub(crate) async fn close_all(clients: Vec<(String, Client)>) {
-    for (_, client) in clients {
-        if let Err(e) = client.close().await {
-            tracing::error!("closing the volume: {e}");
-        }
-    }
-}
 
 /// Print the summary (after `what`); fail when some key failed.
 pub(crate) fn finish(stats: &SyncStats, started: Instant, what: &str) -> Result<()> {

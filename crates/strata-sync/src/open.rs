@@ -1,40 +1,66 @@
-//! How `strata sync` opens SRC and DST: an address (a local directory, an S3 bucket, an
-//! Azure container, a Strata volume) read into an endpoint of `strata-sync`, its object
-//! store wrapped in retries and request limits.
+//! Opening SRC and DST from their addresses, as `juicefs sync` writes them: a local
+//! directory (`/path`, `file:///path`), an S3 bucket (`s3://[AK:SK[:TOKEN]@]BUCKET[.ENDPOINT]
+//! [/PREFIX]`, `minio://[AK:SK@]HOST:PORT/BUCKET[/PREFIX]`), an Azure container
+//! (`wasb://`/`azure://[ACCOUNT:KEY@]CONTAINER[.ENDPOINT][/PREFIX]`) or a Strata volume
+//! opened without a mount (`strata://NAME/PATH`, NAME an environment variable holding its
+//! META-URL). Object stores are wrapped in retries and request limits sized for the run.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Context, Result, bail};
 use strata_client::{Client, ClientOptions};
 use strata_object::ObjectStore;
 use strata_object::backend::{AzureConfig, Backend, S3Config};
 use strata_object::limit::{Limited, Limits};
 use strata_object::metered::{Metered, ObjectStats};
 use strata_object::retry::{RetryPolicy, Retrying};
-use strata_sync::Endpoint;
-use strata_sync::fs::FsEndpoint;
-use strata_sync::objects::ObjectEndpoint;
-use strata_sync::volume::VolumeEndpoint;
 use strata_types::{MetaUrl, Secret, redact_url};
 use strata_vfs::VfsOptions;
 
+use crate::Endpoint;
+use crate::fs::FsEndpoint;
+use crate::objects::ObjectEndpoint;
+use crate::volume::VolumeEndpoint;
+use crate::{Result, SyncError};
+
+/// The volumes a run opened, by the name their address gave (closed by [`close_all`]).
+pub type OpenVolumes = Vec<(String, Client)>;
+
 /// How endpoints are opened: symlinks kept (`--links`), and requests sized for `threads`.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct OpenHow {
+pub struct OpenHow {
     pub links: bool,
     pub threads: usize,
     /// Directories read at once while listing (`--list-threads`).
     pub list_threads: usize,
     /// `s3://` endpoints over http (`--no-https`).
     pub no_https: bool,
+    /// The secret of an address (what follows `AK:`) as given: a front end that hides
+    /// secrets from the process list puts them back here.
+    pub reveal: fn(&str) -> String,
 }
 
-pub(crate) async fn open(
+/// Why SRC or DST cannot be opened.
+fn failed(side: &str, shown: &str, reason: impl std::fmt::Display) -> SyncError {
+    SyncError::Usage(format!("{side} {shown}: {reason}"))
+}
+
+/// Close the volumes a run opened; a failure to close one is logged.
+pub async fn close_all(volumes: OpenVolumes) {
+    for (_, client) in volumes {
+        if let Err(e) = client.close().await {
+            tracing::error!("closing the volume: {e}");
+        }
+    }
+}
+
+/// The endpoint at `addr`, SRC's or DST's (`is_dst`: made when missing); a volume opened
+/// for it joins `clients`.
+pub async fn open(
     addr: &str,
     a: OpenHow,
     is_dst: bool,
-    clients: &mut Vec<(String, Client)>,
+    clients: &mut OpenVolumes,
 ) -> Result<Arc<dyn Endpoint>> {
     let side = if is_dst { "DST" } else { "SRC" };
     let shown = redact_url(addr);
@@ -44,10 +70,14 @@ pub(crate) async fn open(
             let ep = VolumeEndpoint::open(client.vfs.clone(), name, path, a.links, is_dst)
                 .await
                 .map(|ep| ep.with_list_threads(a.list_threads));
-            return Ok(Arc::new(ep.with_context(|| format!("{side} {addr}"))?));
+            return Ok(Arc::new(ep.map_err(|e| failed(side, addr, e))?));
         }
-        let url = std::env::var(name).with_context(|| {
-            format!("{side} {addr}: set the environment variable {name} to the volume's META-URL")
+        let url = std::env::var(name).map_err(|_| {
+            failed(
+                side,
+                addr,
+                format_args!("set the environment variable {name} to the volume's META-URL"),
+            )
         })?;
         let url = MetaUrl::new(url);
         let opts = ClientOptions {
@@ -57,38 +87,42 @@ pub(crate) async fn open(
         };
         let client = Client::open(&url, &opts, VfsOptions::default(), "sync")
             .await
-            .with_context(|| format!("{side} {addr}"))?;
+            .map_err(|e| failed(side, addr, e))?;
         let ep = VolumeEndpoint::open(client.vfs.clone(), name, path, a.links, is_dst)
             .await
             .map(|ep| ep.with_list_threads(a.list_threads));
         clients.push((name.to_string(), client));
-        return Ok(Arc::new(ep.with_context(|| format!("{side} {addr}"))?));
+        return Ok(Arc::new(ep.map_err(|e| failed(side, addr, e))?));
     }
     if addr.starts_with("s3://") || addr.starts_with("minio://") {
         let (cfg, prefix) =
-            s3_address(addr, a.no_https).with_context(|| format!("{side} {shown}"))?;
+            s3_address(addr, a.no_https, a.reveal).map_err(|e| failed(side, &shown, e))?;
         let store = object_store(&cfg, a)
             .await
-            .with_context(|| format!("{side} {shown}"))?;
+            .map_err(|e| failed(side, &shown, e))?;
         return Ok(Arc::new(ObjectEndpoint::new(store, &prefix)));
     }
     if addr.starts_with("wasb://") || addr.starts_with("azure://") {
-        let (cfg, prefix) = azure_address(addr).with_context(|| format!("{side} {shown}"))?;
-        let backend = Backend::azure(&cfg).with_context(|| format!("{side} {shown}"))?;
+        let (cfg, prefix) = azure_address(addr, a.reveal).map_err(|e| failed(side, &shown, e))?;
+        let backend = Backend::azure(&cfg).map_err(|e| failed(side, &shown, e))?;
         let store = wrapped(backend, a)
             .await
-            .with_context(|| format!("{side} {shown}"))?;
+            .map_err(|e| failed(side, &shown, e))?;
         return Ok(Arc::new(ObjectEndpoint::new(store, &prefix)));
     }
     if let Some((scheme, _)) = addr.split_once("://")
         && scheme != "file"
     {
-        bail!("{side} {shown}: unknown address kind {scheme}:// (file, s3, minio, wasb or strata)");
+        return Err(failed(
+            side,
+            &shown,
+            format_args!("unknown address kind {scheme}:// (file, s3, minio, wasb or strata)"),
+        ));
     }
     let path = PathBuf::from(addr.strip_prefix("file://").unwrap_or(addr));
     Ok(Arc::new(
         FsEndpoint::open(&path, a.links, is_dst)
-            .with_context(|| format!("{side} {addr}"))?
+            .map_err(|e| failed(side, addr, e))?
             .with_list_threads(a.list_threads),
     ))
 }
@@ -96,12 +130,12 @@ pub(crate) async fn open(
 /// An S3 store with retries and request limits, counted (not shown: the summary counts
 /// files, not requests), once it answered (without retries: a wrong address or key is
 /// reported at once).
-async fn object_store(cfg: &S3Config, a: OpenHow) -> Result<Arc<dyn ObjectStore>> {
+async fn object_store(cfg: &S3Config, a: OpenHow) -> strata_object::Result<Arc<dyn ObjectStore>> {
     wrapped(Backend::s3(cfg)?, a).await
 }
 
 /// `backend` with retries and request limits, counted, once it answered.
-async fn wrapped(backend: Backend, a: OpenHow) -> Result<Arc<dyn ObjectStore>> {
+async fn wrapped(backend: Backend, a: OpenHow) -> strata_object::Result<Arc<dyn ObjectStore>> {
     backend.check().await?;
     let limits = Limits {
         max_uploads: a.threads.max(1) * 4,
@@ -117,17 +151,21 @@ async fn wrapped(backend: Backend, a: OpenHow) -> Result<Arc<dyn ObjectStore>> {
 
 /// `s3://[AK:SK[:TOKEN]@]BUCKET[.ENDPOINT][/PREFIX]` or
 /// `minio://[AK:SK@]HOST:PORT/BUCKET[/PREFIX]`, as a store and a key prefix.
-fn s3_address(addr: &str, no_https: bool) -> Result<(S3Config, String)> {
+fn s3_address(
+    addr: &str,
+    no_https: bool,
+    reveal: fn(&str) -> String,
+) -> std::result::Result<(S3Config, String), String> {
     let scheme = addr.split_once("://").map_or("s3", |(s, _)| s);
     let (userinfo, rest) = split_userinfo(addr);
     let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
     if host.is_empty() {
-        bail!("no bucket");
+        return Err("no bucket".into());
     }
     let mut cfg = S3Config::default();
     if let Some(u) = userinfo {
         let (access_key, secret) = u.split_once(':').unwrap_or((u, ""));
-        let secret = crate::hide_args::revealed_address_secret(secret);
+        let secret = reveal(secret);
         let (secret_key, token) = match secret.split_once(':') {
             Some((key, token)) => (key, Some(token)),
             None => (secret.as_str(), None),
@@ -139,7 +177,7 @@ fn s3_address(addr: &str, no_https: bool) -> Result<(S3Config, String)> {
     let prefix = if scheme == "minio" {
         let (bucket, prefix) = path.split_once('/').unwrap_or((path, ""));
         if bucket.is_empty() {
-            bail!("expected minio://HOST:PORT/BUCKET[/PREFIX]");
+            return Err("expected minio://HOST:PORT/BUCKET[/PREFIX]".into());
         }
         cfg.endpoint = format!("http://{host}");
         cfg.bucket = bucket.to_string();
@@ -172,13 +210,16 @@ fn split_userinfo(addr: &str) -> (Option<&str>, &str) {
 /// `wasb://[ACCOUNT:KEY@]CONTAINER[.ENDPOINT][/PREFIX]` as a container and a key prefix:
 /// ENDPOINT defaults to `core.windows.net`; one with a port (`127.0.0.1:10000`) is an
 /// Azurite server over http, the account in its path.
-fn azure_address(addr: &str) -> Result<(AzureConfig, String)> {
+fn azure_address(
+    addr: &str,
+    reveal: fn(&str) -> String,
+) -> std::result::Result<(AzureConfig, String), String> {
     let (userinfo, rest) = split_userinfo(addr);
     let (host, prefix) = rest.split_once('/').unwrap_or((rest, ""));
     let (account, key) = match userinfo {
         Some(u) => {
             let (account, key) = u.split_once(':').unwrap_or((u, ""));
-            let key = crate::hide_args::revealed_address_secret(key);
+            let key = reveal(key);
             (unescape(account), Secret::new(unescape(&key)))
         }
         None => (
@@ -188,17 +229,15 @@ fn azure_address(addr: &str) -> Result<(AzureConfig, String)> {
     };
     let (container, endpoint) = host.split_once('.').unwrap_or((host, "core.windows.net"));
     if container.is_empty() {
-        bail!("no container");
+        return Err("no container".into());
     }
     let url = if endpoint.contains(':') {
         format!("http://{endpoint}/{account}/{container}")
     } else {
         format!("https://{container}.{endpoint}")
     };
-    Ok((
-        strata_client::azure_config(&url, &account, key)?,
-        prefix.to_string(),
-    ))
+    let cfg = strata_client::azure_config(&url, &account, key).map_err(|e| e.to_string())?;
+    Ok((cfg, prefix.to_string()))
 }
 
 /// `%2F` and friends, as JuiceFS addresses write special characters in keys.
@@ -227,11 +266,17 @@ fn unescape(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)] // test code
     use super::*;
+
+    fn as_given(secret: &str) -> String {
+        secret.to_string()
+    }
 
     #[test]
     fn s3_addresses_read_like_juicefs_ones() {
-        let (c, p) = s3_address("minio://ak:s%2Fk@127.0.0.1:9000/bkt/a/b", false).unwrap();
+        let (c, p) =
+            s3_address("minio://ak:s%2Fk@127.0.0.1:9000/bkt/a/b", false, as_given).unwrap();
         assert_eq!(
             (c.endpoint.as_str(), c.bucket.as_str(), p.as_str()),
             ("http://127.0.0.1:9000", "bkt", "a/b")
@@ -241,27 +286,27 @@ mod tests {
             ("ak", "s/k")
         );
         assert!(c.path_style);
-        let (c, p) = s3_address("s3://bkt.s3.us-east-2.amazonaws.com/x", false).unwrap();
+        let (c, p) = s3_address("s3://bkt.s3.us-east-2.amazonaws.com/x", false, as_given).unwrap();
         assert_eq!(
             (c.bucket.as_str(), c.region.as_str(), p.as_str()),
             ("bkt", "us-east-2", "x")
         );
         assert!(!c.path_style);
-        let (c, p) = s3_address("s3://bkt", false).unwrap();
+        let (c, p) = s3_address("s3://bkt", false, as_given).unwrap();
         assert_eq!(
             (c.bucket.as_str(), c.endpoint.as_str(), p.as_str()),
             ("bkt", "", "")
         );
-        assert!(s3_address("minio://host:1/", false).is_err());
-        let (c, _) = s3_address("s3://bkt.s3.us-east-2.amazonaws.com/x", false).unwrap();
+        assert!(s3_address("minio://host:1/", false, as_given).is_err());
+        let (c, _) = s3_address("s3://bkt.s3.us-east-2.amazonaws.com/x", false, as_given).unwrap();
         assert_eq!(c.endpoint, "https://bkt.s3.us-east-2.amazonaws.com");
-        let (c, _) = s3_address("s3://bkt.127.0.0.1:9000/x", true).unwrap();
+        let (c, _) = s3_address("s3://bkt.127.0.0.1:9000/x", true, as_given).unwrap();
         assert_eq!(c.endpoint, "http://bkt.127.0.0.1:9000");
     }
 
     #[test]
     fn azure_addresses_name_azure_or_azurite() {
-        let (c, p) = azure_address("wasb://acct:a2V5@box/in/here").unwrap();
+        let (c, p) = azure_address("wasb://acct:a2V5@box/in/here", as_given).unwrap();
         assert_eq!(
             (
                 c.account.as_str(),
@@ -271,17 +316,17 @@ mod tests {
             ("acct", "box", "https://acct.blob.core.windows.net")
         );
         assert_eq!((c.key.expose(), p.as_str()), ("a2V5", "in/here"));
-        let (c, _) = azure_address("wasb://acct:a/b+c==@box/x").unwrap();
+        let (c, _) = azure_address("wasb://acct:a/b+c==@box/x", as_given).unwrap();
         assert_eq!(
             c.key.expose(),
             "a/b+c==",
             "a key holding / needs no escaping"
         );
-        let (c, p) = azure_address("azure://dev:k@box.127.0.0.1:10000").unwrap();
+        let (c, p) = azure_address("azure://dev:k@box.127.0.0.1:10000", as_given).unwrap();
         assert_eq!(
             (c.container.as_str(), c.endpoint.as_str(), p.as_str()),
             ("box", "http://127.0.0.1:10000/dev", "")
         );
-        assert!(azure_address("wasb://a:k@/x").is_err());
+        assert!(azure_address("wasb://a:k@/x", as_given).is_err());
     }
 }

@@ -3,28 +3,36 @@
 //! without names a directory when one is there, one file when a file is there, and
 //! otherwise a key prefix whose last name DST's last name replaces (`./te` → `test/`,
 //! `text`). JuiceFS takes every address without `/` as a prefix, so `/data/a` would also
-//! take `/data/ab`; here it takes only what it names. The endpoints are `strata-sync`'s.
+//! take `/data/ab`; here it takes only what it names. Opening is [`crate::open`]'s.
 
 use std::sync::Arc;
 
-use anyhow::{Result, bail};
-use strata_client::Client;
-use strata_sync::narrow::first_entry;
-use strata_sync::{Endpoint, Kind, Narrowed, Shape};
 use strata_types::{redact_url, userinfo_bounds};
 
-use crate::sync_open::{OpenHow, open};
+use crate::narrow::first_entry;
+use crate::open::{OpenHow, OpenVolumes, open};
+use crate::{Endpoint, Kind, Narrowed, Result, Shape, SyncError};
 
 /// Both sides opened, and how SRC and DST were read.
-pub(crate) struct Pair {
+pub struct Pair {
     pub src: Arc<dyn Endpoint>,
     pub dst: Arc<dyn Endpoint>,
     pub shape: Shape,
 }
 
+impl std::fmt::Debug for Pair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pair")
+            .field("src", &self.src.describe())
+            .field("dst", &self.dst.describe())
+            .field("shape", &self.shape)
+            .finish()
+    }
+}
+
 /// `addr` split before its last name — (the directory's address, the name) — or `None`
 /// when it ends in `/` or names a root (`s3://bucket`, `strata://VOL`, `/`).
-pub(crate) fn split_last(addr: &str) -> Option<(String, String)> {
+pub fn split_last(addr: &str) -> Option<(String, String)> {
     if addr.ends_with('/') {
         return None;
     }
@@ -63,12 +71,12 @@ fn path_start(addr: &str) -> Option<usize> {
 }
 
 /// Open SRC and DST, reading what they name (`known`: as a queued job recorded it).
-pub(crate) async fn open_pair(
+pub async fn open_pair(
     src_addr: &str,
     dst_addr: &str,
     how: OpenHow,
     known: Option<Shape>,
-    clients: &mut Vec<(String, Client)>,
+    clients: &mut OpenVolumes,
 ) -> Result<Pair> {
     let split = split_last(src_addr).filter(|_| known != Some(Shape::Tree));
     let Some((src_parent, name)) = split else {
@@ -98,7 +106,7 @@ async fn tree(
     src_addr: &str,
     dst_addr: &str,
     how: OpenHow,
-    clients: &mut Vec<(String, Client)>,
+    clients: &mut OpenVolumes,
 ) -> Result<Pair> {
     let src = match opened {
         Some(src) => src,
@@ -120,7 +128,7 @@ async fn probe(
     name: &str,
     src_addr: &str,
     how: OpenHow,
-    clients: &mut Vec<(String, Client)>,
+    clients: &mut OpenVolumes,
 ) -> Result<(Shape, Option<Arc<dyn Endpoint>>)> {
     // On object stores the keys below `name/` are looked for first: some S3 servers
     // that keep objects as files fail a HEAD of a directory.
@@ -145,10 +153,10 @@ async fn probe(
             );
             Ok((Shape::Prefix, None))
         }
-        None if has_dirs => bail!(
+        None if has_dirs => Err(SyncError::Usage(format!(
             "SRC {}: no such file or directory, and no name starts with it",
             redact_url(src_addr)
-        ),
+        ))),
         None => Ok((Shape::Tree, None)),
     }
 }
@@ -161,18 +169,18 @@ async fn open_dst(
     dst_addr: &str,
     how: OpenHow,
     known: Option<Shape>,
-    clients: &mut Vec<(String, Client)>,
+    clients: &mut OpenVolumes,
 ) -> Result<(Arc<dyn Endpoint>, Shape)> {
     let exact = shape != Shape::Prefix;
     let split = split_last(dst_addr);
     let Some((dst_parent, dst_name)) = split.filter(|_| shape != Shape::FileInto) else {
         if shape == Shape::Prefix && dst_addr.ends_with('/') {
-            bail!(
+            return Err(SyncError::Usage(format!(
                 "SRC {} names nothing, so it is a key prefix; DST {} must be one too: \
                  leave out its trailing '/'",
                 redact_url(src_addr),
                 redact_url(dst_addr)
-            );
+            )));
         }
         // A file into a directory keeps its name; a prefix into a root keeps the
         // rest of each key.
@@ -207,7 +215,7 @@ async fn dir_below(
     addr: &str,
     how: OpenHow,
     is_dst: bool,
-    clients: &mut Vec<(String, Client)>,
+    clients: &mut OpenVolumes,
 ) -> Result<Option<Arc<dyn Endpoint>>> {
     if parent.has_dirs() {
         if !parent.stat(name).await?.is_some_and(|e| e.is_dir()) {
