@@ -9,8 +9,37 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::job::Job;
-use crate::queue::{JobRecord, Queue, TaskBody, now_ns};
-use crate::{Result, SyncError};
+use crate::queue::{CopyOptions, JobRecord, QUEUE_VERSION, Queue, TaskBody, now_ns};
+use crate::{Result, Shape, SyncError};
+
+impl JobRecord {
+    /// A new job copying `src` to `dst` (addresses with their credentials: workers on
+    /// other hosts open them), read as `shape`, with leases of `lease`; a random id tells
+    /// it from the job before it.
+    pub fn new(
+        src: String,
+        dst: String,
+        shape: Shape,
+        copy: CopyOptions,
+        lease: Duration,
+    ) -> JobRecord {
+        let bytes = *uuid::Uuid::new_v4().as_bytes();
+        let mut id = [0u8; 8];
+        id.copy_from_slice(&bytes[..8]);
+        JobRecord {
+            queue: QUEUE_VERSION,
+            id: u64::from_le_bytes(id),
+            src,
+            dst,
+            shape,
+            copy,
+            lease_ms: u64::try_from(lease.as_millis()).unwrap_or(u64::MAX).max(1),
+            created_ns: now_ns(),
+            listed: false,
+            finished: false,
+        }
+    }
+}
 
 /// Keys per task at most.
 const TASK_KEYS: usize = 100;

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::decide::Options;
 use crate::endpoint::{Endpoint, Entry, Kind};
 use crate::job::Job;
-use crate::queue::{JobRecord, Leased, Queue, Taken, now_ns};
+use crate::queue::{JobRecord, Leased, QUEUE_VERSION, Queue, Taken, now_ns};
 use crate::run::Run;
 use crate::stats::{SyncStats, bump};
 use crate::{Result, SyncError};
@@ -234,4 +234,102 @@ async fn done_before(run: &Run, job: &Job, job_started_ns: i64) -> bool {
         }
     }
     true
+}
+
+/// The job a worker started at `started_ns` works on: the one in `queue` not finished
+/// yet, waited for (a look every `poll`; `waiting` is called once when there is none).
+/// `None` when the job there was begun after the worker started and is done already: the
+/// job it was started for needed no help. A job of a newer queue version is refused.
+pub async fn wait_for_job(
+    queue: &Queue,
+    started_ns: i64,
+    poll: Duration,
+    waiting: impl FnOnce(),
+) -> Result<Option<JobRecord>> {
+    let mut waiting = Some(waiting);
+    let job = loop {
+        match queue.job().await? {
+            Some(job) if !job.finished => break job,
+            Some(job) if job.created_ns >= started_ns => return Ok(None),
+            _ => {
+                if let Some(tell) = waiting.take() {
+                    tell();
+                }
+            }
+        }
+        tokio::time::sleep(poll).await;
+    };
+    if job.queue > QUEUE_VERSION {
+        return Err(SyncError::Usage(format!(
+            "the sync job is of queue version {}; this strata knows {QUEUE_VERSION}",
+            job.queue
+        )));
+    }
+    Ok(Some(job))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code
+    use std::sync::atomic::AtomicUsize;
+
+    use strata_meta::kv::memory::MemoryEngine;
+
+    use super::*;
+    use crate::queue::CopyOptions;
+
+    fn new_job(created_ns: i64) -> JobRecord {
+        let mut job = JobRecord::new(
+            "/src".into(),
+            "/dst".into(),
+            crate::Shape::Tree,
+            CopyOptions::default(),
+            Duration::from_secs(30),
+        );
+        job.created_ns = created_ns;
+        job
+    }
+
+    #[tokio::test]
+    async fn a_worker_waits_for_an_unfinished_job_and_skips_one_done_without_it() {
+        let queue = Queue::new(Arc::new(MemoryEngine::new()));
+        let poll = Duration::from_millis(1);
+        // None yet: the worker says it waits (once) until a job appears.
+        let told = Arc::new(AtomicUsize::new(0));
+        let waiter = {
+            let (queue, told) = (queue.clone(), told.clone());
+            tokio::spawn(async move {
+                let tell = move || {
+                    told.fetch_add(1, Ordering::SeqCst);
+                };
+                wait_for_job(&queue, now_ns(), poll, tell).await
+            })
+        };
+        while told.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        let job = new_job(now_ns());
+        queue.start_job(&job).await.unwrap();
+        let found = waiter.await.unwrap().unwrap().unwrap();
+        assert_eq!((found.id, told.load(Ordering::SeqCst)), (job.id, 1));
+        // A job begun after the worker started and finished before it looked: no work.
+        let started = now_ns();
+        let later = new_job(started + 1);
+        queue.start_job(&later).await.unwrap();
+        queue.mark_finished(later.id).await.unwrap();
+        assert!(
+            wait_for_job(&queue, started, poll, || {})
+                .await
+                .unwrap()
+                .is_none()
+        );
+        // A job of a newer queue version is refused.
+        let mut newer = new_job(now_ns());
+        newer.queue = QUEUE_VERSION + 1;
+        queue.start_job(&newer).await.unwrap();
+        assert!(matches!(
+            wait_for_job(&queue, now_ns(), poll, || {}).await,
+            Err(SyncError::Usage(_))
+        ));
+    }
 }

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use strata_sync::manager::Enqueuer;
 use strata_sync::open::{OpenHow, close_all};
-use strata_sync::queue::{CopyOptions, JobRecord, QUEUE_VERSION, Queue, now_ns};
-use strata_sync::worker::{WorkerSetup, work as run_worker};
+use strata_sync::queue::{CopyOptions, JobRecord, Queue, now_ns};
+use strata_sync::worker::{WorkerSetup, wait_for_job, work as run_worker};
 use strata_sync::{Endpoint, Options, Selection, Shape, SyncStats};
 use strata_types::{MetaUrl, redact_url};
 
@@ -50,27 +50,21 @@ pub(crate) async fn manage(
     started: Instant,
 ) -> Result<()> {
     let queue = open_queue(queue_url).await?;
-    let job = JobRecord {
-        queue: QUEUE_VERSION,
-        id: rand_id(),
-        src: crate::hide_args::revealed_address(sides.src_addr),
-        dst: crate::hide_args::revealed_address(sides.dst_addr),
-        shape: sides.shape,
-        copy: CopyOptions {
-            perms: opts.perms,
-            links: opts.links,
-            check_new: opts.check_new,
-            delete_src: opts.delete_src,
-            no_https: a.no_https,
-            check_change: opts.check_change,
-        },
-        lease_ms: u64::try_from(a.lease.as_millis())
-            .unwrap_or(u64::MAX)
-            .max(1),
-        created_ns: now_ns(),
-        listed: false,
-        finished: false,
+    let copy = CopyOptions {
+        perms: opts.perms,
+        links: opts.links,
+        check_new: opts.check_new,
+        delete_src: opts.delete_src,
+        no_https: a.no_https,
+        check_change: opts.check_change,
     };
+    let job = JobRecord::new(
+        crate::hide_args::revealed_address(sides.src_addr),
+        crate::hide_args::revealed_address(sides.dst_addr),
+        sides.shape,
+        copy,
+        a.lease,
+    );
     queue.start_job(&job).await?;
     tracing::info!("sync job {:x} queued in {}", job.id, redact_url(queue_url));
     let own = Arc::new(SyncStats::default());
@@ -104,13 +98,6 @@ pub(crate) async fn manage(
     Ok(())
 }
 
-fn rand_id() -> u64 {
-    let bytes = *uuid::Uuid::new_v4().as_bytes();
-    let mut id = [0u8; 8];
-    id.copy_from_slice(&bytes[..8]);
-    u64::from_le_bytes(id)
-}
-
 /// `strata sync --worker --queue META-URL`: wait for a job that is not finished, open its
 /// addresses, work on it until every task is done.
 pub(crate) async fn work(a: &SyncArgs) -> Result<()> {
@@ -122,36 +109,16 @@ pub(crate) async fn work(a: &SyncArgs) -> Result<()> {
     }
     let started_ns = now_ns();
     let queue = open_queue(queue_url).await?;
-    let mut told = false;
-    let job = loop {
-        match queue.job().await? {
-            Some(job) if !job.finished => break job,
-            // A job begun after this worker started, and done before it looked: the job
-            // it was started for needed no help.
-            Some(job) if job.created_ns >= started_ns => {
-                if !crate::wiring::quiet() {
-                    eprintln!(
-                        "sync job {:x} was done before this worker took a task",
-                        job.id
-                    );
-                }
-                return Ok(());
-            }
-            _ if !told => {
-                tracing::info!("waiting for a sync job in {}", redact_url(queue_url));
-                told = true;
-            }
-            _ => {}
+    let waiting = || tracing::info!("waiting for a sync job in {}", redact_url(queue_url));
+    let Some(job) = wait_for_job(&queue, started_ns, JOB_POLL, waiting)
+        .await
+        .with_context(|| format!("--queue {}", redact_url(queue_url)))?
+    else {
+        if !crate::wiring::quiet() {
+            eprintln!("the sync job in the queue was done before this worker took a task");
         }
-        tokio::time::sleep(JOB_POLL).await;
+        return Ok(());
     };
-    if job.queue > QUEUE_VERSION {
-        bail!(
-            "the sync job in {} is of queue version {}; this strata knows {QUEUE_VERSION}",
-            redact_url(queue_url),
-            job.queue
-        );
-    }
     let how = OpenHow {
         links: job.copy.links,
         threads: a.threads.max(1),

@@ -216,6 +216,10 @@ impl Actor {
         let released = self.vfs.release(fh).await;
         let outcome = match result.and(released) {
             Ok(()) => Outcome::Ok(Value::None),
+            // Removed by another client while open (SEMANTICS: such a handle's writes and
+            // fsync fail with ENOENT): what was committed before the removal was read by
+            // others, so the write may have landed.
+            Err(Errno::ENOENT) => Outcome::Unknown,
             // Kept in the buffer and tried again later: it may still land.
             Err(e) => self.failed("write", e),
         };
