@@ -5,6 +5,8 @@
 //! `text`). JuiceFS takes every address without `/` as a prefix, so `/data/a` would also
 //! take `/data/ab`; here it takes only what it names. Opening is [`crate::open`]'s.
 
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use strata_types::{redact_url, userinfo_bounds};
@@ -227,6 +229,61 @@ async fn dir_below(
     Ok(first_entry(below.as_ref()).await?.map(|_| below))
 }
 
+/// The keys listed in `path` (`--files-from`): one a line, a leading `/` dropped, blank
+/// lines skipped.
+pub fn read_key_list(path: &Path) -> Result<BTreeSet<String>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| SyncError::io(format_args!("--files-from {}", path.display()), e))?;
+    Ok(text
+        .lines()
+        .map(|l| l.trim().trim_start_matches('/'))
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect())
+}
+
+/// A local DST inside a local SRC would be copied into itself.
+pub fn refuse_dst_inside_src(src: &str, dst: &str) -> Result<()> {
+    let local = |addr: &str| {
+        let path = addr.strip_prefix("file://").unwrap_or(addr);
+        (!path.contains("://")).then(|| PathBuf::from(path))
+    };
+    let (Some(src), Some(dst)) = (local(src), local(dst)) else {
+        return Ok(());
+    };
+    let Ok(src) = src.canonicalize() else {
+        return Ok(());
+    };
+    let dst = std::path::absolute(&dst).unwrap_or(dst);
+    let dst = resolve_existing_part(&dst);
+    if dst != src && dst.starts_with(&src) {
+        return Err(SyncError::Usage(format!(
+            "DST {} is inside SRC {}: the copy would copy itself",
+            dst.display(),
+            src.display()
+        )));
+    }
+    Ok(())
+}
+
+/// `path` with its longest existing ancestor resolved (symlinks, `..`).
+fn resolve_existing_part(path: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut at = path.to_path_buf();
+    loop {
+        if let Ok(real) = at.canonicalize() {
+            return rest.iter().rev().fold(real, |p, name| p.join(name));
+        }
+        match (at.file_name().map(|n| n.to_os_string()), at.parent()) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                at = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,5 +320,46 @@ mod tests {
         assert_eq!(split("wasb://c/p/q"), pair("wasb://c/p/", "q"));
         assert_eq!(split("strata://VOL"), None);
         assert_eq!(split("strata://VOL/a"), pair("strata://VOL/", "a"));
+    }
+}
+
+#[cfg(test)]
+mod checks_tests {
+    #![allow(clippy::unwrap_used)] // test code
+    use super::*;
+
+    #[test]
+    fn a_local_dst_inside_src_is_refused_and_others_pass() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir_all(src.join("a")).unwrap();
+        let s = src.to_str().unwrap();
+        let inside = format!("{s}/a/new");
+        assert!(matches!(
+            refuse_dst_inside_src(s, &inside),
+            Err(SyncError::Usage(_))
+        ));
+        let through_dots = format!("{s}/a/../b");
+        assert!(refuse_dst_inside_src(s, &through_dots).is_err());
+        let beside = dir.path().join("dst");
+        assert!(refuse_dst_inside_src(s, beside.to_str().unwrap()).is_ok());
+        assert!(
+            refuse_dst_inside_src(s, s).is_ok(),
+            "the same tree is a no-op sync"
+        );
+        assert!(refuse_dst_inside_src("s3://b/x", &inside).is_ok());
+    }
+
+    #[test]
+    fn a_key_list_drops_leading_slashes_and_blank_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let list = dir.path().join("keys");
+        std::fs::write(&list, "/a/b\n\n  c \nd/\n").unwrap();
+        let keys: Vec<String> = read_key_list(&list).unwrap().into_iter().collect();
+        assert_eq!(keys, ["a/b", "c", "d/"]);
+        assert!(matches!(
+            read_key_list(&dir.path().join("missing")),
+            Err(SyncError::Io { .. })
+        ));
     }
 }

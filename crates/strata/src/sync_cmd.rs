@@ -3,12 +3,10 @@
 //! and summary ([`crate::sync_report`]), or the job handed to the queue
 //! ([`crate::sync_queue`]). The work is `strata-sync`'s.
 
-use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use strata_sync::open::{OpenHow, close_all};
 use strata_sync::{Endpoint, Filter, Options, Ranged, Selection, SyncStats};
 use strata_types::redact_url;
@@ -58,11 +56,11 @@ async fn sync(a: SyncArgs) -> Result<()> {
     }
     let filter = Filter::new(&rules_in_order(&a), a.match_full_path)?;
     let files_from = match &a.files_from {
-        Some(path) => Some(read_key_list(path)?),
+        Some(path) => Some(strata_sync::pair::read_key_list(path)?),
         None => None,
     };
     let opts = options(&a);
-    refuse_dst_inside_src(src_addr, dst_addr)?;
+    strata_sync::pair::refuse_dst_inside_src(src_addr, dst_addr)?;
     let mut clients = Vec::new();
     let how = OpenHow::from(&a);
     let pair = strata_sync::pair::open_pair(src_addr, dst_addr, how, None, &mut clients).await;
@@ -151,58 +149,5 @@ fn options(a: &SyncArgs) -> Options {
         fail_fast: a.fail_fast,
         max_failures: u64::try_from(a.max_failure).ok(),
         limit: u64::try_from(a.limit).ok(),
-    }
-}
-
-fn read_key_list(path: &PathBuf) -> Result<BTreeSet<String>> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("--files-from {}", path.display()))?;
-    Ok(text
-        .lines()
-        .map(|l| l.trim().trim_start_matches('/'))
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect())
-}
-
-/// A local DST inside a local SRC would be copied into itself.
-fn refuse_dst_inside_src(src: &str, dst: &str) -> Result<()> {
-    let local = |addr: &str| {
-        let path = addr.strip_prefix("file://").unwrap_or(addr);
-        (!path.contains("://")).then(|| PathBuf::from(path))
-    };
-    let (Some(src), Some(dst)) = (local(src), local(dst)) else {
-        return Ok(());
-    };
-    let Ok(src) = src.canonicalize() else {
-        return Ok(());
-    };
-    let dst = std::path::absolute(&dst).unwrap_or(dst);
-    let dst = resolve_existing_part(&dst);
-    if dst != src && dst.starts_with(&src) {
-        bail!(
-            "DST {} is inside SRC {}: the copy would copy itself",
-            dst.display(),
-            src.display()
-        );
-    }
-    Ok(())
-}
-
-/// `path` with its longest existing ancestor resolved (symlinks, `..`).
-fn resolve_existing_part(path: &std::path::Path) -> PathBuf {
-    let mut rest = Vec::new();
-    let mut at = path.to_path_buf();
-    loop {
-        if let Ok(real) = at.canonicalize() {
-            return rest.iter().rev().fold(real, |p, name| p.join(name));
-        }
-        match (at.file_name().map(|n| n.to_os_string()), at.parent()) {
-            (Some(name), Some(parent)) => {
-                rest.push(name);
-                at = parent.to_path_buf();
-            }
-            _ => return path.to_path_buf(),
-        }
     }
 }
