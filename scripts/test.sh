@@ -166,15 +166,18 @@ echo "== tests"
 status=0
 cargo nextest run --workspace --locked --no-fail-fast || status=$?
 
-# The Python SDK: its wheel built from the workspace (incremental, same target directory)
-# and installed in a virtualenv with what its tests drive (fsspec, pandas, pyarrow); the
-# pytest suite runs against the embedded default and the Redis started above, and mounts
-# the volume with the strata binary the tests above built.
+# The Python SDK: its wheel built from the workspace (same target directory; with
+# `test-build-features` shared dependencies get the features the tests were built with,
+# so only pyo3 and strata-py compile here: crates/strata-test-features) and installed in
+# a virtualenv with what its tests drive (fsspec, pandas, pyarrow); the pytest suite runs
+# against the embedded default and the Redis started above, and mounts the volume with
+# the strata binary the tests above built.
 echo "== Python SDK: wheel and pytest"
 make_venv sdk 'maturin>=1.16,<2' pytest fsspec pandas pyarrow
 SDK_VENV="$VENVS/sdk"
 rm -rf "$CARGO_TARGET_DIR/wheels"
-"$SDK_VENV/bin/maturin" build --locked --quiet -m crates/strata-py/Cargo.toml \
+"$SDK_VENV/bin/maturin" build --locked --quiet --features test-build-features \
+  -m crates/strata-py/Cargo.toml \
   -i "$SDK_VENV/bin/python" -o "$CARGO_TARGET_DIR/wheels"
 "$SDK_VENV/bin/pip" install --quiet --force-reinstall --no-deps "$CARGO_TARGET_DIR"/wheels/strata_fs-*.whl
 STRATA_BIN="$CARGO_TARGET_DIR/debug/strata" "$SDK_VENV/bin/python" -m pytest -q \

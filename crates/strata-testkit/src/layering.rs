@@ -57,9 +57,15 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
             "strata-client",
         ],
     ),
+    // strata-test-features: no code, only when scripts/test.sh builds the wheel.
     (
         "strata-py",
-        &["strata-types", "strata-vfs", "strata-client"],
+        &[
+            "strata-types",
+            "strata-vfs",
+            "strata-client",
+            "strata-test-features",
+        ],
     ),
     (
         "strata",
@@ -81,6 +87,10 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     ("strata-testkit", &[]),
+    (
+        "strata-test-features",
+        &["strata-meta", "strata-object", "strata-vfs"],
+    ),
 ];
 
 /// External crates confined to one workspace crate (the only one that may link them).
