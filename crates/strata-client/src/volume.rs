@@ -291,6 +291,7 @@ mod tests {
             inodes: 0,
             created_at: 0,
             meta_version: 2,
+            enable_acl: false,
         }
     }
 

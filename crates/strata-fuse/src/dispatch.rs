@@ -28,6 +28,16 @@ pub(crate) fn ctx(req: &Request) -> Ctx {
         gid,
         groups,
         pid,
+        umask: 0,
+    }
+}
+
+/// [`ctx`] of a request that makes an inode, with the creator's umask (the kernel
+/// leaves it to us: `FUSE_DONT_MASK`).
+pub(crate) fn ctx_with_umask(req: &Request, umask: u32) -> Ctx {
+    Ctx {
+        umask: u16::try_from(umask & 0o777).unwrap_or(0o022),
+        ..ctx(req)
     }
 }
 

@@ -42,6 +42,10 @@ pub struct FuseOptions {
     pub enable_selinux: bool,
     /// Let root's processes in too when the mount is not `allow_other` (`-o allow_root`).
     pub allow_root: bool,
+    /// The volume keeps access control lists: with `default_permissions` the kernel is
+    /// asked to check them (`FUSE_POSIX_ACL`), and the mount fails where it cannot;
+    /// without, Strata checks them itself.
+    pub posix_acl: bool,
     /// Other `-o` options, passed to the kernel mount as given (`nodev`, `nosuid`,
     /// `noexec`, `sync`, `dirsync`, `auto_unmount`, `max_read=N`, ...).
     pub extra: Vec<String>,
@@ -61,6 +65,7 @@ impl Default for FuseOptions {
             enable_xattr: true,
             enable_selinux: false,
             allow_root: false,
+            posix_acl: false,
             extra: Vec::new(),
         }
     }
@@ -75,6 +80,8 @@ pub struct StrataFs {
     pub(crate) writeback_cache: bool,
     pub(crate) enable_xattr: bool,
     pub(crate) enable_selinux: bool,
+    /// Ask the kernel to check access control lists (`FUSE_POSIX_ACL`).
+    pub(crate) kernel_acl: bool,
     pub(crate) interrupts: std::sync::Arc<interrupt::Interrupts>,
 }
 
@@ -123,6 +130,7 @@ pub fn mount(
         writeback_cache: opts.writeback_cache,
         enable_xattr: opts.enable_xattr,
         enable_selinux: opts.enable_selinux,
+        kernel_acl: opts.posix_acl && opts.default_permissions,
         interrupts: std::sync::Arc::default(),
     };
     let session = fuser::spawn_mount(fs, mountpoint, &config)?;

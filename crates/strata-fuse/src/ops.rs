@@ -17,8 +17,8 @@ use strata_vfs::Vfs;
 use strata_vfs::{LockKind, SetAttr};
 
 use crate::dispatch::{
-    F_RDLCK, F_UNLCK, F_WRLCK, FromBytesCompat, ctx, empty, fill_page, placeholder_attr,
-    posix_lock, time_set,
+    F_RDLCK, F_UNLCK, F_WRLCK, FromBytesCompat, ctx, ctx_with_umask, empty, fill_page,
+    placeholder_attr, posix_lock, time_set,
 };
 use crate::{StrataFs, bare_attr, errno, file_attr, file_type, name_bytes};
 
@@ -41,6 +41,18 @@ impl fuser::Filesystem for StrataFs {
             InitFlags::FUSE_HANDLE_KILLPRIV_V2,
         ] {
             let _ = config.add_capabilities(cap);
+        }
+        // New inodes' modes are Strata's to decide: a directory's default access
+        // control list replaces the umask (sent with each request).
+        let _ = config.add_capabilities(InitFlags::FUSE_DONT_MASK);
+        if self.kernel_acl
+            && let Err(missing) = config.add_capabilities(InitFlags::FUSE_POSIX_ACL)
+        {
+            tracing::error!(
+                "the kernel does not offer {missing:?}: it would check the mode bits only; \
+                 mount with --non-default-permission to let Strata check access control lists"
+            );
+            return Err(std::io::Error::from_raw_os_error(Errno::EOPNOTSUPP.0));
         }
         if self.writeback_cache
             && let Err(missing) = config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE)
@@ -137,10 +149,10 @@ impl fuser::Filesystem for StrataFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
+        let (ctx, name) = (ctx_with_umask(req, umask), name_bytes(name).to_vec());
         self.spawn(req, "mknod", |vfs| async move {
             let r = vfs
-                .mknod(&ctx, vfs.from_front(parent.0), &name, mode & !umask, rdev)
+                .mknod(&ctx, vfs.from_front(parent.0), &name, mode, rdev)
                 .await;
             StrataFs::reply_entry(&vfs, reply, r)
         });
@@ -155,11 +167,9 @@ impl fuser::Filesystem for StrataFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
+        let (ctx, name) = (ctx_with_umask(req, umask), name_bytes(name).to_vec());
         self.spawn(req, "mkdir", |vfs| async move {
-            let r = vfs
-                .mkdir(&ctx, vfs.from_front(parent.0), &name, mode & !umask)
-                .await;
+            let r = vfs.mkdir(&ctx, vfs.from_front(parent.0), &name, mode).await;
             StrataFs::reply_entry(&vfs, reply, r)
         });
     }
@@ -615,10 +625,10 @@ impl fuser::Filesystem for StrataFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
+        let (ctx, name) = (ctx_with_umask(req, umask), name_bytes(name).to_vec());
         self.spawn(req, "create", |vfs| async move {
             let created = vfs
-                .create(&ctx, vfs.from_front(parent.0), &name, mode & !umask)
+                .create(&ctx, vfs.from_front(parent.0), &name, mode)
                 .await;
             StrataFs::reply_created(&vfs, reply, created)
         });
@@ -700,11 +710,9 @@ impl fuser::Filesystem for StrataFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        let ctx = ctx(req);
+        let ctx = ctx_with_umask(req, umask);
         self.spawn(req, "tmpfile", |vfs| async move {
-            let created = vfs
-                .tmpfile(&ctx, vfs.from_front(parent.0), mode & !umask)
-                .await;
+            let created = vfs.tmpfile(&ctx, vfs.from_front(parent.0), mode).await;
             StrataFs::reply_created(&vfs, reply, created)
         });
     }

@@ -8,6 +8,8 @@ use crate::error::{MetaError, Result};
 /// Version byte at the start of an inode core record.
 pub const INODE_CORE_VERSION: u8 = 1;
 const INODE_CORE_LEN: usize = 25;
+/// Length of a core record with list ids (flags bit 2; metadata version 5).
+const INODE_CORE_ACL_LEN: usize = 33;
 
 /// Slots of the inode field record (`A ino T`), each a little-endian i64.
 pub mod slot {
@@ -42,12 +44,19 @@ pub struct InodeCore {
     /// never cleared. When clear it has none, so a getxattr needs no engine read (kept
     /// from metadata version 3 on; see docs/FORMAT.md).
     pub xattrs: bool,
+    /// Id of the access control list's `R` record, 0 for none (then the mode alone
+    /// decides). Owner, mask and other entries live in `mode`.
+    pub access_acl: u32,
+    /// Id of a directory's default list's `R` record, 0 for none.
+    pub default_acl: u32,
 }
 
 /// Bit of the core record's flags byte: [`InodeCore::linkable`].
 const FLAG_LINKABLE: u8 = 1;
 /// Bit of the core record's flags byte: [`InodeCore::xattrs`].
 const FLAG_XATTRS: u8 = 2;
+/// Bit of the core record's flags byte: the record ends with two list ids.
+const FLAG_ACL: u8 = 4;
 
 impl InodeCore {
     pub fn encode(&self) -> Vec<u8> {
@@ -66,12 +75,26 @@ impl InodeCore {
         if self.xattrs {
             flags |= FLAG_XATTRS;
         }
+        let acl = self.access_acl != 0 || self.default_acl != 0;
+        if acl {
+            flags |= FLAG_ACL;
+        }
         v.push(flags);
+        if acl {
+            v.extend_from_slice(&self.access_acl.to_le_bytes());
+            v.extend_from_slice(&self.default_acl.to_le_bytes());
+        }
         v
     }
 
     pub fn decode(key: &[u8], v: &[u8]) -> Result<InodeCore> {
-        if v.len() != INODE_CORE_LEN {
+        let acl = v.get(24).is_some_and(|f| f & FLAG_ACL != 0);
+        let want = if acl {
+            INODE_CORE_ACL_LEN
+        } else {
+            INODE_CORE_LEN
+        };
+        if v.len() != want {
             return Err(MetaError::corrupt(
                 key,
                 format!("inode record of {} bytes", v.len()),
@@ -97,6 +120,8 @@ impl InodeCore {
             parent: Ino(u64::from_le_bytes(parent)),
             linkable: v[24] & FLAG_LINKABLE != 0,
             xattrs: v[24] & FLAG_XATTRS != 0,
+            access_acl: if acl { u32_at(25) } else { 0 },
+            default_acl: if acl { u32_at(29) } else { 0 },
         })
     }
 }
@@ -160,7 +185,8 @@ impl Inode {
             nlink: self.fields.nlink,
             length: self.fields.length,
             parent: self.core.parent,
-            xattrs: self.core.xattrs,
+            // The access control lists are extended attributes too.
+            xattrs: self.core.xattrs || self.core.access_acl != 0 || self.core.default_acl != 0,
         }
     }
 }
@@ -282,8 +308,22 @@ mod tests {
             parent: Ino(42),
             linkable: true,
             xattrs: true,
+            access_acl: 0,
+            default_acl: 0,
         };
+        assert_eq!(core.encode().len(), INODE_CORE_LEN);
         assert_eq!(InodeCore::decode(b"k", &core.encode()).unwrap(), core);
+        for (access_acl, default_acl) in [(7, 0), (0, u32::MAX), (1, 2)] {
+            let with_acl = InodeCore {
+                access_acl,
+                default_acl,
+                ..core.clone()
+            };
+            let bytes = with_acl.encode();
+            assert_eq!(bytes.len(), INODE_CORE_ACL_LEN);
+            assert_eq!(InodeCore::decode(b"k", &bytes).unwrap(), with_acl);
+            assert!(InodeCore::decode(b"k", &bytes[..INODE_CORE_LEN]).is_err());
+        }
         let fields = InodeFields {
             atime: -5,
             mtime: 1,

@@ -7,9 +7,11 @@ use strata_types::Secret;
 use crate::error::{MetaError, Result};
 
 /// Version of the metadata layout described in docs/FORMAT.md.
-pub const META_VERSION: u32 = 4;
+pub const META_VERSION: u32 = 5;
 /// First metadata version whose inode records keep the "may have xattrs" flag.
 pub const XATTR_FLAG_VERSION: u32 = 3;
+/// First metadata version whose inode records may refer to access control lists.
+pub const ACL_VERSION: u32 = 5;
 
 /// A volume's settings.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,6 +41,10 @@ pub struct Format {
     /// Creation time, Unix seconds.
     pub created_at: i64,
     pub meta_version: u32,
+    /// POSIX access control lists are kept and enforced (`--enable-acl`; metadata
+    /// version 5 or later). Once on, never off: see docs/SEMANTICS.md.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub enable_acl: bool,
 }
 
 impl Format {
@@ -91,6 +97,20 @@ impl Format {
         diffs
     }
 
+    /// These settings with access control lists turned on when `on` (the metadata
+    /// version rises to the first that has them, so older clients refuse the volume);
+    /// unchanged otherwise, since lists once on stay on.
+    pub fn with_acl(self, on: bool) -> Format {
+        if !on {
+            return self;
+        }
+        Format {
+            enable_acl: true,
+            meta_version: self.meta_version.max(ACL_VERSION),
+            ..self
+        }
+    }
+
     pub fn encode(&self) -> Result<Vec<u8>> {
         serde_json::to_vec(self).map_err(|e| MetaError::Invalid(format!("format record: {e}")))
     }
@@ -121,6 +141,7 @@ mod tests {
             inodes: 0,
             created_at: 0,
             meta_version: META_VERSION,
+            enable_acl: false,
         }
     }
 

@@ -25,6 +25,14 @@ pub fn counter(name: &str) -> Key {
     [b"N", name.as_bytes()].concat()
 }
 
+/// `R` + id (u32): an access control list, in the kernel's binary form.
+pub fn acl(id: u32) -> Key {
+    let mut k = Vec::with_capacity(5);
+    k.push(b'R');
+    k.extend_from_slice(&id.to_be_bytes());
+    k
+}
+
 /// `A` ino `I`: an inode's core attributes.
 pub fn inode_core(ino: Ino) -> Key {
     with_ino(b'A', ino, b'I', 0)

@@ -4,6 +4,7 @@
 //!
 //! Persistent formats are specified in `docs/FORMAT.md`; behaviour in `docs/SEMANTICS.md`.
 
+pub mod acl;
 pub mod codec;
 pub mod error;
 pub mod format;

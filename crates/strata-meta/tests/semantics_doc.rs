@@ -4,6 +4,7 @@
 //! the command returns. So the promises in the document are checked, not just written.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed step fails the test
 
+use strata_meta::acl::Acl;
 use strata_meta::conformance::{MemoryStore, SqliteStore, TestStore, test_format, test_options};
 use strata_meta::{Ctx, FallocateMode, Meta, RenameFlags, SetAttr, XattrFlags};
 use strata_types::{FileType, Ino, Slice};
@@ -44,6 +45,7 @@ fn parse_ctx(spec: &str) -> Ctx {
         gid,
         groups,
         pid: 1,
+        umask: 0,
     }
 }
 
@@ -322,8 +324,93 @@ async fn run(meta: &Meta, ctx: &Ctx, words: &[&str]) -> Result<String, String> {
             let target = strata_meta::QuotaTarget::User(uid.parse().unwrap());
             set_quota(meta, target, bytes, inodes).await
         }
+        ["setfacl", p, rest @ ..] => {
+            let ino = resolve(meta, ctx, p).await?;
+            let (name, spec) = acl_target(rest);
+            let value = parse_acl(spec).to_xattr();
+            meta.setxattr(ctx, ino, name, &value, XattrFlags::default())
+                .await
+                .map(ok)
+                .map_err(e)
+        }
+        ["getfacl", p, rest @ ..] => {
+            let ino = resolve(meta, ctx, p).await?;
+            let (name, _) = acl_target(&[rest, &[""]].concat());
+            let value = meta.getxattr(ctx, ino, name, 0).await.map_err(e)?;
+            Ok(show_acl(&Acl::from_xattr(&value).unwrap().unwrap()))
+        }
         other => panic!("unknown example command {other:?}"),
     }
+}
+
+/// `[default] SPEC`: which list, and its text.
+fn acl_target<'a>(words: &[&'a str]) -> (&'static [u8], &'a str) {
+    match words {
+        ["default", spec, ..] => (strata_meta::acl::XATTR_DEFAULT, spec),
+        [spec, ..] => (strata_meta::acl::XATTR_ACCESS, spec),
+        [] => panic!("setfacl needs a list"),
+    }
+}
+
+fn perm_bits(text: &str) -> u8 {
+    text.chars()
+        .map(|c| match c {
+            'r' => 4,
+            'w' => 2,
+            'x' => 1,
+            _ => 0,
+        })
+        .sum()
+}
+
+fn perm_text(bits: u8) -> String {
+    [(4, 'r'), (2, 'w'), (1, 'x')]
+        .iter()
+        .map(|(b, c)| if bits & b != 0 { *c } else { '-' })
+        .collect()
+}
+
+/// `u::rw-,u:1001:r--,g::r--,g:50:rw-,m::rw-,o::---` (getfacl's short form).
+fn parse_acl(spec: &str) -> Acl {
+    let mut acl = Acl::from_mode(0);
+    for entry in spec.split(',') {
+        let mut parts = entry.split(':');
+        let (tag, id, perm) = (
+            parts.next().unwrap(),
+            parts.next().unwrap(),
+            perm_bits(parts.next().unwrap()),
+        );
+        match (tag, id) {
+            ("u", "") => acl.owner = perm,
+            ("u", id) => acl.users.push((id.parse().unwrap(), perm)),
+            ("g", "") => acl.group = perm,
+            ("g", id) => acl.groups.push((id.parse().unwrap(), perm)),
+            ("m", _) => acl.mask = Some(perm),
+            ("o", _) => acl.other = perm,
+            other => panic!("unknown list entry {other:?}"),
+        }
+    }
+    acl
+}
+
+fn show_acl(acl: &Acl) -> String {
+    let mut out = vec![format!("u::{}", perm_text(acl.owner))];
+    out.extend(
+        acl.users
+            .iter()
+            .map(|(id, p)| format!("u:{id}:{}", perm_text(*p))),
+    );
+    out.push(format!("g::{}", perm_text(acl.group)));
+    out.extend(
+        acl.groups
+            .iter()
+            .map(|(id, p)| format!("g:{id}:{}", perm_text(*p))),
+    );
+    if let Some(mask) = acl.mask {
+        out.push(format!("m::{}", perm_text(mask)));
+    }
+    out.push(format!("o::{}", perm_text(acl.other)));
+    out.join(",")
 }
 
 async fn set_quota(

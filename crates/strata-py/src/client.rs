@@ -138,11 +138,11 @@ impl Client {
         })
     }
 
-    /// mkdir(2) with the process's umask applied.
+    /// mkdir(2); the process's umask applies (through `vol.ctx`).
     fn mkdir(&self, py: Python<'_>, path: &[u8], mode: u32) -> PyResult<()> {
         self.call(py, |vol| async move {
             let (dir, name) = parent_of(&vol, path, Errno::EEXIST).await?;
-            let mode = mode & 0o7777 & !vol.umask;
+            let mode = mode & 0o7777;
             vol.vfs.mkdir(&vol.ctx, dir, &name, mode).await.on(path)?;
             Ok(())
         })

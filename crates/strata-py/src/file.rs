@@ -66,7 +66,7 @@ pub async fn open(vol: &Arc<Volume>, path: &[u8], flags: u32, mode: u32) -> Resu
     let (ino, (fh, length_hint), created) = match found {
         Err(SdkError::Posix { errno, .. }) if errno == Errno::ENOENT && flags & O_CREAT != 0 => {
             let (dir, name) = parent_of(vol, path, Errno::EISDIR).await?;
-            let mode = mode & 0o7777 & !vol.umask;
+            let mode = mode & 0o7777;
             match vol.vfs.create(&vol.ctx, dir, &name, mode).await {
                 Ok((entry, fh)) => (entry.ino, (fh, 0), true),
                 // Created by someone else in between: open theirs (unless O_EXCL).

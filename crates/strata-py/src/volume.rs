@@ -19,10 +19,10 @@ use crate::error::{Result, SdkError};
 pub struct Volume {
     /// The process that opened it: only that process may use or close it.
     pub pid: u32,
-    /// The caller as the file system sees it (effective ids and groups).
+    /// The caller as the file system sees it (effective ids and groups, and the umask
+    /// the metadata layer applies to new files unless a default access control list
+    /// decides).
     pub ctx: Ctx,
-    /// The process's umask, applied to the modes of new files and directories.
-    pub umask: u32,
     pub vfs: Arc<Vfs>,
     /// Directories recently reached by path.
     pub dirs: DirCache,
@@ -46,8 +46,10 @@ impl Volume {
         let client = runtime.block_on(Client::open(url, opts, vfs_opts, "python"))?;
         Ok(Volume {
             pid: std::process::id(),
-            ctx: caller(),
-            umask: process_umask(),
+            ctx: Ctx {
+                umask: u16::try_from(process_umask() & 0o777).unwrap_or(0o022),
+                ..caller()
+            },
             vfs: client.vfs.clone(),
             dirs: DirCache::default(),
             client: Some(client),

@@ -451,7 +451,9 @@ impl Vfs {
     }
 
     pub async fn getxattr(&self, ctx: &Ctx, ino: Ino, name: &[u8], size: usize) -> Result<Vec<u8>> {
-        if strata_meta::absent_xattr_is_enodata(ctx, name) && self.xattr_free.has_none(ino) {
+        let absent_is_enodata = strata_meta::absent_xattr_is_enodata(ctx, name)
+            || (strata_meta::acl::is_acl_xattr(name) && self.meta.keeps_acls());
+        if absent_is_enodata && self.xattr_free.has_none(ino) {
             return Err(Errno::ENODATA);
         }
         self.meta

@@ -42,6 +42,7 @@ pub fn new_format(name: &str, storage: &str, bucket: String, keys: &StoreKeys) -
         inodes: 0,
         created_at: strata_meta::now_ns() / 1_000_000_000,
         meta_version: META_VERSION,
+        enable_acl: false,
     }
 }
 
@@ -79,6 +80,11 @@ pub struct FormatArgs {
     /// Inode limit (0 = unlimited) [default: 0, or unchanged]
     #[arg(long)]
     inodes: Option<u64>,
+    /// Keep and enforce POSIX access control lists (setfacl/getfacl, default lists that
+    /// new files inherit). Cannot be turned off again; clients older than metadata
+    /// version 5 then refuse the volume
+    #[arg(long)]
+    enable_acl: bool,
     /// Overwrite the settings of an existing volume even if they differ
     #[arg(long)]
     force: bool,
@@ -106,6 +112,10 @@ pub struct ConfigArgs {
     /// New session token of temporary credentials
     #[arg(long, hide_env_values = true)]
     session_token: Option<String>,
+    /// Turn on POSIX access control lists (cannot be turned off again; clients older
+    /// than metadata version 5 then refuse the volume)
+    #[arg(long)]
+    enable_acl: bool,
 }
 
 #[derive(Debug, Args)]
@@ -142,6 +152,7 @@ pub fn run_format(a: FormatArgs) -> Result<()> {
         trash_days: a.trash_days.unwrap_or(1),
         capacity: a.capacity.unwrap_or(0),
         inodes: a.inodes.unwrap_or(0),
+        enable_acl: a.enable_acl,
         ..new_format(&a.name, &a.storage, bucket, &a.keys)
     };
     let rt = wiring::runtime()?;
@@ -248,6 +259,9 @@ pub fn run_config(a: ConfigArgs) -> Result<()> {
         }
         if let Some(n) = a.inodes {
             changed.inodes = n;
+        }
+        if a.enable_acl {
+            changed = changed.with_acl(true);
         }
         if a.access_key.is_some() {
             changed.access_key = a.access_key.clone();

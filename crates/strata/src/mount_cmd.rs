@@ -72,6 +72,13 @@ pub struct MountArgs {
     /// request per entry)
     #[arg(long)]
     enable_selinux: bool,
+    /// Let Strata alone check permissions (mount without the kernel's
+    /// `default_permissions`): access control lists are then enforced on kernels without
+    /// FUSE ACL support. The kernel no longer checks search permission on directories
+    /// it has cached entries of, so a changed directory permission may take up to
+    /// --entry-cache to hold for paths walked through it
+    #[arg(long)]
+    non_default_permission: bool,
     /// FUSE and mount options, comma-separated, as for mount(8): allow_other (automatic
     /// for root), allow_root, writeback_cache (the kernel buffers writes; close-to-open
     /// still holds), ro, fsname=NAME, nonempty (accepted; mounting over a non-empty
@@ -238,6 +245,8 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         writeback_cache: fuse_flags.writeback_cache,
         enable_xattr: a.enable_xattr,
         enable_selinux: a.enable_selinux,
+        default_permissions: !a.non_default_permission,
+        posix_acl: format.enable_acl,
         // `--read-only` is kept by the mount itself (EROFS), so path tools can still reach
         // `.control`; `-o ro` also makes the kernel refuse every write open.
         read_only: fuse_flags.read_only,
@@ -313,6 +322,7 @@ fn config_text(
             "backup_meta": a.client.backup_meta.as_secs_f64(),
             "enable_xattr": a.enable_xattr,
             "enable_selinux": a.enable_selinux,
+            "non_default_permission": a.non_default_permission,
             "meta_cache": a.client.meta_cache,
             "open_cache": a.client.open_cache.as_secs_f64(),
             "options": a.options,

@@ -302,14 +302,14 @@ async fn rich_volume(meta: &Meta) -> Vec<Ino> {
     vec![d.ino, sub.ino, f.ino, g.ino, gone.ino]
 }
 
-async fn dump_of(meta: &Meta, opts: &crate::meta::DumpOptions) -> Vec<u8> {
+pub(super) async fn dump_of(meta: &Meta, opts: &crate::meta::DumpOptions) -> Vec<u8> {
     let mut out = Vec::new();
     meta.dump(&mut out, opts, &mut |_| {}).await.unwrap();
     out
 }
 
 /// A new store with `dump` loaded into it, and a client of the loaded volume.
-async fn load_fresh<S: TestStore>(dump: &[u8]) -> (S, Meta) {
+pub(super) async fn load_fresh<S: TestStore>(dump: &[u8]) -> (S, Meta) {
     let target = S::create();
     let loaded = Meta::new(target.client(), super::test_options());
     loaded

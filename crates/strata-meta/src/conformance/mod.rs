@@ -7,6 +7,7 @@
 //! clients racing on one store.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+pub mod acl;
 pub mod clients;
 pub mod data;
 pub mod kv;
@@ -82,6 +83,7 @@ pub fn test_format(trash_days: u32) -> Format {
         inodes: 0,
         created_at: 1_700_000_000,
         meta_version: META_VERSION,
+        enable_acl: true,
     }
 }
 
@@ -195,6 +197,10 @@ macro_rules! meta_conformance_tests {
             namespace::dir_usage_is_kept, namespace::corrupt_values_name_their_key,
             posix::setattr_rules, posix::access_rules, posix::sticky_directories,
             posix::xattr_rules, posix::statfs_and_limits,
+            acl::access_lists_grant_and_chmod_moves_the_mask,
+            acl::lists_are_checked_where_linux_checks_them,
+            acl::new_entries_inherit_the_default_list, acl::identical_lists_share_one_record,
+            acl::lists_survive_dump_and_load, acl::volumes_without_lists_refuse_them,
             data::write_and_read_chunks, data::slice_cap_is_enforced, data::truncate_clips_and_frees,
             data::fallocate_modes, data::copy_file_range_shares_slices, data::compaction_support,
             data::deletion_queues,
@@ -217,7 +223,8 @@ macro_rules! meta_conformance_tests {
             round_trips::records_a_commit_changed_are_known,
             round_trips::unchanged_listings_read_no_entries,
             round_trips::read_opens_use_the_open_cache,
-            round_trips::own_new_directories_are_listed_from_the_cache
+            round_trips::own_new_directories_are_listed_from_the_cache,
+            round_trips::list_checks_cost_what_mode_checks_cost
         );
     };
     (@cases $store:ty; $($module:ident :: $case:ident),* $(,)?) => {

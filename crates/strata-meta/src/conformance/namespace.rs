@@ -48,6 +48,7 @@ pub async fn create_and_lookup<S: TestStore>() {
         gid: 100,
         groups: vec![],
         pid: 1,
+        umask: 0,
     };
     let before = meta.getattr(Ino::ROOT).await.unwrap();
     let kinds = [
@@ -130,6 +131,7 @@ pub async fn create_and_lookup<S: TestStore>() {
         gid: 100,
         groups: vec![],
         pid: 1,
+        umask: 0,
     };
     let inner = meta
         .mkdir(&meta_ctx, sg.ino, b"inner", 0o755)

@@ -12,6 +12,7 @@ fn user(uid: u32, gid: u32, groups: &[u32]) -> Ctx {
         gid,
         groups: groups.to_vec(),
         pid: 42,
+        umask: 0,
     }
 }
 

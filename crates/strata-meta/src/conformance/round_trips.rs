@@ -349,6 +349,7 @@ pub async fn stale_assumptions_are_caught<S: TestStore>() {
         gid: 1000,
         groups: Vec::new(),
         pid: 1,
+        umask: 0,
     };
     assert_eq!(
         errno_of(first.lookup(&user, dir, b"z").await),
@@ -648,4 +649,55 @@ pub async fn own_new_directories_are_listed_from_the_cache<S: TestStore>() {
     let seen = list_all(&a, dir).await;
     assert!(seen.iter().any(|(n, i, _)| n == b"f0000x" && *i == other));
     assert_eq!(seen.len(), expected.len() + 1);
+}
+
+/// A permission check through an access control list costs what a check by the mode
+/// costs once the list was read: lists are immutable records kept in memory, so a
+/// lookup or access(2) on an inode whose attributes are cached makes no engine call.
+pub async fn list_checks_cost_what_mode_checks_cost<S: TestStore>() {
+    let store = S::create();
+    let (a, counting, _b) = watched_pair(&store).await;
+    let root = Ctx::root();
+    let bob = Ctx {
+        uid: 1001,
+        gid: 1001,
+        groups: Vec::new(),
+        pid: 1,
+        umask: 0,
+    };
+    let shared = a
+        .mkdir(&root, Ino::ROOT, b"shared", 0o700)
+        .await
+        .unwrap()
+        .ino;
+    let list = crate::acl::Acl {
+        owner: 7,
+        group: 0,
+        mask: Some(5),
+        other: 0,
+        users: vec![(bob.uid, 5)],
+        groups: Vec::new(),
+    };
+    let name = crate::acl::XATTR_ACCESS;
+    a.setxattr(&root, shared, name, &list.to_xattr(), Default::default())
+        .await
+        .unwrap();
+    let plain = mkdir(&a, Ino::ROOT, "plain").await.ino;
+    let mut calls = Vec::new();
+    for dir in [shared, plain] {
+        touch(&a, dir, "f").await;
+        a.lookup(&bob, dir, b"f").await.unwrap();
+        counting.take();
+        for _ in 0..3 {
+            a.lookup(&bob, dir, b"f").await.unwrap();
+            a.access(&bob, dir, crate::meta::MAY_READ | crate::meta::MAY_EXEC)
+                .await
+                .unwrap();
+        }
+        calls.push(counting.take());
+    }
+    assert_eq!(calls[0], calls[1], "through a list vs by the mode");
+    if a.can_follow_changes() {
+        assert_eq!(calls[0], 0, "cached attributes, cached list");
+    }
 }

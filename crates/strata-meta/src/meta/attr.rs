@@ -4,11 +4,12 @@
 use strata_types::{Attr, Errno, FileType, Ino, Nanos};
 
 use super::access::{MAY_WRITE, check_access, check_owner};
+use super::acl_store::AclCache;
 use super::{Ctx, Meta, must_get_inode, now_ns, put_inode};
 use crate::codec::{self, Inode, slot, usage_slot};
 use crate::error::{Result, posix};
 use crate::keys;
-use crate::kv::{FieldOp, FieldUpdate};
+use crate::kv::{FieldOp, FieldUpdate, Txn};
 
 /// A time to set: the current time (UTIME_NOW) or a given one. `None` in [`SetAttr`]
 /// leaves the time alone (UTIME_OMIT).
@@ -82,7 +83,7 @@ impl Meta {
         self.cached_txn(|tx| {
             Box::pin(async move {
                 let inode = must_get_inode(tx, ino).await?;
-                check_access(ctx, &inode.core, mask)
+                check_access(&self.acls, tx, ctx, &inode.core, mask).await
             })
         })
         .await
@@ -96,7 +97,7 @@ impl Meta {
                     let mut inode = must_get_inode(tx, ino).await?;
                     let old_owner = (inode.core.uid, inode.core.gid);
                     let now = now_ns();
-                    check_setattr(ctx, &inode, set)?;
+                    check_setattr(&self.acls, tx, ctx, &inode, set).await?;
                     apply_owner_and_mode(ctx, &mut inode, set);
                     let mut space_delta = 0;
                     if let Some(size) = set.size {
@@ -179,17 +180,25 @@ impl Meta {
 }
 
 /// Permission rules of setattr (Linux `setattr_prepare`).
-fn check_setattr(ctx: &Ctx, inode: &Inode, set: &SetAttr) -> Result<()> {
+async fn check_setattr(
+    acls: &AclCache,
+    tx: &mut Txn<'_>,
+    ctx: &Ctx,
+    inode: &Inode,
+    set: &SetAttr,
+) -> Result<()> {
     let owner = ctx.is_root() || ctx.uid == inode.core.uid;
+    // Linux's `chown_ok`/`chgrp_ok`: the owner may "change" the owner to itself and the
+    // group to its current one or one of theirs; anyone else, even to the same ids, is
+    // refused (found by comparing with ext4).
+    let is_owner = ctx.uid == inode.core.uid;
     if let Some(uid) = set.uid
-        && uid != inode.core.uid
-        && !ctx.is_root()
+        && !(ctx.is_root() || (is_owner && uid == inode.core.uid))
     {
         return posix(Errno::EPERM);
     }
     if let Some(gid) = set.gid
-        && gid != inode.core.gid
-        && !(ctx.is_root() || (ctx.uid == inode.core.uid && ctx.in_group(gid)))
+        && !(ctx.is_root() || (is_owner && (gid == inode.core.gid || ctx.in_group(gid))))
     {
         return posix(Errno::EPERM);
     }
@@ -204,7 +213,7 @@ fn check_setattr(ctx: &Ctx, inode: &Inode, set: &SetAttr) -> Result<()> {
         return posix(Errno::EPERM);
     }
     if now_time && !owner {
-        check_access(ctx, &inode.core, MAY_WRITE)?;
+        check_access(acls, tx, ctx, &inode.core, MAY_WRITE).await?;
     }
     if set.size.is_some() {
         match inode.core.kind {
@@ -213,15 +222,16 @@ fn check_setattr(ctx: &Ctx, inode: &Inode, set: &SetAttr) -> Result<()> {
             _ => return posix(Errno::EINVAL),
         }
         if !set.size_from_open_file {
-            check_access(ctx, &inode.core, MAY_WRITE)?;
+            check_access(acls, tx, ctx, &inode.core, MAY_WRITE).await?;
         }
     }
     Ok(())
 }
 
 fn apply_owner_and_mode(ctx: &Ctx, inode: &mut Inode, set: &SetAttr) {
-    let chown = set.uid.is_some_and(|u| u != inode.core.uid)
-        || set.gid.is_some_and(|g| g != inode.core.gid);
+    // Any chown(2) of a non-directory drops privileges, even one to the same owner and
+    // by root (Linux's `chown_common`; found by comparing with ext4).
+    let chown = set.uid.is_some() || set.gid.is_some();
     if let Some(uid) = set.uid {
         inode.core.uid = uid;
     }

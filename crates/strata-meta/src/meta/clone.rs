@@ -73,12 +73,12 @@ impl Meta {
                     if in_trash(&dir) {
                         return posix(Errno::EPERM);
                     }
-                    check_access(ctx, &dir.core, MAY_WRITE | MAY_EXEC)?;
+                    check_access(&self.acls, tx, ctx, &dir.core, MAY_WRITE | MAY_EXEC).await?;
                     if existing.is_some() {
                         return posix(Errno::EEXIST);
                     }
                     let source = must_get_inode(tx, src).await?;
-                    check_access(ctx, &source.core, MAY_READ)?;
+                    check_access(&self.acls, tx, ctx, &source.core, MAY_READ).await?;
                     let mut copy = source.clone();
                     copy.ino = ino;
                     copy.core.parent = parent;

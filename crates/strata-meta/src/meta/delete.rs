@@ -67,6 +67,8 @@ impl Meta {
                             parent: Ino::TRASH,
                             linkable: false,
                             xattrs: false,
+                            access_acl: 0,
+                            default_acl: 0,
                         },
                         fields: codec::InodeFields {
                             atime: now,

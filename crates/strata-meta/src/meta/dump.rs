@@ -10,10 +10,11 @@ use serde::{Deserialize, Serialize};
 use strata_types::{FileType, Ino};
 
 use super::{Meta, NEXT_INODE, NEXT_SESSION, NEXT_SLICE};
+use crate::acl::{XATTR_ACCESS, XATTR_DEFAULT};
 use crate::codec::{self, InodeCore, InodeFields, usage_slot};
 use crate::error::{MetaError, Result};
 use crate::keys;
-use crate::kv::prefix_end;
+use crate::kv::{Txn, prefix_end};
 
 /// Version of the dump format.
 pub const DUMP_VERSION: u32 = 1;
@@ -279,6 +280,7 @@ impl Meta {
                 for (key, value) in &rows {
                     fill_node(&mut node, key, value)?;
                 }
+                self.dump_acls(tx, &core, &mut node).await?;
                 if core.kind == FileType::Directory {
                     let key = keys::dir_usage(ino);
                     if let Some(v) = tx.get(&key).await? {
@@ -290,6 +292,25 @@ impl Meta {
             })
         })
         .await
+    }
+
+    /// An inode's access control lists, as the extended attributes they are read as.
+    async fn dump_acls(
+        &self,
+        tx: &mut Txn<'_>,
+        core: &InodeCore,
+        node: &mut DumpNode,
+    ) -> Result<()> {
+        if let Some(access) = self.acls.access_list(tx, core).await? {
+            node.xattrs
+                .push((Raw::of(XATTR_ACCESS), Raw::of(&access.to_xattr())));
+        }
+        if core.default_acl != 0 {
+            let default = self.acls.record(tx, core.default_acl).await?;
+            node.xattrs
+                .push((Raw::of(XATTR_DEFAULT), Raw::of(&default.to_xattr())));
+        }
+        Ok(())
     }
 
     async fn dump_slice_refs(&self, out: &mut (dyn Write + Send)) -> Result<u64> {

@@ -8,8 +8,10 @@ use std::io::BufRead;
 
 use strata_types::{FileType, Ino, Slice};
 
+use super::acl_store::{AclIds, AclKind};
 use super::dump::{DUMP_VERSION, DumpLine, DumpNode, DumpStats};
 use super::{Meta, NEXT_INODE, NEXT_SESSION, NEXT_SLICE, TOTAL_INODES, USED_SPACE, space_of};
+use crate::acl::Acl;
 use crate::codec::{self, InodeCore, InodeFields};
 use crate::error::{MetaError, Result};
 use crate::format::Format;
@@ -33,6 +35,8 @@ struct Loader {
     multi_parents: HashMap<(u64, u64), i64>,
     /// The last entry read: a node that follows it is that entry's inode.
     last_entry: Option<(u64, u64)>,
+    /// Access control lists written so far, by id (the volume starts with none).
+    acls: AclIds,
 }
 
 fn bad(line: usize, what: impl std::fmt::Display) -> MetaError {
@@ -207,7 +211,7 @@ impl Loader {
                 *self.multi_parents.entry((child, parent)).or_default() += 1;
             }
         }
-        let core = InodeCore {
+        let mut core = InodeCore {
             kind,
             mode: node.mode,
             uid: node.uid,
@@ -215,7 +219,9 @@ impl Loader {
             rdev: node.rdev,
             parent: Ino(node.parent),
             linkable: false,
-            xattrs: !node.xattrs.is_empty(),
+            xattrs: false,
+            access_acl: 0,
+            default_acl: 0,
         };
         let fields = InodeFields {
             atime: node.atime,
@@ -224,15 +230,21 @@ impl Loader {
             nlink: node.nlink,
             length: node.length,
         };
-        self.batch.push((keys::inode_core(ino), core.encode()));
         self.batch.push((keys::inode_fields(ino), fields.encode()));
         if let Some(target) = &node.target {
             self.batch.push((keys::symlink(ino), target.bytes()?));
         }
         for (name, value) in &node.xattrs {
-            self.batch
-                .push((keys::xattr(ino, &name.bytes()?), value.bytes()?));
+            let (name, value) = (name.bytes()?, value.bytes()?);
+            match AclKind::of_xattr(&name) {
+                Some(kind) => self.load_acl(number, &mut core, kind, &value)?,
+                None => {
+                    core.xattrs = true;
+                    self.batch.push((keys::xattr(ino, &name), value));
+                }
+            }
         }
+        self.batch.push((keys::inode_core(ino), core.encode()));
         for (index, records) in &node.chunks {
             let slices: Vec<Slice> = records
                 .iter()
@@ -259,6 +271,42 @@ impl Loader {
             self.max_ino = self.max_ino.max(node.ino);
         }
         self.stats.nodes += 1;
+        Ok(())
+    }
+
+    /// An access control list given as its extended attribute: the inode refers to a
+    /// record holding it (written with the first inode that has it).
+    fn load_acl(
+        &mut self,
+        number: usize,
+        core: &mut InodeCore,
+        kind: AclKind,
+        value: &[u8],
+    ) -> Result<()> {
+        let acl =
+            Acl::from_xattr(value).map_err(|e| bad(number, format!("access control list: {e}")))?;
+        let Some(acl) = acl else {
+            return Ok(());
+        };
+        let stored = match kind {
+            AclKind::Access if acl.is_minimal() => return Ok(()),
+            AclKind::Access => acl.without_mode(),
+            AclKind::Default if core.kind != FileType::Directory => {
+                return Err(bad(
+                    number,
+                    "a default access control list on a non-directory",
+                ));
+            }
+            AclKind::Default => acl,
+        };
+        let (id, new_record) = self.acls.id_of(&stored);
+        if let Some(bytes) = new_record {
+            self.batch.push((keys::acl(id), bytes));
+        }
+        match kind {
+            AclKind::Access => core.access_acl = id,
+            AclKind::Default => core.default_acl = id,
+        }
         Ok(())
     }
 

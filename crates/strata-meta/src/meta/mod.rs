@@ -4,6 +4,8 @@
 //! operations themselves live in the sibling modules, grouped by what they touch.
 
 mod access;
+mod acl;
+mod acl_store;
 mod attr;
 mod check;
 mod clone;
@@ -64,6 +66,9 @@ pub struct Ctx {
     /// Supplementary groups.
     pub groups: Vec<u32>,
     pub pid: u32,
+    /// Permission bits a new inode does not get unless its directory has a default
+    /// access control list (which then decides instead); 0 = none taken away.
+    pub umask: u16,
 }
 
 impl Ctx {
@@ -74,6 +79,7 @@ impl Ctx {
             gid: 0,
             groups: Vec::new(),
             pid: 0,
+            umask: 0,
         }
     }
 
@@ -83,6 +89,7 @@ impl Ctx {
             gid,
             groups: Vec::new(),
             pid: 0,
+            umask: 0,
         }
     }
 
@@ -191,6 +198,8 @@ pub struct Meta {
     beats: Arc<feed::Beats>,
     /// Stops the task following the change feed when this client is dropped.
     feed_stop: tokio_util::sync::CancellationToken,
+    /// Access control lists read so far.
+    acls: acl_store::AclCache,
 }
 
 impl Drop for Meta {
@@ -249,6 +258,7 @@ impl Meta {
             read_cache,
             beats: Arc::default(),
             feed_stop: tokio_util::sync::CancellationToken::new(),
+            acls: acl_store::AclCache::default(),
             engine,
             opts,
             format: RwLock::new(None),
@@ -355,8 +365,11 @@ impl Meta {
                             created_at: old.created_at,
                             // The records stay in the layout they were written in.
                             meta_version: old.meta_version,
+                            // Access control lists, once on, stay on.
+                            enable_acl: old.enable_acl,
                             ..format.clone()
-                        };
+                        }
+                        .with_acl(format.enable_acl);
                         tx.put(key, updated.encode()?);
                         return Ok(updated);
                     }
@@ -560,6 +573,8 @@ fn init_volume(tx: &mut Txn<'_>, now: Nanos) -> Result<()> {
                 parent,
                 linkable: false,
                 xattrs: false,
+                access_acl: 0,
+                default_acl: 0,
             },
             fields: InodeFields {
                 atime: now,

@@ -136,7 +136,7 @@ impl Meta {
                 } else {
                     lookup_entry(tx, parent, name).await?
                 };
-                check_access(ctx, &dir.core, MAY_EXEC)?;
+                check_access(&self.acls, tx, ctx, &dir.core, MAY_EXEC).await?;
                 let (ino, inode) = inode.ok_or(MetaError::Posix(Errno::ENOENT))?;
                 Ok(Entry {
                     ino,
@@ -239,12 +239,14 @@ impl Meta {
                     if in_trash(&dir) || (parent == Ino::ROOT && name == TRASH_NAME) {
                         return posix(Errno::EPERM);
                     }
-                    check_access(ctx, &dir.core, MAY_WRITE | MAY_EXEC)?;
+                    check_access(&self.acls, tx, ctx, &dir.core, MAY_WRITE | MAY_EXEC).await?;
                     if existing.is_some() {
                         return posix(Errno::EEXIST);
                     }
                     let now = now_ns();
-                    let inode = new_inode(ctx, &dir, ino, node, length, now);
+                    let mut inode = new_inode(ctx, &dir, ino, node, length, now);
+                    self.inherit_acl(tx, ctx, &dir.core, node, &mut inode)
+                        .await?;
                     let owner = (inode.core.uid, inode.core.gid);
                     self.check_quota(tx, Some(parent), Some(owner), space, 1)
                         .await?;
@@ -312,7 +314,7 @@ impl Meta {
                 if in_trash(&dir) {
                     return posix(Errno::EPERM);
                 }
-                check_access(ctx, &dir.core, MAY_WRITE | MAY_EXEC)?;
+                check_access(&self.acls, tx, ctx, &dir.core, MAY_WRITE | MAY_EXEC).await?;
                 let mut inode = must_get_inode(tx, ino).await?;
                 if inode.core.kind == FileType::Directory {
                     return posix(Errno::EPERM);
@@ -364,7 +366,7 @@ impl Meta {
             .write_txn(|tx| {
                 Box::pin(async move {
                     let dir = get_dir(tx, parent).await?;
-                    check_access(ctx, &dir.core, MAY_WRITE | MAY_EXEC)?;
+                    check_access(&self.acls, tx, ctx, &dir.core, MAY_WRITE | MAY_EXEC).await?;
                     let Some((kind, ino)) = get_entry(tx, parent, name).await? else {
                         return posix(Errno::ENOENT);
                     };
@@ -397,7 +399,7 @@ impl Meta {
             .write_txn(|tx| {
                 Box::pin(async move {
                     let dir = get_dir(tx, parent).await?;
-                    check_access(ctx, &dir.core, MAY_WRITE | MAY_EXEC)?;
+                    check_access(&self.acls, tx, ctx, &dir.core, MAY_WRITE | MAY_EXEC).await?;
                     let Some((kind, ino)) = get_entry(tx, parent, name).await? else {
                         return posix(Errno::ENOENT);
                     };
@@ -618,6 +620,8 @@ pub(super) fn new_inode(
             parent: dir.ino,
             linkable: false,
             xattrs: false,
+            access_acl: 0,
+            default_acl: 0,
         },
         fields: InodeFields {
             atime: now,

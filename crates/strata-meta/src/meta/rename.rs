@@ -154,8 +154,8 @@ impl Meta {
         } else {
             get_dir(tx, newparent).await?
         };
-        check_access(ctx, &src_dir.core, MAY_WRITE | MAY_EXEC)?;
-        check_access(ctx, &dst_dir.core, MAY_WRITE | MAY_EXEC)?;
+        check_access(&self.acls, tx, ctx, &src_dir.core, MAY_WRITE | MAY_EXEC).await?;
+        check_access(&self.acls, tx, ctx, &dst_dir.core, MAY_WRITE | MAY_EXEC).await?;
         if in_trash(&dst_dir) && !in_trash(&src_dir) {
             return posix(Errno::EPERM);
         }

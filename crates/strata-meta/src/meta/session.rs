@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use strata_types::{Attr, Errno, FileType, Ino, Nanos};
 
 use super::access::{MAY_READ, MAY_WRITE, check_access};
+use super::acl_store::AclCache;
 use super::delete::{Unlinked, delete_sustained};
 use super::locks::release_session_locks;
 use super::{Ctx, Meta, NEXT_SESSION, get_inode, now_ns};
@@ -295,10 +296,10 @@ impl Meta {
         } | if flags & O_TRUNC != 0 { MAY_WRITE } else { 0 };
         let looked_up = began.is_some_and(|t| self.read_since(ino, t));
         let opened = if mask == MAY_READ && (looked_up || self.open_cache_holds(ino)) {
-            self.cached_txn(|tx| Box::pin(read_opened(tx, ctx, ino, mask)))
+            self.cached_txn(|tx| Box::pin(read_opened(&self.acls, tx, ctx, ino, mask)))
                 .await?
         } else {
-            self.txn(|tx| Box::pin(read_opened(tx, ctx, ino, mask)))
+            self.txn(|tx| Box::pin(read_opened(&self.acls, tx, ctx, ino, mask)))
                 .await?
         };
         self.mark_open_attr(ino, &opened.attr);
@@ -390,7 +391,13 @@ pub struct Opened {
 
 /// What [`Meta::open_file`] reads and checks: the inode (and, for a write open, whether
 /// it has file capabilities), access for `mask`.
-async fn read_opened(tx: &mut Txn<'_>, ctx: &Ctx, ino: Ino, mask: u32) -> Result<Opened> {
+async fn read_opened(
+    acls: &AclCache,
+    tx: &mut Txn<'_>,
+    ctx: &Ctx,
+    ino: Ino,
+    mask: u32,
+) -> Result<Opened> {
     let caps_key = keys::xattr(ino, super::attr::CAPABILITY_XATTR);
     let mut ks = vec![keys::inode_core(ino), keys::inode_fields(ino)];
     if mask & MAY_WRITE != 0 {
@@ -408,7 +415,7 @@ async fn read_opened(tx: &mut Txn<'_>, ctx: &Ctx, ino: Ino, mask: u32) -> Result
     if inode.core.kind == FileType::Directory && mask & MAY_WRITE != 0 {
         return posix(Errno::EISDIR);
     }
-    check_access(ctx, &inode.core, mask)?;
+    check_access(acls, tx, ctx, &inode.core, mask).await?;
     let has_caps = vals.get(2).is_some_and(Option::is_some);
     let attr = inode.attr();
     Ok(Opened {

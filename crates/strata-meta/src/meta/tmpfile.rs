@@ -27,7 +27,7 @@ impl Meta {
                     if in_trash(&parent) {
                         return posix(Errno::EPERM);
                     }
-                    check_access(ctx, &parent.core, MAY_WRITE | MAY_EXEC)?;
+                    check_access(&self.acls, tx, ctx, &parent.core, MAY_WRITE | MAY_EXEC).await?;
                     let node = NewNode {
                         kind: FileType::Regular,
                         mode,
@@ -35,6 +35,8 @@ impl Meta {
                         target: None,
                     };
                     let mut inode = new_inode(ctx, &parent, ino, &node, 0, now_ns());
+                    self.inherit_acl(tx, ctx, &parent.core, &node, &mut inode)
+                        .await?;
                     inode.core.parent = Ino(0);
                     inode.core.linkable = true;
                     inode.fields.nlink = 0;

@@ -1,10 +1,12 @@
 //! Extended attributes: the four xattr calls with XATTR_CREATE/XATTR_REPLACE, ENODATA,
 //! ERANGE and E2BIG, and the namespace rules (user.* needs file permissions and a regular
-//! file or directory, trusted.* needs root, system.* is not supported).
+//! file or directory, trusted.* needs root; of system.* only the two ACL attributes,
+//! which `acl.rs` serves).
 
 use strata_types::{Errno, FileType, Ino};
 
 use super::access::{MAY_READ, MAY_WRITE, check_access};
+use super::acl_store::{AclCache, AclKind};
 use super::{Ctx, Meta, must_get_inode, now_ns};
 use crate::codec::{Inode, slot};
 use crate::error::{Result, posix};
@@ -73,7 +75,14 @@ pub fn absent_xattr_is_enodata(ctx: &Ctx, name: &[u8]) -> bool {
 }
 
 /// Whether `ctx` may read (`mask` = MAY_READ) or write this namespace of `inode`.
-fn check_xattr_access(ctx: &Ctx, inode: &Inode, ns: Namespace, mask: u32) -> Result<()> {
+async fn check_xattr_access(
+    acls: &AclCache,
+    tx: &mut Txn<'_>,
+    ctx: &Ctx,
+    inode: &Inode,
+    ns: Namespace,
+    mask: u32,
+) -> Result<()> {
     match ns {
         Namespace::Trusted if !ctx.is_root() => posix(Errno::EPERM),
         Namespace::User => {
@@ -84,7 +93,7 @@ fn check_xattr_access(ctx: &Ctx, inode: &Inode, ns: Namespace, mask: u32) -> Res
                     Errno::ENODATA
                 });
             }
-            check_access(ctx, &inode.core, mask)
+            check_access(acls, tx, ctx, &inode.core, mask).await
         }
         _ => Ok(()),
     }
@@ -99,7 +108,7 @@ fn fit(value: Vec<u8>, size: usize) -> Result<Vec<u8>> {
     }
 }
 
-fn touch_ctime(tx: &mut Txn<'_>, ino: Ino) -> Result<()> {
+pub(super) fn touch_ctime(tx: &mut Txn<'_>, ino: Ino) -> Result<()> {
     let op = FieldOp {
         slot: slot::CTIME,
         update: FieldUpdate::Set(now_ns()),
@@ -117,14 +126,17 @@ impl Meta {
         value: &[u8],
         flags: XattrFlags,
     ) -> Result<()> {
-        let ns = namespace_of(name)?;
         if value.len() > MAX_XATTR_VALUE {
             return posix(Errno::E2BIG);
         }
+        if let Some(kind) = AclKind::of_xattr(name) {
+            return self.set_acl_xattr(ctx, ino, kind, Some(value)).await;
+        }
+        let ns = namespace_of(name)?;
         self.txn(|tx| {
             Box::pin(async move {
                 let mut inode = must_get_inode(tx, ino).await?;
-                check_xattr_access(ctx, &inode, ns, MAY_WRITE)?;
+                check_xattr_access(&self.acls, tx, ctx, &inode, ns, MAY_WRITE).await?;
                 let key = keys::xattr(ino, name);
                 let exists = tx.get(&key).await?.is_some();
                 if !inode.core.xattrs {
@@ -146,12 +158,15 @@ impl Meta {
 
     /// getxattr(2): the value, or ERANGE if it does not fit in `size` bytes (0 = any).
     pub async fn getxattr(&self, ctx: &Ctx, ino: Ino, name: &[u8], size: usize) -> Result<Vec<u8>> {
+        if let Some(kind) = AclKind::of_xattr(name) {
+            return fit(self.get_acl_xattr(ino, kind).await?, size);
+        }
         let ns = namespace_of(name)?;
         let value = self
             .txn(|tx| {
                 Box::pin(async move {
                     let inode = must_get_inode(tx, ino).await?;
-                    check_xattr_access(ctx, &inode, ns, MAY_READ)?;
+                    check_xattr_access(&self.acls, tx, ctx, &inode, ns, MAY_READ).await?;
                     tx.get(&keys::xattr(ino, name))
                         .await?
                         .ok_or(Errno::ENODATA.into())
@@ -166,12 +181,21 @@ impl Meta {
         let list = self
             .txn(|tx| {
                 Box::pin(async move {
-                    must_get_inode(tx, ino).await?;
+                    let inode = must_get_inode(tx, ino).await?;
+                    let mut out = Vec::new();
+                    for (id, name) in [
+                        (inode.core.access_acl, crate::acl::XATTR_ACCESS),
+                        (inode.core.default_acl, crate::acl::XATTR_DEFAULT),
+                    ] {
+                        if id != 0 {
+                            out.extend_from_slice(name);
+                            out.push(0);
+                        }
+                    }
                     let prefix = keys::xattr_prefix(ino);
                     let rows = tx
                         .scan(&prefix, &prefix_end(&prefix), usize::MAX, false)
                         .await?;
-                    let mut out = Vec::new();
                     for (key, _) in rows {
                         let name = &key[prefix.len()..];
                         if name.starts_with(b"trusted.") && !ctx.is_root() {
@@ -189,11 +213,14 @@ impl Meta {
 
     /// removexattr(2).
     pub async fn removexattr(&self, ctx: &Ctx, ino: Ino, name: &[u8]) -> Result<()> {
+        if let Some(kind) = AclKind::of_xattr(name) {
+            return self.set_acl_xattr(ctx, ino, kind, None).await;
+        }
         let ns = namespace_of(name)?;
         self.txn(|tx| {
             Box::pin(async move {
                 let inode = must_get_inode(tx, ino).await?;
-                check_xattr_access(ctx, &inode, ns, MAY_WRITE)?;
+                check_xattr_access(&self.acls, tx, ctx, &inode, ns, MAY_WRITE).await?;
                 let key = keys::xattr(ino, name);
                 if tx.get(&key).await?.is_none() {
                     return posix(Errno::ENODATA);

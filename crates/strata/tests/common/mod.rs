@@ -78,6 +78,13 @@ impl Volume {
         Volume::format_in(dir, meta_url)
     }
 
+    /// A volume on the embedded SQLite engine, formatted with `extra` flags too.
+    pub fn new_with(extra: &[&str]) -> Volume {
+        let dir = tempfile::tempdir().unwrap();
+        let meta_url = format!("sqlite3://{}", dir.path().join("meta.db").display());
+        Volume::format_with(dir, meta_url, extra)
+    }
+
     /// A volume on the engine at `meta_url` (a fresh prefix of a shared server).
     pub fn on_engine(meta_url: &str) -> Volume {
         Volume::format_in(tempfile::tempdir().unwrap(), meta_url.to_string())
@@ -93,6 +100,10 @@ impl Volume {
     }
 
     fn format_in(dir: tempfile::TempDir, meta_url: String) -> Volume {
+        Volume::format_with(dir, meta_url, &[])
+    }
+
+    fn format_with(dir: tempfile::TempDir, meta_url: String, extra: &[&str]) -> Volume {
         assert!(
             Path::new("/dev/fuse").exists(),
             "end-to-end tests need /dev/fuse"
@@ -111,7 +122,8 @@ impl Volume {
                 "0",
                 "--bucket",
             ])
-            .arg(&bucket));
+            .arg(&bucket)
+            .args(extra));
         Volume { dir, meta_url }
     }
 
