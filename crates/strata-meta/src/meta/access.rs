@@ -33,9 +33,10 @@ pub(crate) async fn check_access(
     if by_mode || no_mask {
         return check_mode(ctx, inode, want);
     }
-    let Some(acl) = acls.access_list(tx, inode).await? else {
-        return check_mode(ctx, inode, want);
-    };
+    let acl = acls
+        .record(tx, inode.access_acl)
+        .await?
+        .with_mode(inode.mode);
     let want = u8::try_from(want).unwrap_or(7);
     if acl.permits(ctx, inode.uid, inode.gid, want) {
         Ok(())

@@ -32,7 +32,7 @@ impl Meta {
 
     /// EOPNOTSUPP unless the volume was formatted or configured with ACLs.
     fn acls_enabled(&self) -> Result<()> {
-        if self.current_format()?.enable_acl {
+        if self.keeps_acls() {
             Ok(())
         } else {
             posix(Errno::EOPNOTSUPP)
@@ -47,14 +47,17 @@ impl Meta {
         self.cached_txn(|tx| {
             Box::pin(async move {
                 let inode = must_get_inode(tx, ino).await?;
-                let list = match kind {
-                    AclKind::Access => acls.access_list(tx, &inode.core).await?,
+                let value = match kind {
+                    AclKind::Access => acls
+                        .access_list(tx, &inode.core)
+                        .await?
+                        .map(|l| l.to_xattr()),
                     AclKind::Default if inode.core.default_acl != 0 => {
-                        Some((*acls.record(tx, inode.core.default_acl).await?).clone())
+                        Some(acls.record(tx, inode.core.default_acl).await?.to_xattr())
                     }
                     AclKind::Default => None,
                 };
-                list.map(|l| l.to_xattr()).ok_or(Errno::ENODATA.into())
+                value.ok_or(Errno::ENODATA.into())
             })
         })
         .await
