@@ -439,10 +439,6 @@ impl KvEngine for EtcdEngine {
     }
 
     async fn commit(&self, req: CommitRequest) -> Result<(), KvError> {
-        if req.writes.is_empty() {
-            // Reads of one pinned revision are consistent: nothing to validate.
-            return Ok(());
-        }
         let mut kv = self.kv().await?;
         let mut compares = Vec::new();
         for read in &req.reads {
@@ -456,6 +452,17 @@ impl KvEngine for EtcdEngine {
                     }
                 }
             }
+        }
+        if req.writes.is_empty() {
+            // A re-check of reads that were not one pinned revision (some came from the
+            // client's cache): they must all still hold. Nothing is written, so a lost
+            // answer is simply asked again.
+            let resp = timed(kv.txn(Txn::new().when(compares))).await?;
+            return if resp.succeeded() {
+                Ok(())
+            } else {
+                Err(KvError::Conflict)
+            };
         }
         let mut ops = Vec::with_capacity(req.writes.len());
         for (key, write) in &req.writes {

@@ -206,6 +206,7 @@ macro_rules! meta_conformance_tests {
             data::deletion_queues,
             clients::sustained_files, clients::stale_sessions_are_cleaned, clients::flocks_conflict,
             clients::posix_locks_conflict, clients::concurrent_creates, clients::concurrent_renames,
+            clients::lookups_answer_one_state,
             lifecycle::scans_see_every_chunk_and_queued_slice,
             lifecycle::namespace_check_finds_and_repairs_counters,
             lifecycle::trash_restore_and_purge, lifecycle::remove_tree_goes_through_the_trash,

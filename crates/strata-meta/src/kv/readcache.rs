@@ -26,6 +26,18 @@
 //! still apply later, so its announcement always counts.
 //! Losing the feed, or its beats falling silent, drops all trust at once.
 //!
+//! Each trusted value is current *on its own*; an answer built from several (a lookup's
+//! entry and the inode it names, a listing's page and its records) must also be one state
+//! of the volume, or it could pair an entry from before a rename with the inode's record
+//! from after it. Values are answered together only if they were read (or written) by one
+//! view of the engine — one transaction whose reads were a single snapshot — or if the feed
+//! has passed all of them: a barrier beat this client sent after the last of them was
+//! stored came back, so every change committed before that beat has arrived and none
+//! touched them ([`Seen`]). A transaction's trusted reads are checked together the same
+//! way ([`ReadCache::get_trusted_with`]). An own commit counts as an invalidation of what
+//! it wrote the moment it returns: a read that began before then and is stored after is
+//! not trusted (it may predate the commit, whose announcement has not arrived).
+//!
 //! Pages of directory listings (range reads) are kept too while the feed is live
 //! ([`ranges`]); a listing may use them after a barrier (`Meta::sync_changes`).
 
@@ -40,8 +52,11 @@ use parking_lot::Mutex;
 use super::{Key, Value, Write};
 
 mod ranges;
+mod views;
 mod whole;
 pub use ranges::Rows;
+pub use views::Seen;
+use views::Views;
 
 /// Entries kept at most (about 200 bytes each); past this expired ones are dropped, and
 /// all of them when that did not free a quarter.
@@ -62,6 +77,10 @@ const TRUSTED_FOR: Duration = Duration::from_secs(60);
 struct Entry {
     value: Option<Value>,
     at: Instant,
+    /// The views it was seen in with this value ([`views`]).
+    views: Views,
+    /// Which store this is (every store of a key is a new one).
+    version: u64,
     /// Read while the feed was live, with no invalidation racing the read.
     trusted: bool,
     /// The number of this client's commit that stored it.
@@ -80,6 +99,18 @@ pub struct Stamp {
     generation: u64,
     own_done: u64,
     taken: Instant,
+    /// Names this transaction's view, if what it stores is one ([`views`]).
+    batch: u64,
+}
+
+impl Entry {
+    fn seen(&self) -> Seen {
+        Seen {
+            views: self.views,
+            at: self.at,
+            version: self.version,
+        }
+    }
 }
 
 /// Keys hash with foldhash: a readdirplus page stores a thousand of them, and SipHash
@@ -112,6 +143,13 @@ struct State {
     wholes: whole::Wholes,
     /// Commits whose written values were stored, about to count as returned.
     stored: std::collections::BTreeSet<u64>,
+    /// Every change committed before this moment has arrived (a beat this client sent
+    /// then came back through the feed).
+    covered_until: Option<Instant>,
+    /// Numbers the stamps' batches.
+    batches: u64,
+    /// Numbers the stores of entries.
+    versions: u64,
 }
 
 impl State {
@@ -133,6 +171,22 @@ impl State {
                     || self.seen_by(*by, since.own_done)
             }
         }
+    }
+
+    /// Whether trust holds at `now` (beats keep coming back).
+    fn trusting(&self, now: Instant) -> bool {
+        self.trusted_until.is_some_and(|t| t > now)
+    }
+
+    /// `key`'s entry if its value is trusted at `now`.
+    fn trusted_entry(&self, key: &[u8], now: Instant) -> Option<&Entry> {
+        let e = self.entries.get(key)?;
+        (e.trusted && e.value.is_some() && now.duration_since(e.at) < TRUSTED_FOR).then_some(e)
+    }
+
+    /// Whether kept values seen as `seen` show one state of the volume ([`views`]).
+    fn one_moment(&self, seen: impl IntoIterator<Item = Seen>) -> bool {
+        views::one_moment(seen, self.covered_until)
     }
 
     /// Whether `entry` is worth assuming: read recently, or trusted while trust holds.
@@ -183,7 +237,19 @@ impl State {
         self.entries.values_mut().for_each(|e| e.trusted = false);
         self.ranges.clear(self.generation);
         self.wholes.clear();
+        self.covered_until = None;
     }
+}
+
+/// A listing's page answered by the cache ([`ReadCache::get_trusted_page`]).
+#[derive(Debug)]
+pub struct TrustedPage {
+    pub rows: Rows,
+    /// The values of the keys asked for.
+    pub values: Vec<Option<Value>>,
+    /// The keys the rows link to, and their values.
+    pub wanted: Vec<Key>,
+    pub linked: Vec<Option<Value>>,
 }
 
 /// Values (or absences) recently read or written by this client.
@@ -234,23 +300,44 @@ impl ReadCache {
         state.entries.get(key).is_some_and(|e| state.is_recent(e))
     }
 
-    /// Values of all `keys` if every one is trusted right now (see the module's doc).
-    /// Absences are never trusted: a name another client just created must be found at
-    /// once (close-to-open), as no negative entry is cached by the kernel either.
+    /// Values of all `keys` if every one is trusted right now and together they are one
+    /// state of the volume (see the module's doc). Absences are never trusted: a name
+    /// another client just created must be found at once (close-to-open), as no negative
+    /// entry is cached by the kernel either.
     pub fn get_trusted(&self, keys: &[Key]) -> Option<Vec<Option<Value>>> {
+        self.get_trusted_with(keys, &mut Vec::new())
+    }
+
+    /// [`get_trusted`](Self::get_trusted) for a transaction that already took the values
+    /// `held` names from the cache: all of them must still be kept as they were and be one
+    /// state with the new ones, which are then added to `held`.
+    pub fn get_trusted_with(
+        &self,
+        keys: &[Key],
+        held: &mut Vec<(Key, Seen)>,
+    ) -> Option<Vec<Option<Value>>> {
         let state = self.state.lock();
         let now = Instant::now();
-        if state.trusted_until.is_none_or(|t| t <= now) {
+        if !state.trusting(now) {
             return None;
         }
-        keys.iter()
-            .map(|k| {
-                let e = state.entries.get(k)?;
-                let fresh = e.trusted && now.duration_since(e.at) < TRUSTED_FOR;
-                let value = e.value.as_ref().filter(|_| fresh)?;
-                Some(Some(value.clone()))
-            })
-            .collect()
+        let mut values = Vec::with_capacity(keys.len());
+        let mut seen = Vec::with_capacity(keys.len());
+        for key in keys {
+            let e = state.trusted_entry(key, now)?;
+            values.push(e.value.clone());
+            seen.push((key.clone(), e.seen()));
+        }
+        let unchanged = held.iter().all(|(key, then)| {
+            state
+                .trusted_entry(key, now)
+                .is_some_and(|e| e.version == then.version)
+        });
+        if !unchanged || !state.one_moment(held.iter().chain(&seen).map(|(_, s)| *s)) {
+            return None;
+        }
+        held.extend(seen);
+        Some(values)
     }
 
     /// How long ago the oldest of `keys` was read, if every one is trusted right now
@@ -299,11 +386,13 @@ impl ReadCache {
     /// The stamp to pass to [`remember_all`](Self::remember_all) and
     /// [`committed`](Self::committed), taken before reading.
     pub fn stamp(&self) -> Stamp {
-        let state = self.state.lock();
+        let mut state = self.state.lock();
+        state.batches += 1;
         Stamp {
             generation: state.generation,
             own_done: state.own_done,
             taken: Instant::now(),
+            batch: state.batches,
         }
     }
 
@@ -333,30 +422,34 @@ impl ReadCache {
 
     /// Remember what a read returned (ignored for keys not cacheable).
     pub fn remember(&self, key: &[u8], value: Option<&[u8]>) {
-        self.remember_all([(key, value)], None);
+        self.remember_all([(key, value)], None, false);
     }
 
     /// Remember what several reads returned, under one lock (a readdirplus page is a
     /// thousand records). With the generation taken before the reads, and no invalidation
-    /// of a key since, its value is trusted.
+    /// of a key since, its value is trusted. `one_view`: the reads came from one snapshot
+    /// of the engine, so they may be answered together ([`Seen`]).
     pub fn remember_all<'k>(
         &self,
         reads: impl IntoIterator<Item = (&'k [u8], Option<&'k [u8]>)>,
         since: Option<Stamp>,
+        one_view: bool,
     ) {
-        self.store(reads, since, None);
+        let batch = since.filter(|_| one_view).map_or(0, |s| s.batch);
+        self.store(&mut self.state.lock(), reads, since, None, batch);
     }
 
     fn store<'k>(
         &self,
+        state: &mut State,
         values: impl IntoIterator<Item = (&'k [u8], Option<&'k [u8]>)>,
         since: Option<Stamp>,
         commit: Option<u64>,
+        batch: u64,
     ) {
         let after = since.map_or(0, |s| s.own_done);
         let read_from = since.map(|s| s.taken);
         let now = Instant::now();
-        let mut state = self.state.lock();
         for (key, value) in values {
             if !(self.cacheable)(key) {
                 continue;
@@ -372,19 +465,29 @@ impl ReadCache {
                 }
             }
             let trusted = state.may_trust(key, since, commit);
+            state.versions += 1;
+            let version = state.versions;
             if let Some(entry) = state.entries.get_mut(key) {
-                // Re-read: reuse the key and, when equal, the value's buffer.
+                // Re-read: reuse the key and, when equal, the value's buffer; a trusted
+                // value seen again unchanged belongs to both views.
                 if entry.value.as_deref() != value {
                     entry.value = value.map(<[u8]>::to_vec);
+                    entry.views = Views::one(batch);
+                } else if entry.trusted && trusted {
+                    entry.views.add(batch);
+                } else {
+                    entry.views = Views::one(batch);
                 }
                 (entry.at, entry.trusted, entry.commit, entry.after) =
                     (now, trusted, commit, after);
-                entry.read_from = read_from;
+                (entry.read_from, entry.version) = (read_from, version);
                 continue;
             }
             let entry = Entry {
                 value: value.map(<[u8]>::to_vec),
                 at: now,
+                views: Views::one(batch),
+                version,
                 trusted,
                 commit,
                 after,
@@ -397,15 +500,18 @@ impl ReadCache {
     /// Commit number `commit` of `writes`, by a transaction that started at `since`,
     /// succeeded: what it put or deleted is now known; records changed by field updates
     /// (applied by the engine to whatever was current) are not, unless the engine
-    /// reported them (the caller turned those into puts).
+    /// reported them (the caller turned those into puts). All of it under one lock, so
+    /// no answer sees part of the commit; its values are one view with what the
+    /// transaction read (the commit validated those reads).
     pub fn committed(&self, writes: &[(Key, Write)], since: Option<Stamp>, commit: u64) {
         let known = writes.iter().filter_map(|(key, write)| match write {
             Write::Put(v) => Some((&key[..], Some(&v[..]))),
             Write::Delete => Some((&key[..], None)),
             Write::Fields(_) => None,
         });
-        self.store(known, since, Some(commit));
         let mut state = self.state.lock();
+        let batch = since.map_or(0, |s| s.batch);
+        self.store(&mut state, known, since, Some(commit), batch);
         // Kept pages that hold a written key are stale now, and one being read may not be
         // kept; whole directories take the change in place.
         state.generation += 1;
@@ -421,6 +527,11 @@ impl ReadCache {
             };
             state.ranges.changed(key, generation);
             state.wholes.own_write(key, value, commit);
+            // A read that began before this commit returned may be older than it: when it
+            // is stored later, it is not trusted (nor is a concurrent commit's value).
+            if (self.cacheable)(key) {
+                state.note_invalidated(key, commit);
+            }
         }
         state.stored.insert(commit);
     }
@@ -486,25 +597,53 @@ impl ReadCache {
     }
 
     /// The rows of the range page `start..end` (at most `limit`) if one is kept and
-    /// trust holds. Using them keeps close-to-open only after a barrier: every change
-    /// committed before the listing began must have arrived (`Meta::sync_changes`).
-    pub fn get_trusted_range(&self, start: &[u8], end: &[u8], limit: usize) -> Option<Rows> {
+    /// trust holds, with the trusted values of `keys` and of the keys `linked` names from
+    /// the rows — all one state of the volume, or nothing. Using them keeps close-to-open
+    /// only after a barrier: every change committed before the listing began must have
+    /// arrived (`Meta::sync_changes`).
+    pub fn get_trusted_page(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        keys: &[Key],
+        linked: impl FnOnce(&[(Key, Value)]) -> Vec<Key>,
+    ) -> Option<TrustedPage> {
         let state = self.state.lock();
         let now = Instant::now();
-        if state.trusted_until.is_none_or(|t| t <= now) {
+        if !state.trusting(now) {
             return None;
         }
-        state
+        let (rows, page) = state
             .wholes
             .get(start, end, limit, now)
-            .or_else(|| state.ranges.get(start, end, limit, now))
+            .or_else(|| state.ranges.get(start, end, limit, now))?;
+        let wanted = linked(&rows);
+        let mut seen = vec![page];
+        let mut trusted = |keys: &[Key]| -> Option<Vec<Option<Value>>> {
+            keys.iter()
+                .map(|key| {
+                    let e = state.trusted_entry(key, now)?;
+                    seen.push(e.seen());
+                    Some(e.value.clone())
+                })
+                .collect()
+        };
+        let values = trusted(keys)?;
+        let linked = trusted(&wanted)?;
+        state.one_moment(seen).then_some(TrustedPage {
+            rows,
+            values,
+            wanted,
+            linked,
+        })
     }
 
-    /// Whether [`get_trusted_range`](Self::get_trusted_range) would answer now.
+    /// Whether [`get_trusted_page`](Self::get_trusted_page) may find the page now.
     pub fn holds_trusted_range(&self, start: &[u8], end: &[u8], limit: usize) -> bool {
         let state = self.state.lock();
         let now = Instant::now();
-        state.trusted_until.is_some_and(|t| t > now)
+        state.trusting(now)
             && (state.wholes.holds(start, end, now)
                 || state.ranges.get(start, end, limit, now).is_some())
     }
@@ -540,19 +679,29 @@ impl ReadCache {
         if state.trusted_until.is_none() || since.generation < state.floor {
             return;
         }
+        state.versions += 1;
+        let seen = Seen {
+            views: Views::one(since.batch),
+            at: Instant::now(),
+            version: state.versions,
+        };
         state
             .ranges
-            .store(start, end, limit, rows, since.generation, Instant::now());
+            .store(start, end, limit, rows, since.generation, seen);
     }
 
-    /// One of this client's beats came back through the feed: trust holds for `grace`.
-    pub fn beat_returned(&self, grace: Duration) {
+    /// One of this client's beats came back through the feed: trust holds for `grace`,
+    /// and when it was `sent` is known, every change committed before then has arrived.
+    pub fn beat_returned(&self, grace: Duration, sent: Option<Instant>) {
         let mut state = self.state.lock();
         if state.trusted_until.is_none() {
             // Coming up: nothing read before now was covered by the feed.
             state.distrust_all();
         }
         state.trusted_until = Some(Instant::now() + grace);
+        if let Some(sent) = sent {
+            state.covered_until = state.covered_until.max(Some(sent));
+        }
     }
 
     /// The feed is lost: trust nothing until it is back.
@@ -564,276 +713,4 @@ impl ReadCache {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::kv::{FieldOp, FieldUpdate};
-
-    fn only_a(key: &[u8]) -> bool {
-        key.first() == Some(&b'A')
-    }
-
-    #[test]
-    fn remembers_reads_and_commits_of_cacheable_keys() {
-        let cache = ReadCache::new(only_a);
-        cache.remember(b"A1", Some(b"v1"));
-        cache.remember(b"A2", None);
-        cache.remember(b"B1", Some(b"x"));
-        assert_eq!(cache.get(b"A1"), Some(Some(b"v1".to_vec())));
-        assert_eq!(cache.get(b"A2"), Some(None), "absence is remembered");
-        assert_eq!(cache.get(b"B1"), None, "not cacheable");
-        let ops = vec![FieldOp {
-            slot: 0,
-            update: FieldUpdate::Add(1),
-        }];
-        cache.committed(
-            &[
-                (b"A1".to_vec(), Write::Delete),
-                (b"A2".to_vec(), Write::Put(b"v2".to_vec())),
-                (b"A3".to_vec(), Write::Fields(ops)),
-            ],
-            None,
-            1,
-        );
-        assert_eq!(cache.get(b"A1"), Some(None));
-        assert_eq!(cache.get(b"A2"), Some(Some(b"v2".to_vec())));
-        assert_eq!(cache.get(b"A3"), None, "field updates make it unknown");
-        cache.forget(b"A2");
-        assert_eq!(cache.get(b"A2"), None);
-    }
-
-    fn k(s: &str) -> Key {
-        s.as_bytes().to_vec()
-    }
-
-    #[test]
-    fn read_since_needs_a_trusted_read_that_started_after_the_instant() {
-        let cache = ReadCache::new(only_a);
-        cache.beat_returned(Duration::from_secs(5));
-        let before = cache.stamp();
-        let open_began = Instant::now();
-        cache.remember_all([(&b"A1"[..], Some(&b"old"[..]))], Some(before));
-        assert!(
-            !cache.read_since(&[k("A1")], open_began),
-            "a read that started before the open may predate a close"
-        );
-        let after = cache.stamp();
-        cache.remember_all([(&b"A1"[..], Some(&b"new"[..]))], Some(after));
-        assert!(cache.read_since(&[k("A1")], open_began));
-        assert!(
-            !cache.read_since(&[k("A1"), k("A2")], open_began),
-            "A2 never read"
-        );
-        cache.remember_all([(&b"A2"[..], Some(&b"v"[..]))], None);
-        assert!(
-            !cache.read_since(&[k("A2")], open_began),
-            "no stamp: start unknown"
-        );
-        cache.forget(b"A1");
-        assert!(!cache.read_since(&[k("A1")], open_began));
-    }
-
-    #[test]
-    fn trusts_only_reads_covered_by_a_live_feed() {
-        let cache = ReadCache::new(only_a);
-        let grace = Duration::from_secs(5);
-        let g = cache.stamp();
-        cache.remember_all([(&b"A1"[..], Some(&b"v1"[..]))], Some(g));
-        assert_eq!(cache.get_trusted(&[k("A1")]), None, "no feed yet");
-        cache.beat_returned(grace);
-        assert_eq!(
-            cache.get_trusted(&[k("A1")]),
-            None,
-            "read before the feed was up"
-        );
-        let g = cache.stamp();
-        cache.remember_all(
-            [
-                (&b"A1"[..], Some(&b"v1"[..])),
-                (&b"A2"[..], Some(&b"v2"[..])),
-            ],
-            Some(g),
-        );
-        cache.remember_all([(&b"A5"[..], None)], Some(g));
-        assert_eq!(
-            cache.get_trusted(&[k("A1"), k("A2")]),
-            Some(vec![Some(b"v1".to_vec()), Some(b"v2".to_vec())])
-        );
-        assert_eq!(
-            cache.get_trusted(&[k("A5")]),
-            None,
-            "absences are not trusted"
-        );
-        assert_eq!(
-            cache.get_trusted(&[k("A1"), k("A9")]),
-            None,
-            "all or nothing"
-        );
-        // An invalidation between the start of a read and its storing: not trusted.
-        let g = cache.stamp();
-        cache.invalidate(Some(&[k("A3")]), None);
-        cache.remember_all([(&b"A3"[..], Some(&b"v3"[..]))], Some(g));
-        assert_eq!(cache.get_trusted(&[k("A3")]), None);
-        assert_eq!(
-            cache.get(b"A3"),
-            Some(Some(b"v3".to_vec())),
-            "still assumable"
-        );
-        cache.invalidate(Some(&[k("A1")]), None);
-        assert_eq!(
-            cache.get_trusted(&[k("A2")]),
-            Some(vec![Some(b"v2".to_vec())])
-        );
-        assert_eq!(cache.get_trusted(&[k("A1")]), None, "invalidated");
-        cache.feed_lost();
-        assert_eq!(cache.get_trusted(&[k("A2")]), None, "feed lost");
-        cache.beat_returned(grace);
-        assert_eq!(cache.get_trusted(&[k("A2")]), None, "trust is not restored");
-        let g = cache.stamp();
-        cache.committed(&[(k("A4"), Write::Put(b"v4".to_vec()))], Some(g), 1);
-        assert_eq!(
-            cache.get_trusted(&[k("A4")]),
-            Some(vec![Some(b"v4".to_vec())])
-        );
-        // Its own announcement keeps it; another commit's drops it.
-        cache.invalidate(Some(&[k("A4")]), Some(1));
-        assert_eq!(
-            cache.get_trusted(&[k("A4")]),
-            Some(vec![Some(b"v4".to_vec())])
-        );
-        cache.beat_returned(Duration::ZERO);
-        assert_eq!(cache.get_trusted(&[k("A4")]), None, "beats fell silent");
-        cache.beat_returned(grace);
-        assert_eq!(
-            cache.get_trusted(&[k("A4")]),
-            Some(vec![Some(b"v4".to_vec())])
-        );
-        cache.invalidate(Some(&[k("A4")]), Some(2));
-        assert_eq!(cache.get_trusted(&[k("A4")]), None);
-        assert_eq!(
-            cache.get(b"A2"),
-            Some(Some(b"v2".to_vec())),
-            "still assumable"
-        );
-    }
-
-    #[test]
-    fn own_commits_racing_their_announcements_keep_the_newest_value() {
-        let cache = ReadCache::new(only_a);
-        cache.beat_returned(Duration::from_secs(5));
-        let put = |v: &[u8]| [(k("A1"), Write::Put(v.to_vec()))];
-        // Commit 1 then commit 2 of this client, both started at g; the server applied
-        // 1 before 2, and their announcements arrive in that order.
-        let g = cache.stamp();
-        // 2's answer comes first, then the announcements, then 1's answer.
-        cache.committed(&put(b"v2"), Some(g), 2);
-        cache.invalidate(Some(&[k("A1")]), Some(1));
-        assert_eq!(
-            cache.get_trusted(&[k("A1")]),
-            None,
-            "2 was not announced yet"
-        );
-        cache.invalidate(Some(&[k("A1")]), Some(2));
-        cache.committed(&put(b"v1"), Some(g), 1);
-        assert_eq!(
-            cache.get_trusted(&[k("A1")]),
-            None,
-            "v1 is older than 2's announcement"
-        );
-        // A commit whose own announcement came before its answer is trusted.
-        let g = cache.stamp();
-        cache.invalidate(Some(&[k("A1")]), Some(3));
-        cache.committed(&put(b"v3"), Some(g), 3);
-        assert_eq!(
-            cache.get_trusted(&[k("A1")]),
-            Some(vec![Some(b"v3".to_vec())])
-        );
-        // Another client's change after the start of a read: that read is not trusted.
-        let g = cache.stamp();
-        cache.invalidate(Some(&[k("A1")]), None);
-        cache.remember_all([(&b"A1"[..], Some(&b"old"[..]))], Some(g));
-        assert_eq!(cache.get_trusted(&[k("A1")]), None);
-    }
-
-    #[test]
-    fn announcements_of_commits_a_transaction_followed_do_not_stale_it() {
-        let cache = ReadCache::new(only_a);
-        cache.beat_returned(Duration::from_secs(5));
-        let put = |v: &[u8]| [(k("A1"), Write::Put(v.to_vec()))];
-        // Commit 1 returns; commit 2 starts after it (a create, then the next create in
-        // the same directory), and 1's announcement arrives after 2 stored its value.
-        let g = cache.stamp();
-        cache.committed(&put(b"v1"), Some(g), 1);
-        cache.returned(1, true);
-        let g = cache.stamp();
-        cache.committed(&put(b"v2"), Some(g), 2);
-        cache.returned(2, true);
-        cache.invalidate(Some(&[k("A1")]), Some(1));
-        assert_eq!(
-            cache.get_trusted(&[k("A1")]),
-            Some(vec![Some(b"v2".to_vec())]),
-            "2 started after 1 returned: its value is newer"
-        );
-        // 1's announcement arriving before 2 stores does not spoil 2 either.
-        let g = cache.stamp();
-        cache.invalidate(Some(&[k("A1")]), Some(2));
-        cache.committed(&put(b"v3"), Some(g), 3);
-        cache.returned(3, true);
-        assert_eq!(
-            cache.get_trusted(&[k("A1")]),
-            Some(vec![Some(b"v3".to_vec())])
-        );
-        // Commits 4 and 5 run at once (neither had returned when the other started):
-        // 4's announcement drops 5's value, which may be older.
-        let g = cache.stamp();
-        cache.committed(&put(b"v5"), Some(g), 5);
-        cache.invalidate(Some(&[k("A1")]), Some(4));
-        assert_eq!(cache.get_trusted(&[k("A1")]), None);
-        assert_eq!(cache.get(b"A1"), None, "dropped");
-        cache.returned(5, true);
-        cache.returned(4, true);
-        // A commit that failed uncertainly may apply later: its announcement counts.
-        let g = cache.stamp();
-        cache.committed(&put(b"v6"), Some(g), 6);
-        cache.returned(6, true);
-        cache.returned(7, false);
-        let g = cache.stamp();
-        cache.remember_all([(&b"A1"[..], Some(&b"v6"[..]))], Some(g));
-        cache.invalidate(Some(&[k("A1")]), Some(7));
-        assert_eq!(
-            cache.get_trusted(&[k("A1")]),
-            None,
-            "7 applied after the read"
-        );
-        let g = cache.stamp();
-        cache.remember_all([(&b"A1"[..], Some(&b"v7"[..]))], Some(g));
-        assert_eq!(
-            cache.get_trusted(&[k("A1")]),
-            Some(vec![Some(b"v7".to_vec())])
-        );
-    }
-
-    #[test]
-    fn a_commit_that_never_returns_stops_holding_the_count_back() {
-        let cache = ReadCache::new(only_a);
-        cache.beat_returned(Duration::from_secs(5));
-        // Commit 1 is never reported back; later ones are.
-        let last = u64::try_from(MAX_OUT_OF_ORDER).unwrap() + 2;
-        for seq in 2..=last {
-            cache.returned(seq, true);
-        }
-        let g = cache.stamp();
-        cache.remember_all([(&b"A1"[..], Some(&b"v"[..]))], Some(g));
-        cache.invalidate(Some(&[k("A1")]), Some(last));
-        assert_eq!(
-            cache.get_trusted(&[k("A1")]),
-            Some(vec![Some(b"v".to_vec())]),
-            "the count moved past the silent commit"
-        );
-        cache.invalidate(Some(&[k("A1")]), Some(1));
-        assert_eq!(
-            cache.get_trusted(&[k("A1")]),
-            None,
-            "1 may apply late: it counts"
-        );
-    }
-}
+mod tests;

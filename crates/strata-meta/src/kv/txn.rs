@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 
-use super::readcache::{ReadCache, Stamp};
+use super::readcache::{ReadCache, Seen, Stamp};
 use super::{
     CommitRequest, FieldOp, Key, KvEngine, KvError, KvSnapshot, Link, LinkedScan, ReadCheck, Value,
     Write, apply_field_ops,
@@ -47,6 +47,15 @@ pub struct Txn<'a> {
     trust: bool,
     /// Whether some read came from the trusted cache (one more view of the volume).
     trusted_reads: bool,
+    /// The values taken from the trusted cache so far: later ones must be one state
+    /// with them ([`ReadCache::get_trusted_with`]).
+    trusted_held: Vec<(Key, Seen)>,
+    /// A listing's page came from the trusted cache: nothing more may (its rows are
+    /// checked with its values only).
+    trusted_page: bool,
+    /// Some value was read from a second view of the engine (pending field updates read
+    /// fresh at the commit): what this transaction read is not one snapshot.
+    second_view: bool,
     /// The cache's stamp when this transaction started.
     generation: Option<Stamp>,
 }
@@ -100,16 +109,19 @@ impl<'a> Txn<'a> {
             assumed: Default::default(),
             trust: how == CacheUse::Trust && cache.is_some(),
             trusted_reads: false,
+            trusted_held: Vec::new(),
+            trusted_page: false,
+            second_view: false,
             generation,
         })
     }
 
     /// Values of `keys` if the cache trusts every one, recorded as reads.
     fn trusted(&mut self, keys: &[Key]) -> Option<Vec<Option<Value>>> {
-        if !self.trust {
+        if !self.trust || self.trusted_page {
             return None;
         }
-        let values = self.cache?.get_trusted(keys)?;
+        let values = self.cache?.get_trusted_with(keys, &mut self.trusted_held)?;
         self.trusted_reads = true;
         for (key, value) in keys.iter().zip(&values) {
             self.record_point(key, value.clone());
@@ -235,6 +247,7 @@ impl<'a> Txn<'a> {
         if fresh && let Some((got, wanted)) = self.trusted_scan(keys, start, end, limit, link) {
             self.record_linked_scan(keys, start, end, limit, link, &got)?;
             self.trusted_reads = true;
+            self.trusted_page = true;
             self.assumed.extend(keys.iter().cloned().chain(wanted));
             return Ok(got);
         }
@@ -265,7 +278,8 @@ impl<'a> Txn<'a> {
     }
 
     /// [`Txn::scan_linked`] answered by the trusted cache: a kept page of the range and
-    /// every value it needs, all trusted; with the linked keys it used.
+    /// every value it needs, all trusted and one state; with the linked keys it used. Only
+    /// as the transaction's first trusted read.
     fn trusted_scan(
         &self,
         keys: &[Key],
@@ -274,21 +288,26 @@ impl<'a> Txn<'a> {
         limit: usize,
         link: &Link,
     ) -> Option<(LinkedScan, Vec<Key>)> {
-        if !self.trust {
+        if !self.trust || self.trusted_page || !self.trusted_held.is_empty() {
             return None;
         }
-        let cache = self.cache?;
-        let rows = cache.get_trusted_range(start, end, limit)?;
-        let values = cache.get_trusted(keys)?;
-        let targets = link.targets_of_rows(&rows);
-        let wanted: Vec<Key> = targets.iter().flatten().flatten().cloned().collect();
-        let linked = link.spread(&targets, cache.get_trusted(&wanted)?);
+        let page = self
+            .cache?
+            .get_trusted_page(start, end, limit, keys, |rows| {
+                link.targets_of_rows(rows)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .collect()
+            })?;
+        let targets = link.targets_of_rows(&page.rows);
+        let linked = link.spread(&targets, page.linked);
         let scan = LinkedScan {
-            values,
-            rows: rows.to_vec(),
+            values: page.values,
+            rows: page.rows.to_vec(),
             linked,
         };
-        Some((scan, wanted))
+        Some((scan, page.wanted))
     }
 
     /// Offer the rows of a range this transaction read from the engine to the cache.
@@ -531,7 +550,14 @@ impl<'a> Txn<'a> {
             }
             _ => None,
         });
-        cache.remember_all(reads, self.generation);
+        cache.remember_all(reads, self.generation, self.engine_reads_are_one_view());
+    }
+
+    /// Whether every value this transaction read from the engine came from one snapshot:
+    /// one call, or one snapshot-isolated view (values from the cache are not counted:
+    /// they are not stored again).
+    fn engine_reads_are_one_view(&self) -> bool {
+        !self.second_view && (self.engine.snapshot_isolation() || self.engine_calls <= 1)
     }
 
     /// Whether everything this transaction read came from one consistent state: on an
@@ -545,23 +571,26 @@ impl<'a> Txn<'a> {
     }
 
     /// [`Txn::get_linked`] answered by the trusted cache: the keys, then the keys the
-    /// linking value names, all trusted.
+    /// linking value names, all trusted and one state with what it took before.
     fn trusted_linked(&mut self, keys: &[Key], link: &Link) -> Option<Vec<Option<Value>>> {
-        if !self.trust {
+        if !self.trust || self.trusted_page {
             return None;
         }
         let cache = self.cache?;
-        let mut values = cache.get_trusted(keys)?;
+        // Checked as a whole before any of it counts: the second call re-checks the first.
+        let mut held = self.trusted_held.clone();
+        let mut values = cache.get_trusted_with(keys, &mut held)?;
         let from = values.get(link.from).and_then(|v| v.as_deref());
         let targets = link.target_keys(from);
         let mut wanted = keys.to_vec();
         match &targets {
             Some(targets) => {
-                values.extend(cache.get_trusted(targets)?);
+                values.extend(cache.get_trusted_with(targets, &mut held)?);
                 wanted.extend(targets.iter().cloned());
             }
             None => values.extend(link.targets.iter().map(|_| None)),
         }
+        self.trusted_held = held;
         self.trusted_reads = true;
         for (key, value) in wanted.iter().zip(&values) {
             if !self.is_buffered_value(key) {
@@ -574,6 +603,10 @@ impl<'a> Txn<'a> {
 
     /// End a transaction that wrote nothing: on engines without snapshot isolation its
     /// reads are re-checked so the caller never acts on a torn view.
+    ///
+    /// A re-check that holds proves every value read (from the engine or the cache) current
+    /// at one moment: they are kept as one view, so the next answer needing them together
+    /// comes from the cache.
     async fn finish_read_only(self) -> Result<(), KvError> {
         self.remember_reads();
         if self.reads_are_one_view() {
@@ -584,10 +617,24 @@ impl<'a> Txn<'a> {
             snapshot,
             reads,
             cache,
+            generation,
             ..
         } = self;
         drop(snapshot);
-        recheck(engine, cache, reads).await
+        let Some(cache) = cache else {
+            return recheck(engine, None, reads).await;
+        };
+        let points: Vec<(Key, Option<Value>)> = reads
+            .iter()
+            .filter_map(|read| match read {
+                ReadCheck::Point { key, value } => Some((key.clone(), value.clone())),
+                ReadCheck::Range { .. } => None,
+            })
+            .collect();
+        recheck(engine, Some(cache), reads).await?;
+        let points = points.iter().map(|(k, v)| (&k[..], v.as_deref()));
+        cache.remember_all(points, generation, true);
+        Ok(())
     }
 
     fn is_buffered_value(&self, key: &[u8]) -> bool {
@@ -647,6 +694,7 @@ impl<'a> Txn<'a> {
             return Ok(());
         }
         self.engine_calls += 1;
+        self.second_view = true;
         let values = self.engine.snapshot().await?.get_many(&unread).await?;
         if values.len() != unread.len() {
             return Err(KvError::Engine(format!(

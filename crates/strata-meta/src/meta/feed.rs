@@ -38,7 +38,12 @@ pub(crate) struct Beats {
     /// How many beats of any kind came back.
     alive: tokio::sync::watch::Sender<u64>,
     next: AtomicU64,
+    /// When beats still out were sent (taken before sending), oldest first.
+    sent: parking_lot::Mutex<std::collections::VecDeque<(u64, Instant)>>,
 }
+
+/// Beats remembered as sent at most (more are not out at once unless the feed is stuck).
+const MAX_SENT: usize = 1024;
 
 impl Default for Beats {
     fn default() -> Self {
@@ -46,13 +51,38 @@ impl Default for Beats {
             returned: tokio::sync::watch::Sender::new(0),
             alive: tokio::sync::watch::Sender::new(0),
             next: AtomicU64::new(0),
+            sent: Default::default(),
         }
     }
 }
 
 impl Beats {
+    /// The number of a beat about to be sent; when it comes back, everything committed
+    /// before now has arrived.
     fn next_seq(&self) -> u64 {
-        self.next.fetch_add(1, Ordering::Relaxed) + 1
+        let mut sent = self.sent.lock();
+        let seq = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        if sent.len() >= MAX_SENT {
+            sent.pop_front();
+        }
+        sent.push_back((seq, Instant::now()));
+        seq
+    }
+
+    /// When beat `seq` of this client was sent (forgetting it and older ones), if known.
+    fn sent_at(&self, seq: u64) -> Option<Instant> {
+        let mut sent = self.sent.lock();
+        let mut found = None;
+        while let Some(&(s, at)) = sent.front() {
+            if s > seq {
+                break;
+            }
+            sent.pop_front();
+            if s == seq {
+                found = Some(at);
+            }
+        }
+        found
     }
 
     fn returned(&self, seq: u64) {
@@ -188,7 +218,10 @@ impl Follower {
                     }
                     Ok(Change::Beat { origin: from, seq, barrier }) if from == origin => {
                         last_beat = Instant::now();
-                        self.cache.beat_returned(BEAT_GRACE);
+                        // Only a barrier is ordered after every earlier change on every
+                        // engine (etcd may answer a liveness beat ahead of events).
+                        let sent = self.beats.sent_at(seq).filter(|_| barrier);
+                        self.cache.beat_returned(BEAT_GRACE, sent);
                         self.beats.alive.send_modify(|n| *n += 1);
                         if barrier {
                             self.beats.returned(seq);

@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use foldhash::fast::RandomState;
 
-use super::TRUSTED_FOR;
+use super::{Seen, TRUSTED_FOR};
 use crate::kv::{Key, Value};
 
 /// Rows kept at most over all pages (each about 50 bytes: a name and an inode number).
@@ -36,7 +36,8 @@ pub type Rows = Arc<[(Key, Value)]>;
 #[derive(Debug)]
 struct Page {
     rows: Rows,
-    at: Instant,
+    /// Which view it came from, and when it was stored.
+    seen: Seen,
 }
 
 /// The kept pages whose ranges end at one key: `(start, limit)` → page.
@@ -55,10 +56,16 @@ pub(super) struct Ranges {
 
 impl Ranges {
     /// The rows of the page `start..end` (at most `limit`), if kept and read less than
-    /// [`TRUSTED_FOR`] ago.
-    pub(super) fn get(&self, start: &[u8], end: &[u8], limit: usize, now: Instant) -> Option<Rows> {
+    /// [`TRUSTED_FOR`] ago, and which view they came from.
+    pub(super) fn get(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        now: Instant,
+    ) -> Option<(Rows, Seen)> {
         let page = self.groups.get(end)?.get(&(start.to_vec(), limit))?;
-        (now.duration_since(page.at) < TRUSTED_FOR).then(|| page.rows.clone())
+        (now.duration_since(page.seen.at) < TRUSTED_FOR).then(|| (page.rows.clone(), page.seen))
     }
 
     /// Keep what a range read returned, if nothing in the range changed since `since`
@@ -70,8 +77,9 @@ impl Ranges {
         limit: usize,
         rows: &[(Key, Value)],
         since: u64,
-        now: Instant,
+        seen: Seen,
     ) {
+        let now = seen.at;
         if since < self.floor || start >= end || self.changed_since(start, end, since) {
             return;
         }
@@ -83,7 +91,7 @@ impl Ranges {
         }
         let page = Page {
             rows: rows.to_vec().into(),
-            at: now,
+            seen,
         };
         let group = self.groups.entry(end.to_vec()).or_default();
         if let Some(old) = group.insert((start.to_vec(), limit), page) {
@@ -174,7 +182,7 @@ impl Ranges {
     /// Drop old pages, and every page if that does not free a quarter.
     fn make_room(&mut self, now: Instant) {
         for group in self.groups.values_mut() {
-            group.retain(|_, page| now.duration_since(page.at) < TRUSTED_FOR);
+            group.retain(|_, page| now.duration_since(page.seen.at) < TRUSTED_FOR);
         }
         self.groups.retain(|_, group| !group.is_empty());
         self.rows = self
@@ -194,6 +202,14 @@ impl Ranges {
 mod tests {
     use super::*;
 
+    fn at(now: Instant) -> Seen {
+        Seen {
+            views: Default::default(),
+            at: now,
+            version: 0,
+        }
+    }
+
     fn row(k: &str) -> (Key, Value) {
         (k.as_bytes().to_vec(), b"v".to_vec())
     }
@@ -202,9 +218,9 @@ mod tests {
     fn keeps_a_page_until_a_key_in_its_range_changes() {
         let mut r = Ranges::default();
         let now = Instant::now();
-        r.store(b"d1/", b"d10", 10, &[row("d1/a"), row("d1/b")], 0, now);
-        r.store(b"d2/", b"d20", 10, &[row("d2/a")], 0, now);
-        assert_eq!(r.get(b"d1/", b"d10", 10, now).unwrap().len(), 2);
+        r.store(b"d1/", b"d10", 10, &[row("d1/a"), row("d1/b")], 0, at(now));
+        r.store(b"d2/", b"d20", 10, &[row("d2/a")], 0, at(now));
+        assert_eq!(r.get(b"d1/", b"d10", 10, now).unwrap().0.len(), 2);
         assert!(r.get(b"d1/", b"d10", 5, now).is_none(), "another limit");
         // A key outside both ranges, then one in the second.
         r.changed(b"d1", 1);
@@ -223,8 +239,8 @@ mod tests {
     fn a_later_page_survives_a_change_before_its_start() {
         let mut r = Ranges::default();
         let now = Instant::now();
-        r.store(b"d/", b"e", 2, &[row("d/a"), row("d/b")], 0, now);
-        r.store(b"d/b\0", b"e", 2, &[row("d/c")], 0, now);
+        r.store(b"d/", b"e", 2, &[row("d/a"), row("d/b")], 0, at(now));
+        r.store(b"d/b\0", b"e", 2, &[row("d/c")], 0, at(now));
         r.changed(b"d/aa", 1);
         assert!(r.get(b"d/", b"e", 2, now).is_none());
         assert!(r.get(b"d/b\0", b"e", 2, now).is_some());
@@ -237,13 +253,13 @@ mod tests {
         let mut r = Ranges::default();
         let now = Instant::now();
         r.changed(b"d/x", 5);
-        r.store(b"d/", b"e", 10, &[row("d/a")], 4, now);
+        r.store(b"d/", b"e", 10, &[row("d/a")], 4, at(now));
         assert!(r.get(b"d/", b"e", 10, now).is_none(), "read before it");
-        r.store(b"d/", b"e", 10, &[row("d/a"), row("d/x")], 5, now);
+        r.store(b"d/", b"e", 10, &[row("d/a"), row("d/x")], 5, at(now));
         assert!(r.get(b"d/", b"e", 10, now).is_some(), "read after it");
         r.clear(9);
         assert!(r.get(b"d/", b"e", 10, now).is_none());
-        r.store(b"d/", b"e", 10, &[row("d/a")], 8, now);
+        r.store(b"d/", b"e", 10, &[row("d/a")], 8, at(now));
         assert!(r.get(b"d/", b"e", 10, now).is_none(), "below the floor");
     }
 
@@ -251,15 +267,15 @@ mod tests {
     fn overlapping_ranges_with_other_ends_are_not_kept() {
         let mut r = Ranges::default();
         let now = Instant::now();
-        r.store(b"b", b"d", 10, &[row("c")], 0, now);
-        r.store(b"a", b"c", 10, &[], 0, now);
-        r.store(b"c", b"e", 10, &[], 0, now);
-        r.store(b"a", b"z", 10, &[], 0, now);
+        r.store(b"b", b"d", 10, &[row("c")], 0, at(now));
+        r.store(b"a", b"c", 10, &[], 0, at(now));
+        r.store(b"c", b"e", 10, &[], 0, at(now));
+        r.store(b"a", b"z", 10, &[], 0, at(now));
         assert!(r.get(b"a", b"c", 10, now).is_none());
         assert!(r.get(b"c", b"e", 10, now).is_none());
         assert!(r.get(b"a", b"z", 10, now).is_none());
-        r.store(b"d", b"f", 10, &[], 0, now);
-        r.store(b"a", b"b", 10, &[], 0, now);
+        r.store(b"d", b"f", 10, &[], 0, at(now));
+        r.store(b"a", b"b", 10, &[], 0, at(now));
         assert!(r.get(b"d", b"f", 10, now).is_some(), "adjacent");
         assert!(r.get(b"a", b"b", 10, now).is_some(), "adjacent");
         r.changed(b"c", 1);
@@ -271,7 +287,7 @@ mod tests {
     fn old_pages_are_not_answered() {
         let mut r = Ranges::default();
         let then = Instant::now();
-        r.store(b"d/", b"e", 10, &[row("d/a")], 0, then);
+        r.store(b"d/", b"e", 10, &[row("d/a")], 0, at(then));
         let later = then + TRUSTED_FOR + std::time::Duration::from_secs(1);
         assert!(r.get(b"d/", b"e", 10, later).is_none());
     }

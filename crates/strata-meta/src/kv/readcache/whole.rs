@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::time::Instant;
 
-use super::TRUSTED_FOR;
 use super::ranges::Rows;
+use super::{Seen, TRUSTED_FOR};
 use crate::kv::{Key, Value};
 
 /// Rows kept at most over all whole ranges.
@@ -38,6 +38,8 @@ struct Whole {
     /// nothing is answered until each is applied.
     pending: std::collections::BTreeSet<u64>,
     at: Instant,
+    /// When its rows last changed.
+    updated: Instant,
 }
 
 impl Whole {
@@ -66,15 +68,29 @@ pub(super) struct Wholes {
 
 impl Wholes {
     /// Up to `limit` rows of the whole range ending at `end`, from `start` on, if that
-    /// range is kept, holds `start` and became known less than [`TRUSTED_FOR`] ago.
-    pub(super) fn get(&self, start: &[u8], end: &[u8], limit: usize, now: Instant) -> Option<Rows> {
+    /// range is kept, holds `start` and became known less than [`TRUSTED_FOR`] ago; with
+    /// when they last changed (own commits change them one by one: no single view).
+    pub(super) fn get(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+        now: Instant,
+    ) -> Option<(Rows, Seen)> {
         let whole = self.by_end.get(end)?;
         if !whole.answers(start, now) {
             return None;
         }
         let from = (Bound::Included(start), Bound::Unbounded);
         let rows = whole.rows.range::<[u8], _>(from).take(limit);
-        Some(rows.map(|(k, (v, _))| (k.clone(), v.clone())).collect())
+        let rows = rows.map(|(k, (v, _))| (k.clone(), v.clone())).collect();
+        // Own commits change the rows one by one: no single view.
+        let seen = Seen {
+            views: Default::default(),
+            at: whole.updated,
+            version: 0,
+        };
+        Some((rows, seen))
     }
 
     /// Whether [`get`](Self::get) would answer, without cutting the rows.
@@ -98,6 +114,7 @@ impl Wholes {
             after,
             pending: Default::default(),
             at: now,
+            updated: now,
         };
         if let Some(old) = self.by_end.insert(end.to_vec(), whole) {
             self.rows -= old.rows.len();
@@ -129,6 +146,7 @@ impl Wholes {
             return;
         }
         let before = whole.rows.len();
+        whole.updated = Instant::now();
         match value {
             Some(v) => {
                 whole.removed.remove(key);
@@ -205,15 +223,15 @@ mod tests {
         let mut w = Wholes::default();
         let now = Instant::now();
         w.insert_empty(b"d/", b"d0", 0, now);
-        assert_eq!(w.get(b"d/", b"d0", 10, now).unwrap().len(), 0);
+        assert_eq!(w.get(b"d/", b"d0", 10, now).unwrap().0.len(), 0);
         w.own_write(b"d/b", Some(Some(b"1")), 1);
         w.own_write(b"d/a", Some(Some(b"2")), 2);
         w.own_write(b"d/c", Some(Some(b"3")), 3);
         w.own_write(b"d/b", Some(None), 4);
         w.own_write(b"e/x", Some(Some(b"4")), 5);
-        let all = w.get(b"d/", b"d0", 10, now).unwrap();
+        let all = w.get(b"d/", b"d0", 10, now).unwrap().0;
         assert_eq!(names(&all), [&b"d/a"[..], b"d/c"]);
-        let page = w.get(b"d/a\0", b"d0", 1, now).unwrap();
+        let page = w.get(b"d/a\0", b"d0", 1, now).unwrap().0;
         assert_eq!(
             names(&page),
             [&b"d/c"[..]],
@@ -235,7 +253,7 @@ mod tests {
         w.own_write(b"d/a", Some(None), 7);
         w.own_write(b"d/a", Some(Some(b"old")), 6);
         w.own_write(b"d/b", Some(None), 3);
-        let all = w.get(b"d/", b"d0", 10, now).unwrap();
+        let all = w.get(b"d/", b"d0", 10, now).unwrap().0;
         assert_eq!(
             names(&all),
             [&b"d/b"[..]],
@@ -279,7 +297,7 @@ mod tests {
         );
         assert!(!w.holds(b"d/", b"d0", now));
         w.own_write(b"d/b", Some(Some(b"2")), 8);
-        assert_eq!(w.get(b"d/", b"d0", 10, now).unwrap().len(), 2);
+        assert_eq!(w.get(b"d/", b"d0", 10, now).unwrap().0.len(), 2);
         w.own_announced(b"d/a", 2, early);
         assert!(
             w.get(b"d/", b"d0", 10, now).is_some(),
