@@ -19,7 +19,8 @@ pub(crate) const F_RDLCK: i32 = 0;
 pub(crate) const F_WRLCK: i32 = 1;
 pub(crate) const F_UNLCK: i32 = 2;
 
-pub(crate) fn ctx(req: &Request) -> Ctx {
+/// The caller of `req` as the host knows it (before any identity mapping).
+fn host_ctx(req: &Request) -> Ctx {
     let (uid, gid, pid) = (req.uid(), req.gid(), req.pid());
     // Root passes every check; only other callers need their supplementary groups.
     let groups = if uid == 0 { Vec::new() } else { groups_of(pid) };
@@ -32,12 +33,20 @@ pub(crate) fn ctx(req: &Request) -> Ctx {
     }
 }
 
-/// [`ctx`] of a request that makes an inode, with the creator's umask (the kernel
-/// leaves it to us: `FUSE_DONT_MASK`).
-pub(crate) fn ctx_with_umask(req: &Request, umask: u32) -> Ctx {
-    Ctx {
-        umask: u16::try_from(umask & 0o777).unwrap_or(0o022),
-        ..ctx(req)
+impl StrataFs {
+    /// Who `req`'s caller acts as in the volume (`--root-squash`, `--uid-map`, ...).
+    pub(crate) fn ctx(&self, req: &Request) -> Ctx {
+        self.vfs.options().identity.caller(host_ctx(req))
+    }
+
+    /// [`StrataFs::ctx`] of a request that makes an inode, with the creator's umask
+    /// (the kernel leaves it to us: `FUSE_DONT_MASK`).
+    pub(crate) fn ctx_with_umask(&self, req: &Request, umask: u32) -> Ctx {
+        let ctx = Ctx {
+            umask: u16::try_from(umask & 0o777).unwrap_or(0o022),
+            ..host_ctx(req)
+        };
+        self.vfs.options().identity.caller(ctx)
     }
 }
 
@@ -131,7 +140,7 @@ impl StrataFs {
     pub(crate) fn reply_created(vfs: &Vfs, reply: ReplyCreate, r: Result<(Entry, u64), Errno>) {
         match r {
             Ok((e, fh)) => {
-                let attr = file_attr(Ino(vfs.to_front(e.ino)), &e.attr);
+                let attr = file_attr(vfs, Ino(vfs.to_front(e.ino)), &e.attr);
                 reply.created(
                     &vfs.options().entry_ttl,
                     &attr,
@@ -154,7 +163,7 @@ impl StrataFs {
                 };
                 reply.entry(
                     &ttl,
-                    &file_attr(Ino(vfs.to_front(e.ino)), &e.attr),
+                    &file_attr(vfs, Ino(vfs.to_front(e.ino)), &e.attr),
                     Generation(0),
                 );
             }

@@ -220,7 +220,9 @@ pub(crate) fn file_type(kind: FileType) -> fuser::FileType {
     }
 }
 
-pub(crate) fn file_attr(ino: Ino, a: &Attr) -> FileAttr {
+/// `a` as the kernel gets it: the owner numbered as the caller's host numbers it.
+pub(crate) fn file_attr(vfs: &Vfs, ino: Ino, a: &Attr) -> FileAttr {
+    let (uid, gid) = vfs.options().identity.shown_owner(a.uid, a.gid);
     FileAttr {
         ino: INodeNo(ino.0),
         size: a.length,
@@ -232,8 +234,8 @@ pub(crate) fn file_attr(ino: Ino, a: &Attr) -> FileAttr {
         kind: file_type(a.kind),
         perm: a.mode,
         nlink: a.nlink,
-        uid: a.uid,
-        gid: a.gid,
+        uid,
+        gid,
         rdev: a.rdev,
         blksize: 4096,
         flags: 0,

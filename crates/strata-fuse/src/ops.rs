@@ -17,8 +17,8 @@ use strata_vfs::Vfs;
 use strata_vfs::{LockKind, SetAttr};
 
 use crate::dispatch::{
-    F_RDLCK, F_UNLCK, F_WRLCK, FromBytesCompat, ctx, ctx_with_umask, empty, fill_page,
-    placeholder_attr, posix_lock, time_set,
+    F_RDLCK, F_UNLCK, F_WRLCK, FromBytesCompat, empty, fill_page, placeholder_attr, posix_lock,
+    time_set,
 };
 use crate::{StrataFs, bare_attr, errno, file_attr, file_type, name_bytes};
 
@@ -68,7 +68,7 @@ impl fuser::Filesystem for StrataFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
+        let (ctx, name) = (self.ctx(req), name_bytes(name).to_vec());
         self.spawn(req, "lookup", |vfs| async move {
             let r = vfs.lookup(&ctx, vfs.from_front(parent.0), &name).await;
             if let (Err(Errno::ENOENT), ttl) = (&r, vfs.options().negative_ttl)
@@ -76,7 +76,7 @@ impl fuser::Filesystem for StrataFs {
             {
                 let attr = fuser::FileAttr {
                     ino: INodeNo(0),
-                    ..file_attr(Ino(0), &placeholder_attr())
+                    ..file_attr(&vfs, Ino(0), &placeholder_attr())
                 };
                 return reply.entry(&ttl, &attr, Generation(0));
             }
@@ -87,7 +87,7 @@ impl fuser::Filesystem for StrataFs {
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         self.spawn(req, "getattr", |vfs| async move {
             match vfs.getattr(vfs.from_front(ino.0)).await {
-                Ok(a) => reply.attr(&vfs.options().attr_ttl, &file_attr(Ino(ino.0), &a)),
+                Ok(a) => reply.attr(&vfs.options().attr_ttl, &file_attr(&vfs, Ino(ino.0), &a)),
                 Err(e) => reply.error(errno(e)),
             }
         });
@@ -111,7 +111,9 @@ impl fuser::Filesystem for StrataFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let ctx = ctx(req);
+        let ctx = self.ctx(req);
+        // A new owner is named in the host's numbering.
+        let (uid, gid) = self.vfs.options().identity.to_volume(uid, gid);
         let set = SetAttr {
             mode: mode.map(|m| (m & 0o7777) as u16),
             uid,
@@ -124,7 +126,7 @@ impl fuser::Filesystem for StrataFs {
         };
         self.spawn(req, "setattr", |vfs| async move {
             match vfs.setattr(&ctx, vfs.from_front(ino.0), &set).await {
-                Ok(a) => reply.attr(&vfs.options().attr_ttl, &file_attr(Ino(ino.0), &a)),
+                Ok(a) => reply.attr(&vfs.options().attr_ttl, &file_attr(&vfs, Ino(ino.0), &a)),
                 Err(e) => reply.error(errno(e)),
             }
         });
@@ -149,7 +151,7 @@ impl fuser::Filesystem for StrataFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let (ctx, name) = (ctx_with_umask(req, umask), name_bytes(name).to_vec());
+        let (ctx, name) = (self.ctx_with_umask(req, umask), name_bytes(name).to_vec());
         self.spawn(req, "mknod", |vfs| async move {
             let r = vfs
                 .mknod(&ctx, vfs.from_front(parent.0), &name, mode, rdev)
@@ -167,7 +169,7 @@ impl fuser::Filesystem for StrataFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let (ctx, name) = (ctx_with_umask(req, umask), name_bytes(name).to_vec());
+        let (ctx, name) = (self.ctx_with_umask(req, umask), name_bytes(name).to_vec());
         self.spawn(req, "mkdir", |vfs| async move {
             let r = vfs.mkdir(&ctx, vfs.from_front(parent.0), &name, mode).await;
             StrataFs::reply_entry(&vfs, reply, r)
@@ -175,7 +177,7 @@ impl fuser::Filesystem for StrataFs {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
+        let (ctx, name) = (self.ctx(req), name_bytes(name).to_vec());
         self.spawn(req, "unlink", |vfs| async move {
             empty(
                 reply,
@@ -185,7 +187,7 @@ impl fuser::Filesystem for StrataFs {
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
+        let (ctx, name) = (self.ctx(req), name_bytes(name).to_vec());
         self.spawn(req, "rmdir", |vfs| async move {
             empty(
                 reply,
@@ -202,7 +204,7 @@ impl fuser::Filesystem for StrataFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let (ctx, name) = (ctx(req), name_bytes(link_name).to_vec());
+        let (ctx, name) = (self.ctx(req), name_bytes(link_name).to_vec());
         let target = name_bytes(target.as_os_str()).to_vec();
         self.spawn(req, "symlink", |vfs| async move {
             let r = vfs
@@ -223,7 +225,7 @@ impl fuser::Filesystem for StrataFs {
         reply: ReplyEmpty,
     ) {
         let (ctx, name, newname) = (
-            ctx(req),
+            self.ctx(req),
             name_bytes(name).to_vec(),
             name_bytes(newname).to_vec(),
         );
@@ -252,7 +254,7 @@ impl fuser::Filesystem for StrataFs {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let (ctx, name) = (ctx(req), name_bytes(newname).to_vec());
+        let (ctx, name) = (self.ctx(req), name_bytes(newname).to_vec());
         self.spawn(req, "link", |vfs| async move {
             let r = vfs
                 .link(
@@ -267,7 +269,7 @@ impl fuser::Filesystem for StrataFs {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let ctx = ctx(req);
+        let ctx = self.ctx(req);
         self.spawn(req, "open", |vfs| async move {
             match vfs.open(&ctx, vfs.from_front(ino.0), flags.0 as u32).await {
                 Ok((fh, _)) if strata_vfs::is_internal(vfs.from_front(ino.0)) => {
@@ -333,7 +335,7 @@ impl fuser::Filesystem for StrataFs {
         let data = data.to_vec();
         if self.vfs.from_front(ino.0) == strata_vfs::CONTROL_INO {
             // A path tool's request: it runs as the writer.
-            let caller = ctx(req);
+            let caller = self.ctx(req);
             self.spawn(req, "write", |vfs| async move {
                 match vfs.control_write(fh.0, &caller, &data).await {
                     Ok(n) => reply.written(n),
@@ -347,7 +349,7 @@ impl fuser::Filesystem for StrataFs {
         // setuid/setgid/capabilities instead.
         let unprivileged = write_flags
             .contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID)
-            .then(|| ctx(req));
+            .then(|| self.ctx(req));
         self.spawn(req, "write", |vfs| async move {
             match vfs
                 .write_as(fh.0, offset, &data, unprivileged.as_ref())
@@ -424,7 +426,7 @@ impl fuser::Filesystem for StrataFs {
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let ctx = ctx(req);
+        let ctx = self.ctx(req);
         self.spawn(req, "opendir", |vfs| async move {
             match vfs.opendir(&ctx, vfs.from_front(ino.0)).await {
                 Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
@@ -481,8 +483,10 @@ impl fuser::Filesystem for StrataFs {
                 // "." and ".." (and an entry whose inode vanished meanwhile) come without
                 // attributes: the kernel gets a zero TTL, so it caches nothing for them.
                 let (attr, ttl) = match &e.attr {
-                    Some(a) if a.is_dir() => (file_attr(front, a), vfs.options().dir_entry_ttl),
-                    Some(a) => (file_attr(front, a), vfs.options().entry_ttl),
+                    Some(a) if a.is_dir() => {
+                        (file_attr(&vfs, front, a), vfs.options().dir_entry_ttl)
+                    }
+                    Some(a) => (file_attr(&vfs, front, a), vfs.options().entry_ttl),
                     None => (bare_attr(front, e.kind), Duration::ZERO),
                 };
                 reply.add(
@@ -547,7 +551,7 @@ impl fuser::Filesystem for StrataFs {
             reply.error(errno(e));
             return;
         }
-        let (ctx, name, value) = (ctx(req), name_bytes(name).to_vec(), value.to_vec());
+        let (ctx, name, value) = (self.ctx(req), name_bytes(name).to_vec(), value.to_vec());
         self.spawn(req, "setxattr", |vfs| async move {
             empty(
                 reply,
@@ -562,7 +566,7 @@ impl fuser::Filesystem for StrataFs {
             reply.error(errno(e));
             return;
         }
-        let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
+        let (ctx, name) = (self.ctx(req), name_bytes(name).to_vec());
         self.spawn(req, "getxattr", |vfs| async move {
             match vfs
                 .getxattr(&ctx, vfs.from_front(ino.0), &name, size as usize)
@@ -580,7 +584,7 @@ impl fuser::Filesystem for StrataFs {
             reply.error(errno(Errno::ENOSYS));
             return;
         }
-        let ctx = ctx(req);
+        let ctx = self.ctx(req);
         self.spawn(req, "listxattr", |vfs| async move {
             match vfs
                 .listxattr(&ctx, vfs.from_front(ino.0), size as usize)
@@ -598,7 +602,7 @@ impl fuser::Filesystem for StrataFs {
             reply.error(errno(e));
             return;
         }
-        let (ctx, name) = (ctx(req), name_bytes(name).to_vec());
+        let (ctx, name) = (self.ctx(req), name_bytes(name).to_vec());
         self.spawn(req, "removexattr", |vfs| async move {
             empty(
                 reply,
@@ -608,7 +612,7 @@ impl fuser::Filesystem for StrataFs {
     }
 
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        let ctx = ctx(req);
+        let ctx = self.ctx(req);
         let mask = mask.bits() as u32;
         self.spawn(req, "access", |vfs| async move {
             empty(reply, vfs.access(&ctx, vfs.from_front(ino.0), mask).await)
@@ -625,7 +629,7 @@ impl fuser::Filesystem for StrataFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        let (ctx, name) = (ctx_with_umask(req, umask), name_bytes(name).to_vec());
+        let (ctx, name) = (self.ctx_with_umask(req, umask), name_bytes(name).to_vec());
         self.spawn(req, "create", |vfs| async move {
             let created = vfs
                 .create(&ctx, vfs.from_front(parent.0), &name, mode)
@@ -710,7 +714,7 @@ impl fuser::Filesystem for StrataFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        let ctx = ctx_with_umask(req, umask);
+        let ctx = self.ctx_with_umask(req, umask);
         self.spawn(req, "tmpfile", |vfs| async move {
             let created = vfs.tmpfile(&ctx, vfs.from_front(parent.0), mode).await;
             StrataFs::reply_created(&vfs, reply, created)

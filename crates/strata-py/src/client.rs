@@ -5,11 +5,10 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use strata_client::ClientOptions;
 use strata_types::{Attr, Errno, FileType, MetaUrl};
 use strata_vfs::control_wire::{ControlOp, ControlResult};
 use strata_vfs::control_wire::{WarmAction, WarmSpec};
-use strata_vfs::{SetAttr, TimeSet};
+use strata_vfs::{Identity, SetAttr, TimeSet};
 
 use crate::error::{OnPath, Result, SdkError, posix};
 use crate::file::NativeFile;
@@ -28,15 +27,17 @@ pub type EntryTuple = (Vec<u8>, u64, char, Option<StatTuple>);
 /// A summary row: path below the asked one, bytes, files, directories.
 pub type SummaryTuple = (Vec<u8>, i64, i64, i64);
 
-/// The stat tuple of `attr` for inode number `ino` (as the client numbers it).
-pub fn stat_tuple(ino: u64, attr: &Attr) -> StatTuple {
+/// The stat tuple of `attr` for inode number `ino` (as the client numbers it), its
+/// owner as this host numbers it (`uid_map`, `gid_map`).
+pub fn stat_tuple(identity: &Identity, ino: u64, attr: &Attr) -> StatTuple {
+    let (uid, gid) = identity.shown_owner(attr.uid, attr.gid);
     (
         attr.st_mode(),
         ino,
         0,
         attr.nlink,
-        attr.uid,
-        attr.gid,
+        uid,
+        gid,
         attr.length,
         attr.atime,
         attr.mtime,
@@ -94,9 +95,9 @@ impl Client {
         options: &Bound<'_, pyo3::types::PyDict>,
         read_only: bool,
     ) -> PyResult<Client> {
-        let opts: ClientOptions = client_options(options)?;
+        let (opts, identity) = client_options(options)?;
         let url = MetaUrl::new(meta_url);
-        let shared = py.detach(move || Shared::open(url, opts, read_only))?;
+        let shared = py.detach(move || Shared::open(url, opts, identity, read_only))?;
         Ok(Client {
             shared: Arc::new(shared),
         })
@@ -113,7 +114,11 @@ impl Client {
         self.call(py, |vol| async move {
             let ino = resolve(&vol, path, follow).await?;
             let attr = vol.vfs.getattr(ino).await.on(path)?;
-            Ok(stat_tuple(vol.vfs.to_front(ino), &attr))
+            Ok(stat_tuple(
+                &vol.vfs.options().identity,
+                vol.vfs.to_front(ino),
+                &attr,
+            ))
         })
     }
 
@@ -130,7 +135,10 @@ impl Client {
                 .into_iter()
                 .map(|e| {
                     let ino = vol.vfs.to_front(e.ino);
-                    let stat = e.attr.as_ref().map(|a| stat_tuple(ino, a));
+                    let stat = e
+                        .attr
+                        .as_ref()
+                        .map(|a| stat_tuple(&vol.vfs.options().identity, ino, a));
                     (e.name, ino, kind_letter(e.kind), stat)
                 })
                 .collect();
@@ -240,6 +248,9 @@ impl Client {
         };
         self.call(py, |vol| async move {
             let ino = resolve(&vol, path, follow).await?;
+            // A new owner is named in this host's numbering.
+            let (uid, gid) = vol.vfs.options().identity.to_volume(set.uid, set.gid);
+            let set = SetAttr { uid, gid, ..set };
             vol.vfs.setattr(&vol.ctx, ino, &set).await.on(path)?;
             Ok(())
         })

@@ -7,6 +7,7 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use strata_client::{ClientOptions, GroupOptions};
+use strata_vfs::{Identity, IdentityOptions};
 
 use crate::error::SdkError;
 
@@ -108,13 +109,18 @@ impl GroupFlags {
     }
 }
 
-/// The client options in `dict` over the mount's defaults.
-pub fn client_options(dict: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
+/// The client options in `dict` over the mount's defaults, and how the caller maps to
+/// the volume's users (`root_squash`, `all_squash`, `uid_map`, `gid_map`, `umask`: the
+/// mount's options, as strings).
+pub fn client_options(dict: &Bound<'_, PyDict>) -> PyResult<(ClientOptions, Identity)> {
     let mut o = ClientOptions::default();
     let mut group = GroupFlags::default();
+    let mut identity: [Option<String>; 5] = Default::default();
     for (k, v) in dict.iter() {
         let name: String = k.extract()?;
-        if !group.take(&name, &v)? {
+        if let Some(at) = IDENTITY_KEYS.iter().position(|key| *key == name) {
+            identity[at] = Some(v.extract().map_err(|_| bad(&name, "expected a string"))?);
+        } else if !group.take(&name, &v)? {
             apply(&mut o, &name, &v)?;
         }
     }
@@ -122,5 +128,17 @@ pub fn client_options(dict: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
     if !(0.0..1.0).contains(&o.free_space_ratio) {
         return Err(bad("free_space_ratio", "expected a fraction in [0, 1)"));
     }
-    Ok(o)
+    let [root_squash, all_squash, uid_map, gid_map, umask] = &identity;
+    let identity = Identity::parse(&IdentityOptions {
+        root_squash: root_squash.as_deref(),
+        all_squash: all_squash.as_deref(),
+        uid_map: uid_map.as_deref(),
+        gid_map: gid_map.as_deref(),
+        umask: umask.as_deref(),
+    })
+    .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    Ok((o, identity))
 }
+
+/// The options that map the caller's identity, in [`client_options`]'s order.
+const IDENTITY_KEYS: [&str; 5] = ["root_squash", "all_squash", "uid_map", "gid_map", "umask"];

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use arc_swap::ArcSwapOption;
 use strata_client::ClientOptions;
 use strata_types::MetaUrl;
+use strata_vfs::Identity;
 
 use crate::error::{Result, SdkError};
 use crate::volume::Volume;
@@ -18,6 +19,7 @@ use crate::volume::Volume;
 pub struct Shared {
     url: MetaUrl,
     opts: ClientOptions,
+    identity: Identity,
     read_only: bool,
     current: ArcSwapOption<Volume>,
     closed: AtomicBool,
@@ -25,11 +27,17 @@ pub struct Shared {
 
 impl Shared {
     /// Open the volume in this process (blocking; call without the GIL).
-    pub fn open(url: MetaUrl, opts: ClientOptions, read_only: bool) -> Result<Shared> {
-        let volume = Volume::open(&url, &opts, read_only)?;
+    pub fn open(
+        url: MetaUrl,
+        opts: ClientOptions,
+        identity: Identity,
+        read_only: bool,
+    ) -> Result<Shared> {
+        let volume = Volume::open(&url, &opts, &identity, read_only)?;
         Ok(Shared {
             url,
             opts,
+            identity,
             read_only,
             current: ArcSwapOption::from_pointee(volume),
             closed: AtomicBool::new(false),
@@ -48,7 +56,12 @@ impl Shared {
             None => return Err(SdkError::Closed("client")),
             Some(_) => {}
         }
-        let fresh = Arc::new(Volume::open(&self.url, &self.opts, self.read_only)?);
+        let fresh = Arc::new(Volume::open(
+            &self.url,
+            &self.opts,
+            &self.identity,
+            self.read_only,
+        )?);
         let before = self.current.compare_and_swap(&seen, Some(fresh.clone()));
         let won = match (&*before, &seen) {
             (Some(a), Some(b)) => Arc::ptr_eq(a, b),

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use strata_client::{Client, ClientOptions};
 use strata_types::MetaUrl;
 use strata_vfs::Ctx;
-use strata_vfs::{Vfs, VfsOptions};
+use strata_vfs::{Identity, Vfs, VfsOptions};
 
 use crate::dircache::DirCache;
 use crate::error::{Result, SdkError};
@@ -32,7 +32,12 @@ pub struct Volume {
 
 impl Volume {
     /// Open the volume in this process (blocking; call without the GIL).
-    pub fn open(url: &MetaUrl, opts: &ClientOptions, read_only: bool) -> Result<Volume> {
+    pub fn open(
+        url: &MetaUrl,
+        opts: &ClientOptions,
+        identity: &Identity,
+        read_only: bool,
+    ) -> Result<Volume> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .thread_name("strata-sdk")
@@ -41,15 +46,16 @@ impl Volume {
         let vfs_opts = VfsOptions {
             read_only,
             hide_internal: true,
+            identity: identity.clone(),
             ..VfsOptions::default()
         };
         let client = runtime.block_on(Client::open(url, opts, vfs_opts, "python"))?;
         Ok(Volume {
             pid: std::process::id(),
-            ctx: Ctx {
+            ctx: identity.caller(Ctx {
                 umask: u16::try_from(process_umask() & 0o777).unwrap_or(0o022),
                 ..caller()
-            },
+            }),
             vfs: client.vfs.clone(),
             dirs: DirCache::default(),
             client: Some(client),

@@ -75,5 +75,9 @@ pub(crate) async fn test_gateway(multi_buckets: bool) -> Gateway {
         owner_id: "o".into(),
         root_access_key: "root".into(),
     };
-    Gateway::new(vfs, opts, Ctx::root())
+    let ctx = Ctx {
+        umask: 0o022,
+        ..Ctx::root()
+    };
+    Gateway::new(vfs, opts, ctx)
 }

@@ -11,10 +11,10 @@ use crate::Gateway;
 use crate::error::fs_error;
 use crate::keys::HIDDEN_DIR;
 
-/// Mode of directories the gateway creates (before the umask of nobody: as given).
-pub const DIR_MODE: u32 = 0o755;
-/// Mode of files the gateway creates.
-pub const FILE_MODE: u32 = 0o644;
+/// Mode of directories the gateway creates, less its umask (`--umask`, 022 by default).
+pub const DIR_MODE: u32 = 0o777;
+/// Mode of files the gateway creates, less its umask.
+pub const FILE_MODE: u32 = 0o666;
 
 impl Gateway {
     /// The directory the gateway serves (the volume root or `--subdir`).

@@ -17,6 +17,7 @@ pub mod control_wire;
 mod dir;
 pub mod errno;
 mod file;
+mod identity;
 mod internal;
 mod kernelcache;
 mod locks;
@@ -44,6 +45,7 @@ pub use atime::AtimeMode;
 pub use background::{BackgroundJobs, MetaBackup};
 pub use control_wire::{ChunkInfo, FileInfo, SliceInfo, SummaryRow};
 pub use dir::DirEntryPlus;
+pub use identity::{Identity, IdentityError, IdentityOptions};
 pub use internal::{ACCESSLOG_INO, CONFIG_INO, CONTROL_INO, STATS_INO, is_internal, log_time};
 /// Types of the metadata layer that front ends use through the VFS.
 pub use strata_meta::{Ctx, DirEntry, Entry, LockKind, PosixLock, SetAttr, StatFs, TimeSet};
@@ -77,6 +79,8 @@ pub struct VfsOptions {
     pub root: Ino,
     /// When reads update access times (`--atime-mode`).
     pub atime_mode: AtimeMode,
+    /// How front ends map their callers to the volume's users (`--root-squash`, ...).
+    pub identity: Identity,
 }
 
 impl Default for VfsOptions {
@@ -91,6 +95,7 @@ impl Default for VfsOptions {
             hide_internal: false,
             root: Ino::ROOT,
             atime_mode: AtimeMode::NoAtime,
+            identity: Identity::default(),
         }
     }
 }

@@ -212,7 +212,8 @@ impl File {
         if let Some(old) = p.replaced {
             copy_props(&self.vfs, &self.ctx, old, self.ino).await?;
         }
-        if let Some(mode) = p.replaced_mode.filter(|m| u32::from(*m) != FILE_MODE) {
+        let created = FILE_MODE & !u32::from(self.ctx.umask);
+        if let Some(mode) = p.replaced_mode.filter(|m| u32::from(*m) != created) {
             let set = SetAttr {
                 mode: Some(mode),
                 ..SetAttr::default()

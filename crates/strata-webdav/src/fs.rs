@@ -25,10 +25,10 @@ use crate::error::fs_error;
 pub(crate) const RESERVED_PREFIX: &[u8] = b".strata-";
 /// The WebDAV server's directory under the served root (temporary files of PUTs).
 pub(crate) const HIDDEN_DIR: &[u8] = b".strata-webdav";
-/// Mode of directories the server creates.
-pub(crate) const DIR_MODE: u32 = 0o755;
-/// Mode of files the server creates.
-pub(crate) const FILE_MODE: u32 = 0o644;
+/// Mode of directories the server creates, less its umask (`--umask`, 022 by default).
+pub(crate) const DIR_MODE: u32 = 0o777;
+/// Mode of files the server creates, less its umask.
+pub(crate) const FILE_MODE: u32 = 0o666;
 /// Entries read per page of a listing.
 const PAGE: usize = 1000;
 /// Most paths one request remembers: a PROPFIND of a whole tree forgets and walks again

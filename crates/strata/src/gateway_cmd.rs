@@ -31,6 +31,8 @@ pub struct GatewayArgs {
     client: ClientArgs,
     #[command(flatten)]
     metrics: crate::metrics_endpoint::MetricsArgs,
+    #[command(flatten)]
+    identity: crate::identity_args::IdentityArgs,
     /// Serve each top-level directory as a bucket (CreateBucket makes one); without it
     /// the whole volume (or --subdir) is one bucket named after the volume
     #[arg(long)]
@@ -97,17 +99,20 @@ async fn serve(a: GatewayArgs, root: Credentials) -> Result<()> {
         scheme,
         local,
     } = listen(address, a.cert_file.as_deref(), a.key_file.as_deref()).await?;
+    let identity = a.identity.identity(Some("022"))?;
     let vfs_opts = VfsOptions {
         read_only: a.read_only,
         hide_internal: true,
+        identity: identity.clone(),
         ..VfsOptions::default()
     };
     let client =
         crate::client::open_client(meta_url, &a.client, vfs_opts, &format!("s3://{local}")).await?;
-    let ctx = Ctx::user(
+    // Requests act as the server's user, mapped by the identity options.
+    let ctx = identity.caller(Ctx::user(
         nix::unistd::geteuid().as_raw(),
         nix::unistd::getegid().as_raw(),
-    );
+    ));
     let opts = GatewayOptions {
         multi_buckets: a.multi_buckets,
         bucket: client.format.name.clone(),

@@ -15,6 +15,7 @@ mod gateway_cmd;
 mod gateway_users;
 mod hide_args;
 mod http_front;
+mod identity_args;
 mod info_cmd;
 mod maint_cmd;
 mod metrics_endpoint;

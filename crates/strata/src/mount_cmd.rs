@@ -25,6 +25,8 @@ pub struct MountArgs {
     pub client: ClientArgs,
     #[command(flatten)]
     pub metrics: crate::metrics_endpoint::MetricsArgs,
+    #[command(flatten)]
+    pub identity: crate::identity_args::IdentityArgs,
     /// Run in the background
     #[arg(short = 'd', long)]
     background: bool,
@@ -140,6 +142,8 @@ fn check_mountpoint(path: &Path) -> Result<()> {
 
 pub fn run_mount(a: MountArgs) -> Result<()> {
     check_mountpoint(&a.mountpoint)?;
+    // Bad identity options are refused here, not in a background mount's log.
+    a.identity.identity(None)?;
     if a.background {
         return daemonize(&a);
     }
@@ -203,6 +207,12 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
     let fuse_flags = parse_fuse_options(&a.options)?;
     let read_only = a.read_only || fuse_flags.read_only;
     let mountpoint = std::fs::canonicalize(&a.mountpoint)?;
+    let identity = a.identity.identity(None)?;
+    // The kernel would check permissions with the host's ids, not the mapped ones.
+    let default_permissions = !a.non_default_permission && !identity.maps_callers();
+    if !a.non_default_permission && !default_permissions {
+        tracing::info!("callers are mapped (squash or id maps): Strata checks permissions");
+    }
     let vfs_opts = VfsOptions {
         attr_ttl: a.attr_cache,
         entry_ttl: a.entry_cache,
@@ -211,6 +221,7 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         read_only,
         hide_internal: a.hide_internal,
         atime_mode: a.atime_mode,
+        identity,
         ..VfsOptions::default()
     };
     let label = mountpoint.to_string_lossy().into_owned();
@@ -245,7 +256,7 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         writeback_cache: fuse_flags.writeback_cache,
         enable_xattr: a.enable_xattr,
         enable_selinux: a.enable_selinux,
-        default_permissions: !a.non_default_permission,
+        default_permissions,
         posix_acl: format.enable_acl,
         // `--read-only` is kept by the mount itself (EROFS), so path tools can still reach
         // `.control`; `-o ro` also makes the kernel refuse every write open.

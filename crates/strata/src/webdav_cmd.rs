@@ -27,6 +27,8 @@ pub struct WebDavArgs {
     client: ClientArgs,
     #[command(flatten)]
     metrics: crate::metrics_endpoint::MetricsArgs,
+    #[command(flatten)]
+    identity: crate::identity_args::IdentityArgs,
     /// Serve without asking for credentials (only without WEBDAV_USER)
     #[arg(long)]
     anonymous: bool,
@@ -102,9 +104,11 @@ async fn serve(a: WebDavArgs, auth: Auth) -> Result<()> {
         scheme,
         local,
     } = listen(&a.address, a.cert_file.as_deref(), a.key_file.as_deref()).await?;
+    let identity = a.identity.identity(Some("022"))?;
     let vfs_opts = VfsOptions {
         read_only: a.read_only,
         hide_internal: true,
+        identity: identity.clone(),
         ..VfsOptions::default()
     };
     let client = crate::client::open_client(
@@ -114,10 +118,11 @@ async fn serve(a: WebDavArgs, auth: Auth) -> Result<()> {
         &format!("webdav://{local}"),
     )
     .await?;
-    let ctx = Ctx::user(
+    // Requests act as the server's user, mapped by the identity options.
+    let ctx = identity.caller(Ctx::user(
         nix::unistd::geteuid().as_raw(),
         nix::unistd::getegid().as_raw(),
-    );
+    ));
     if let Err(e) = check_someone_can_log_in(&auth, &client, &ctx).await {
         client.close().await.ok();
         return Err(e);

@@ -656,3 +656,26 @@ fn objbench_measures_a_gateway_and_a_directory() {
     assert_eq!(aws(&gw, &["s3", "ls", "--recursive", "s3://bench"]), "");
     gw.stop();
 }
+
+/// `--root-squash` (the gateway runs as root here) and the default umask 022: uploads are
+/// owned by the squashed user, files 644 and directories 755, as a plain mount shows.
+#[test]
+fn a_squashed_gateway_uploads_as_the_squashed_user() {
+    let vol = Volume::new();
+    let m = vol.mount("fuse");
+    let gw = gateway(&vol, "gw", &["--root-squash", "1234:1235"]);
+    let local = vol.dir.path().join("obj.txt");
+    std::fs::write(&local, b"object").unwrap();
+    aws(
+        &gw,
+        &[
+            "s3",
+            "cp",
+            "--only-show-errors",
+            local.to_str().unwrap(),
+            "s3://e2e-vol/dir/obj.txt",
+        ],
+    );
+    let out = sh(&m.path, "stat -c '%n %u:%g %a' dir dir/obj.txt");
+    assert_eq!(out, "dir 1234:1235 755\ndir/obj.txt 1234:1235 644\n");
+}

@@ -553,3 +553,25 @@ fn gzip_compresses_whole_files_for_clients_that_accept_it() {
     assert_eq!(dav(&[&url]).1, text);
     server.stop();
 }
+
+/// `--all-squash` and `--umask`: what a client uploads is owned by the squashed user and
+/// created without the masked bits, as a plain mount of the volume shows.
+#[test]
+fn squash_and_umask_decide_owner_and_mode_of_uploads() {
+    let vol = Volume::new();
+    let m = vol.mount("fuse");
+    let server = webdav(
+        &vol,
+        "dav",
+        &["--all-squash", "1500:1600", "--umask", "077"],
+    );
+    let local = vol.dir.path().join("upload.txt");
+    std::fs::write(&local, b"uploaded").unwrap();
+    let url = &server.url;
+    let (code, _) = dav(&["-T", local.to_str().unwrap(), &format!("{url}/up.txt")]);
+    assert_eq!(code, 201);
+    let (code, _) = dav(&["-X", "MKCOL", &format!("{url}/made")]);
+    assert_eq!(code, 201);
+    let out = sh(&m.path, "stat -c '%n %u:%g %a' up.txt made");
+    assert_eq!(out, "up.txt 1500:1600 600\nmade 1500:1600 700\n");
+}
