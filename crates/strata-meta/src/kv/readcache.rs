@@ -300,17 +300,18 @@ impl ReadCache {
         state.entries.get(key).is_some_and(|e| state.is_recent(e))
     }
 
-    /// Values of all `keys` if every one is trusted right now and together they are one
-    /// state of the volume (see the module's doc). Absences are never trusted: a name
-    /// another client just created must be found at once (close-to-open), as no negative
-    /// entry is cached by the kernel either.
+    /// [`get_trusted_with`](Self::get_trusted_with) with nothing taken before (the unit
+    /// cases' shorthand).
+    #[cfg(test)]
     pub fn get_trusted(&self, keys: &[Key]) -> Option<Vec<Option<Value>>> {
         self.get_trusted_with(keys, &mut Vec::new())
     }
 
-    /// [`get_trusted`](Self::get_trusted) for a transaction that already took the values
-    /// `held` names from the cache: all of them must still be kept as they were and be one
-    /// state with the new ones, which are then added to `held`.
+    /// Values of all `keys` if every one is trusted right now and, with the values `held`
+    /// names (taken before by the same transaction, and still kept as they were), they are
+    /// one state of the volume (see the module's doc); the new ones are then added to
+    /// `held`. Absences are never trusted: a name another client just created must be
+    /// found at once (close-to-open), as no negative entry is cached by the kernel either.
     pub fn get_trusted_with(
         &self,
         keys: &[Key],
@@ -341,11 +342,11 @@ impl ReadCache {
     }
 
     /// How long ago the oldest of `keys` was read, if every one is trusted right now
-    /// (see [`get_trusted`](Self::get_trusted)).
+    /// (see [`get_trusted_with`](Self::get_trusted_with)).
     pub fn trusted_age(&self, keys: &[Key]) -> Option<Duration> {
         let state = self.state.lock();
         let now = Instant::now();
-        if state.trusted_until.is_none_or(|t| t <= now) {
+        if !state.trusting(now) {
             return None;
         }
         keys.iter().try_fold(Duration::ZERO, |oldest, k| {
@@ -362,7 +363,7 @@ impl ReadCache {
     pub fn read_since(&self, keys: &[Key], since: Instant) -> bool {
         let state = self.state.lock();
         let now = Instant::now();
-        if state.trusted_until.is_none_or(|t| t <= now) {
+        if !state.trusting(now) {
             return false;
         }
         keys.iter().all(|k| {
@@ -679,11 +680,11 @@ impl ReadCache {
         if state.trusted_until.is_none() || since.generation < state.floor {
             return;
         }
-        state.versions += 1;
+        // A page is only ever taken alone, first in its transaction: no version to check.
         let seen = Seen {
             views: Views::one(since.batch),
             at: Instant::now(),
-            version: state.versions,
+            version: 0,
         };
         state
             .ranges
