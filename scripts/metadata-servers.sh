@@ -5,12 +5,16 @@
 #   PostgreSQL 127.0.0.1:15432 (user strata, password strata-pg, database strata_test)
 #   etcd, three members: clients 127.0.0.1:12379, :22379, :32379
 # and export STRATA_TEST_REDIS, STRATA_TEST_POSTGRES, STRATA_TEST_ETCD for the tests.
+# All three start at once; the script returns when each answers. Where the caller defines
+# `started PID`, each server's pid goes through it (scripts/test.sh records them in a file).
 
-wait_for() { # description, attempts (0.25 s apart), command...
-  local what=$1 tries=$2; shift 2
+wait_for() { # description, its log, attempts (0.25 s apart), command...
+  local what=$1 log=$2 tries=$3; shift 3
   for _ in $(seq 1 "$tries"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.25; done
-  echo "$what did not start" >&2; return 1
+  echo "$what did not start; the end of $log:" >&2; tail -20 "$log" >&2; return 1
 }
+
+server_started() { if declare -F started >/dev/null; then started "$1"; else SERVERS+=("$1"); fi; }
 
 PG_BIN="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)"
 
@@ -18,9 +22,19 @@ echo "== starting Redis on 127.0.0.1:16379"
 mkdir -p "$WORK/redis"
 redis-server --port 16379 --bind 127.0.0.1 --dir "$WORK/redis" --appendonly yes \
   --appendfsync always --save "" --daemonize no >"$WORK/redis.log" 2>&1 &
-SERVERS+=($!)
-wait_for Redis 80 redis-cli -p 16379 ping
-export STRATA_TEST_REDIS=redis://127.0.0.1:16379/0
+server_started $!
+
+echo "== starting a 3-member etcd cluster on 127.0.0.1:12379,22379,32379"
+ETCD_CLUSTER="e1=http://127.0.0.1:12380,e2=http://127.0.0.1:22380,e3=http://127.0.0.1:32380"
+for n in 1 2 3; do
+  etcd --name "e$n" --data-dir "$WORK/etcd$n" \
+    --listen-client-urls "http://127.0.0.1:${n}2379" --advertise-client-urls "http://127.0.0.1:${n}2379" \
+    --listen-peer-urls "http://127.0.0.1:${n}2380" --initial-advertise-peer-urls "http://127.0.0.1:${n}2380" \
+    --initial-cluster "$ETCD_CLUSTER" --initial-cluster-state new --initial-cluster-token strata-test \
+    --max-txn-ops 10000 --max-request-bytes 10485760 --quota-backend-bytes 8589934592 \
+    >"$WORK/etcd$n.log" 2>&1 &
+  server_started $!
+done
 
 echo "== starting PostgreSQL on 127.0.0.1:15432"
 mkdir -p "$WORK/pg"
@@ -34,21 +48,12 @@ as_pg() { if [ "$PG_USER" = postgres ]; then runuser -u postgres -- "$@"; else "
 as_pg "$PG_BIN/initdb" -D "$WORK/pg/data" -A md5 --pwfile="$WORK/pg/pw" -U strata >/dev/null
 as_pg "$PG_BIN/postgres" -D "$WORK/pg/data" -p 15432 -k "$WORK/pg" \
   -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=on >"$WORK/pg.log" 2>&1 &
-SERVERS+=($!)
-wait_for PostgreSQL 120 env PGPASSWORD=strata-pg psql -h 127.0.0.1 -p 15432 -U strata -d postgres -c 'select 1'
+server_started $!
+
+wait_for Redis "$WORK/redis.log" 80 redis-cli -p 16379 ping
+export STRATA_TEST_REDIS=redis://127.0.0.1:16379/0
+wait_for PostgreSQL "$WORK/pg.log" 120 env PGPASSWORD=strata-pg psql -h 127.0.0.1 -p 15432 -U strata -d postgres -c 'select 1'
 PGPASSWORD=strata-pg psql -q -h 127.0.0.1 -p 15432 -U strata -d postgres -c 'create database strata_test'
 export STRATA_TEST_POSTGRES="postgres://strata:strata-pg@127.0.0.1:15432/strata_test"
-
-echo "== starting a 3-member etcd cluster on 127.0.0.1:12379,22379,32379"
-ETCD_CLUSTER="e1=http://127.0.0.1:12380,e2=http://127.0.0.1:22380,e3=http://127.0.0.1:32380"
-for n in 1 2 3; do
-  etcd --name "e$n" --data-dir "$WORK/etcd$n" \
-    --listen-client-urls "http://127.0.0.1:${n}2379" --advertise-client-urls "http://127.0.0.1:${n}2379" \
-    --listen-peer-urls "http://127.0.0.1:${n}2380" --initial-advertise-peer-urls "http://127.0.0.1:${n}2380" \
-    --initial-cluster "$ETCD_CLUSTER" --initial-cluster-state new --initial-cluster-token strata-test \
-    --max-txn-ops 10000 --max-request-bytes 10485760 --quota-backend-bytes 8589934592 \
-    >"$WORK/etcd$n.log" 2>&1 &
-  SERVERS+=($!)
-done
 export STRATA_TEST_ETCD="127.0.0.1:12379,127.0.0.1:22379,127.0.0.1:32379"
-wait_for etcd 120 env ETCDCTL_API=3 etcdctl --endpoints="$STRATA_TEST_ETCD" endpoint health
+wait_for etcd "$WORK/etcd1.log" 120 env ETCDCTL_API=3 etcdctl --endpoints="$STRATA_TEST_ETCD" endpoint health

