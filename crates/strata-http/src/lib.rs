@@ -25,7 +25,7 @@ pub use tokio_rustls::TlsAcceptor;
 pub mod metrics;
 pub mod users;
 
-pub use users::{User, UserInfo, UserStore, WebDavLimits};
+pub use users::{PosixIds, User, UserGrants, UserInfo, UserStore, WebDavLimits};
 
 /// What can go wrong outside a request: setting up a listener, managing users.
 #[derive(Debug, thiserror::Error)]

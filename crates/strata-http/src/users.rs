@@ -21,8 +21,11 @@ const HIDDEN_DIR: &str = ".strata-s3";
 const USERS_DIR: &str = "users";
 /// The xattr holding a user's record.
 pub const USER_XATTR: &[u8] = b"user.s3.user";
-/// Version of the user record.
+/// Version of a user record without POSIX ids (any reader may act for it as the server).
 const USER_VERSION: u32 = 1;
+/// Version of a user record with POSIX ids: a reader that did not know them would act
+/// for the user as the server, so older servers refuse such a record.
+const USER_VERSION_POSIX: u32 = 2;
 /// RENAME_NOREPLACE.
 const NOREPLACE: u32 = 1;
 
@@ -43,6 +46,16 @@ impl WebDavLimits {
     }
 }
 
+/// Who a user's requests act as in the file system, when not as the server itself: the
+/// volume's user and group ids and the supplementary groups.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PosixIds {
+    pub uid: u32,
+    pub gid: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<u32>,
+}
+
 /// A user's record as stored.
 #[derive(Serialize, Deserialize)]
 struct UserRecord {
@@ -53,6 +66,8 @@ struct UserRecord {
     created: i64,
     #[serde(default, skip_serializing_if = "WebDavLimits::is_none")]
     webdav: WebDavLimits,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    posix: Option<PosixIds>,
 }
 
 /// A user as listed (no secret).
@@ -62,6 +77,7 @@ pub struct UserInfo {
     /// Seconds since the epoch.
     pub created: i64,
     pub webdav: WebDavLimits,
+    pub posix: Option<PosixIds>,
 }
 
 /// A user as a server checks it.
@@ -69,6 +85,15 @@ pub struct UserInfo {
 pub struct User {
     pub secret: Secret,
     pub webdav: WebDavLimits,
+    /// The ids its requests act as; `None`: as the server.
+    pub posix: Option<PosixIds>,
+}
+
+/// What a new user is given beside its keys.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UserGrants {
+    pub webdav: WebDavLimits,
+    pub posix: Option<PosixIds>,
 }
 
 /// An access key: 3 to 128 of `A-Z a-z 0-9 . _ -`, not starting with a dot.
@@ -140,11 +165,11 @@ impl UserStore {
         &self,
         access_key: &str,
         secret: &Secret,
-        webdav: &WebDavLimits,
+        grants: &UserGrants,
     ) -> Result<(), FrontError> {
         check_access_key(access_key)?;
         check_secret_key(secret)?;
-        if let Some(subdir) = &webdav.subdir
+        if let Some(subdir) = &grants.webdav.subdir
             && !subdir.starts_with('/')
         {
             return Err(FrontError::InvalidUser(format!(
@@ -156,11 +181,16 @@ impl UserStore {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
         let record = UserRecord {
-            v: USER_VERSION,
+            v: if grants.posix.is_some() {
+                USER_VERSION_POSIX
+            } else {
+                USER_VERSION
+            },
             access_key: access_key.to_string(),
             secret_key: secret.expose().to_string(),
             created,
-            webdav: webdav.clone(),
+            webdav: grants.webdav.clone(),
+            posix: grants.posix.clone(),
         };
         let value = serde_json::to_vec(&record).map_err(|e| FrontError::Corrupt {
             what: access_key.to_string(),
@@ -236,6 +266,7 @@ impl UserStore {
                     access_key: record.access_key,
                     created: record.created,
                     webdav: record.webdav,
+                    posix: record.posix,
                 });
             }
         }
@@ -264,6 +295,7 @@ impl UserStore {
         Ok(record.map(|r| User {
             secret: Secret::new(r.secret_key),
             webdav: r.webdav,
+            posix: r.posix,
         }))
     }
 
@@ -280,7 +312,12 @@ impl UserStore {
         };
         let record: UserRecord =
             serde_json::from_slice(&raw).map_err(|e| corrupt(e.to_string()))?;
-        if record.v != USER_VERSION || record.access_key != name {
+        let known = match record.v {
+            USER_VERSION => record.posix.is_none(),
+            USER_VERSION_POSIX => record.posix.is_some(),
+            _ => false,
+        };
+        if !known || record.access_key != name {
             return Err(corrupt(format!(
                 "version {} for access key {:?}",
                 record.v, record.access_key
@@ -302,10 +339,17 @@ mod tests {
     #[tokio::test]
     async fn users_are_added_found_listed_and_removed() {
         let users = store().await;
-        let none = WebDavLimits::default();
-        let limited = WebDavLimits {
-            subdir: Some("/projects/b".into()),
-            read_only: true,
+        let none = UserGrants::default();
+        let limited = UserGrants {
+            webdav: WebDavLimits {
+                subdir: Some("/projects/b".into()),
+                read_only: true,
+            },
+            posix: Some(PosixIds {
+                uid: 1001,
+                gid: 1002,
+                groups: vec![7, 8],
+            }),
         };
         assert!(users.list().await.unwrap().is_empty());
         assert!(users.secret("alice").await.unwrap().is_none());
@@ -331,12 +375,17 @@ mod tests {
             .map(|u| u.access_key)
             .collect();
         assert_eq!(names, ["alice", "bob"]);
-        // WebDAV limits are kept with the user.
-        assert_eq!(users.user("bob").await.unwrap().unwrap().webdav, limited);
-        assert_eq!(users.user("alice").await.unwrap().unwrap().webdav, none);
-        let relative = WebDavLimits {
-            subdir: Some("projects".into()),
-            read_only: false,
+        // WebDAV limits and POSIX ids are kept with the user.
+        let bob = users.user("bob").await.unwrap().unwrap();
+        assert_eq!((bob.webdav, bob.posix), (limited.webdav, limited.posix));
+        let alice = users.user("alice").await.unwrap().unwrap();
+        assert_eq!((alice.webdav, alice.posix), (none.webdav, None));
+        let relative = UserGrants {
+            webdav: WebDavLimits {
+                subdir: Some("projects".into()),
+                read_only: false,
+            },
+            posix: None,
         };
         let r = users
             .add("dave", &Secret::new("dave-secret-1"), &relative)
@@ -350,7 +399,7 @@ mod tests {
 
     #[tokio::test]
     async fn bad_names_and_secrets_are_refused() {
-        let none = WebDavLimits::default();
+        let none = UserGrants::default();
         let users = store().await;
         for bad in ["ab", "../x", ".hidden", "a/b", "sp ace", &"x".repeat(129)] {
             let r = users.add(bad, &Secret::new("good-secret"), &none).await;
@@ -360,6 +409,54 @@ mod tests {
         for bad in ["short", "has space in it", "tab\there-x"] {
             let r = users.add("carol", &Secret::new(bad), &none).await;
             assert!(matches!(r, Err(FrontError::InvalidUser(_))), "{r:?}");
+        }
+    }
+
+    /// A record's version says whether it has POSIX ids: a v1 record with ids (which an
+    /// older server would serve as itself) and a v2 record without are refused.
+    #[tokio::test]
+    async fn a_record_whose_version_disagrees_with_its_ids_is_refused() {
+        let users = store().await;
+        let grants = UserGrants {
+            posix: Some(PosixIds {
+                uid: 5,
+                gid: 6,
+                groups: Vec::new(),
+            }),
+            ..UserGrants::default()
+        };
+        users
+            .add("erin", &Secret::new("erin-secret-1"), &grants)
+            .await
+            .unwrap();
+        let dir = users.users_dir().await.unwrap().unwrap();
+        let ino = users
+            .vfs
+            .lookup(&users.ctx, dir, b"erin")
+            .await
+            .unwrap()
+            .ino;
+        let raw = users
+            .vfs
+            .getxattr(&users.ctx, ino, USER_XATTR, 0)
+            .await
+            .unwrap();
+        let text = String::from_utf8(raw).unwrap();
+        assert!(text.contains(r#""v":2"#), "{text}");
+        for forged in [
+            text.replace(r#""v":2"#, r#""v":1"#),
+            text.replace(r#""v":2"#, r#""v":3"#),
+        ] {
+            users
+                .vfs
+                .setxattr(&users.ctx, ino, USER_XATTR, forged.as_bytes(), 0)
+                .await
+                .unwrap();
+            let r = users.user("erin").await;
+            assert!(
+                matches!(r, Err(FrontError::Corrupt { .. })),
+                "{forged}: {r:?}"
+            );
         }
     }
 }

@@ -14,6 +14,9 @@ use s3s::dto::{CopySource, Grant, Permission};
 use s3s::path::S3Path;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Result};
 
+use strata_http::UserStore;
+use strata_vfs::Ctx;
+
 use crate::Gateway;
 use crate::config::{BucketAccess, PublicBlock, grantee_matches};
 use crate::policy::{Verdict, Who};
@@ -22,6 +25,12 @@ use crate::policy::{Verdict, Who};
 pub(crate) struct Access {
     pub gateway: Gateway,
 }
+
+/// Who a request acts as in the file system when not as the gateway itself: a user kept
+/// in the volume with POSIX ids (`strata gateway user add --uid`). The access check puts
+/// it in the request's extensions; [`Gateway::acting_for`] takes it from there.
+#[derive(Clone, Debug)]
+pub(crate) struct Caller(pub(crate) Arc<Ctx>);
 
 fn denied() -> S3Error {
     S3Error::with_message(S3ErrorCode::AccessDenied, "Access Denied")
@@ -182,6 +191,23 @@ impl Access {
         }
     }
 
+    /// The ids the user `access_key` acts as, when it was given its own.
+    async fn caller(&self, access_key: &str) -> S3Result<Option<Ctx>> {
+        let gw = &self.gateway;
+        let users = UserStore::new(gw.vfs.clone(), gw.server_ctx.clone());
+        let user = users.user(access_key).await.map_err(|e| {
+            tracing::error!("reading the gateway's users: {e}");
+            S3Error::with_message(
+                S3ErrorCode::InternalError,
+                "cannot read the gateway's users",
+            )
+        })?;
+        let identity = &gw.vfs.options().identity;
+        Ok(user
+            .and_then(|u| u.posix)
+            .map(|ids| identity.volume_user(ids.uid, ids.gid, &ids.groups)))
+    }
+
     /// Who signed the request; `None` for the root user (no checks).
     fn who<T>(&self, req: &S3Request<T>) -> Option<Who> {
         self.who_of(req.credentials.as_ref())
@@ -205,10 +231,15 @@ impl S3Access for Access {
         if let Some(slot) = cx.extensions_mut().get::<OpName>() {
             let _ = slot.0.set(op_name);
         }
-        let op = cx.s3_op().name();
         let Some(who) = self.who_of(cx.credentials()) else {
             return Ok(());
         };
+        if let Who::User(key) = &who
+            && let Some(ctx) = self.caller(key).await?
+        {
+            cx.extensions_mut().insert(Caller(Arc::new(ctx)));
+        }
+        let op = cx.s3_op().name();
         match cx.s3_path() {
             // ListBuckets lists what the caller owns.
             S3Path::Root => match who {

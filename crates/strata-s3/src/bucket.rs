@@ -98,7 +98,7 @@ impl Gateway {
         };
         match self
             .vfs
-            .mkdir(&self.ctx, self.root(), name.as_bytes(), DIR_MODE)
+            .mkdir(self.ctx(), self.root(), name.as_bytes(), DIR_MODE)
             .await
         {
             Ok(entry) => self.claim_bucket(entry.ino, &name, &caller, acl).await?,
@@ -147,7 +147,7 @@ impl Gateway {
         if recorded.is_err()
             && let Err(e) = self
                 .vfs
-                .rmdir(&self.ctx, self.root(), name.as_bytes())
+                .rmdir(self.ctx(), self.root(), name.as_bytes())
                 .await
         {
             tracing::warn!("bucket {name} is left without its owner record: {e}");
@@ -169,7 +169,7 @@ impl Gateway {
         }
         match self
             .vfs
-            .rmdir(&self.ctx, self.root(), name.as_bytes())
+            .rmdir(self.ctx(), self.root(), name.as_bytes())
             .await
         {
             Ok(()) => Ok(S3Response::new(DeleteBucketOutput {})),

@@ -186,7 +186,7 @@ pub fn from_xml<T: for<'x> Deserialize<'x>>(raw: &[u8], what: &str) -> S3Result<
 impl Gateway {
     /// The xattr `name` of `ino`, if set.
     pub(crate) async fn load_xattr(&self, ino: Ino, name: &[u8]) -> S3Result<Option<Vec<u8>>> {
-        match self.vfs.getxattr(&self.ctx, ino, name, 0).await {
+        match self.vfs.getxattr(&self.server_ctx, ino, name, 0).await {
             Ok(v) => Ok(Some(v)),
             Err(Errno::ENODATA) => Ok(None),
             Err(e) => Err(fs_error(e, &String::from_utf8_lossy(name))),
@@ -204,10 +204,10 @@ impl Gateway {
         match value {
             Some(v) => self
                 .vfs
-                .setxattr(&self.ctx, ino, name, v, 0)
+                .setxattr(&self.server_ctx, ino, name, v, 0)
                 .await
                 .map_err(|e| fs_error(e, &what)),
-            None => match self.vfs.removexattr(&self.ctx, ino, name).await {
+            None => match self.vfs.removexattr(&self.server_ctx, ino, name).await {
                 Ok(()) | Err(Errno::ENODATA) => Ok(()),
                 Err(e) => Err(fs_error(e, &what)),
             },

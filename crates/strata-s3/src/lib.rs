@@ -28,6 +28,8 @@ mod tags;
 
 use std::sync::Arc;
 
+use std::borrow::Cow;
+
 use strata_vfs::{Ctx, Vfs};
 
 pub use serve::serve;
@@ -54,13 +56,38 @@ pub struct Gateway {
     vfs: Arc<Vfs>,
     opts: GatewayOptions,
     /// Who the gateway acts as in the file system.
-    ctx: Ctx,
+    server_ctx: Ctx,
+    /// Who this request acts as instead: a user kept in the volume with its own POSIX
+    /// ids ([`access::Caller`]).
+    caller: Option<Arc<Ctx>>,
 }
 
 impl Gateway {
     /// A gateway acting as the user `ctx` in the volume `vfs` serves.
     pub fn new(vfs: Arc<Vfs>, opts: GatewayOptions, ctx: Ctx) -> Gateway {
-        Gateway { vfs, opts, ctx }
+        Gateway {
+            vfs,
+            opts,
+            server_ctx: ctx,
+            caller: None,
+        }
+    }
+
+    /// Who the request acts as in the file system.
+    pub(crate) fn ctx(&self) -> &Ctx {
+        self.caller.as_deref().unwrap_or(&self.server_ctx)
+    }
+
+    /// The gateway as it serves `req`: acting as the request's user where the access
+    /// check found one with POSIX ids.
+    pub(crate) fn acting_for<T>(&self, req: &s3s::S3Request<T>) -> Cow<'_, Gateway> {
+        match req.extensions.get::<access::Caller>() {
+            Some(caller) => Cow::Owned(Gateway {
+                caller: Some(caller.0.clone()),
+                ..self.clone()
+            }),
+            None => Cow::Borrowed(self),
+        }
     }
 }
 

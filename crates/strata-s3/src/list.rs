@@ -103,6 +103,9 @@ impl Gateway {
             Err(strata_types::Errno::ENOENT | strata_types::Errno::ENOTDIR) => return Ok(out),
             Err(e) => return Err(fs_error(e, q.prefix)),
         };
+        if !self.may_list(start).await? {
+            return Err(fs_error(strata_types::Errno::EACCES, q.prefix));
+        }
         let key_prefix: String = dirs.iter().map(|d| format!("{d}/")).collect();
         let own_key = (!dirs.is_empty() && filter.is_empty()).then(|| key_prefix.clone());
         let mut stack = vec![self.cursor(start, key_prefix, filter.to_owned(), own_key, q.after)];
@@ -167,6 +170,11 @@ impl Gateway {
                         }
                         continue;
                     }
+                    if !self.may_list(entry.ino).await? {
+                        // Its keys are not this caller's to see (as `find` skips a
+                        // directory it may not read).
+                        continue;
+                    }
                     let child = self.cursor(
                         entry.ino,
                         dir_key.clone(),
@@ -180,6 +188,20 @@ impl Gateway {
             }
         }
         Ok(out)
+    }
+
+    /// Whether the request may read and search the directory `dir`: checked for a user
+    /// with its own POSIX ids; the gateway acting as itself lists what it serves.
+    async fn may_list(&self, dir: Ino) -> S3Result<bool> {
+        let Some(caller) = self.caller.as_deref() else {
+            return Ok(true);
+        };
+        let mask = strata_vfs::MAY_READ | strata_vfs::MAY_EXEC;
+        match self.vfs.access(caller, dir, mask).await {
+            Ok(()) => Ok(true),
+            Err(strata_types::Errno::EACCES) => Ok(false),
+            Err(e) => Err(fs_error(e, "listing")),
+        }
     }
 
     /// Emit an empty directory's own key; true when the page is full.

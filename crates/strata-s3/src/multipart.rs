@@ -86,7 +86,7 @@ impl Gateway {
         };
         let value = self
             .vfs
-            .getxattr(&self.ctx, entry.ino, UPLOAD_XATTR, 0)
+            .getxattr(&self.server_ctx, entry.ino, UPLOAD_XATTR, 0)
             .await
             .map_err(|_| no_such_upload(id))?;
         let info: UploadInfo = serde_json::from_slice(&value).map_err(|_| no_such_upload(id))?;
@@ -136,16 +136,16 @@ impl Gateway {
         };
         let dir = self
             .vfs
-            .mkdir(&self.ctx, uploads, id.as_bytes(), DIR_MODE)
+            .mkdir(self.ctx(), uploads, id.as_bytes(), DIR_MODE)
             .await
             .map_err(|e| fs_error(e, &input.key))?;
         let value = serde_json::to_vec(&info).unwrap_or_default();
         if let Err(e) = self
             .vfs
-            .setxattr(&self.ctx, dir.ino, UPLOAD_XATTR, &value, 0)
+            .setxattr(self.ctx(), dir.ino, UPLOAD_XATTR, &value, 0)
             .await
         {
-            let _ = self.vfs.rmdir(&self.ctx, uploads, id.as_bytes()).await;
+            let _ = self.vfs.rmdir(self.ctx(), uploads, id.as_bytes()).await;
             return Err(fs_error(e, &input.key));
         }
         let output = CreateMultipartUploadOutput {
@@ -255,7 +255,7 @@ impl Gateway {
     async fn md5_of_range(&self, ino: Ino, range: std::ops::Range<u64>) -> S3Result<[u8; 16]> {
         let (fh, _) = self
             .vfs
-            .open(&self.ctx, ino, 0)
+            .open(self.ctx(), ino, 0)
             .await
             .map_err(|e| fs_error(e, "copy source"))?;
         let mut md5 = Md5::new();

@@ -57,7 +57,7 @@ impl Gateway {
         let name = uuid::Uuid::new_v4().simple().to_string();
         let (entry, fh) = self
             .vfs
-            .create(&self.ctx, dir, name.as_bytes(), FILE_MODE)
+            .create(self.ctx(), dir, name.as_bytes(), FILE_MODE)
             .await
             .map_err(|e| fs_error(e, "temporary file"))?;
         Ok((
@@ -75,7 +75,7 @@ impl Gateway {
     pub(crate) async fn discard(&self, temp: &TempFile) {
         if let Err(e) = self
             .vfs
-            .unlink(&self.ctx, temp.dir, temp.name.as_bytes())
+            .unlink(self.ctx(), temp.dir, temp.name.as_bytes())
             .await
         {
             tracing::warn!("removing temporary file {}: errno {e}", temp.name);
@@ -192,7 +192,7 @@ impl Gateway {
         info.size = attr.length;
         info.mtime = attr.mtime;
         self.vfs
-            .setxattr(&self.ctx, temp.ino, INFO_XATTR, &info.encode(), 0)
+            .setxattr(self.ctx(), temp.ino, INFO_XATTR, &info.encode(), 0)
             .await
             .map_err(|e| fs_error(e, key))
     }
@@ -212,15 +212,15 @@ impl Gateway {
         let renamed = match replace {
             Replace::Any => {
                 self.vfs
-                    .rename(&self.ctx, from.0, from.1, to.0, to.1, 0)
+                    .rename(self.ctx(), from.0, from.1, to.0, to.1, 0)
                     .await
             }
             Replace::Nothing => {
                 self.vfs
-                    .rename(&self.ctx, from.0, from.1, to.0, to.1, NOREPLACE)
+                    .rename(self.ctx(), from.0, from.1, to.0, to.1, NOREPLACE)
                     .await
             }
-            Replace::Only(ino) => self.vfs.rename_replacing(&self.ctx, from, to, ino).await,
+            Replace::Only(ino) => self.vfs.rename_replacing(self.ctx(), from, to, ino).await,
         };
         match (renamed, replace) {
             (Ok(()), _) => Ok(()),
@@ -377,7 +377,7 @@ impl Gateway {
         let depth = path.dirs.len();
         let (removed, emptied) = match (path.name, &chain) {
             (Some(name), _) => (
-                self.vfs.unlink(&self.ctx, parent, name.as_bytes()).await,
+                self.vfs.unlink(self.ctx(), parent, name.as_bytes()).await,
                 depth,
             ),
             // The directory key itself: its directory goes if empty; one still holding
@@ -387,7 +387,7 @@ impl Gateway {
                 path.dirs.last(),
             ) {
                 (Some(above), Some(last)) => {
-                    match self.vfs.rmdir(&self.ctx, *above, last.as_bytes()).await {
+                    match self.vfs.rmdir(self.ctx(), *above, last.as_bytes()).await {
                         Err(Errno::ENOTEMPTY) => return Ok(()),
                         other => (other, depth - 1),
                     }
@@ -557,7 +557,7 @@ impl Gateway {
     ) -> S3Result<()> {
         let (src_fh, _) = self
             .vfs
-            .open(&self.ctx, src, 0)
+            .open(self.ctx(), src, 0)
             .await
             .map_err(|e| fs_error(e, "copy source"))?;
         let mut done = 0;

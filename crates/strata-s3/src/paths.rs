@@ -15,6 +15,8 @@ use crate::keys::HIDDEN_DIR;
 pub const DIR_MODE: u32 = 0o777;
 /// Mode of files the gateway creates, less its umask.
 pub const FILE_MODE: u32 = 0o666;
+/// Mode of the gateway's shared hidden directories: anyone adds, each removes its own.
+const SHARED_STICKY: u16 = 0o1777;
 
 impl Gateway {
     /// The directory the gateway serves (the volume root or `--subdir`).
@@ -35,7 +37,7 @@ impl Gateway {
         }
         match self
             .vfs
-            .lookup(&self.ctx, self.root(), bucket.as_bytes())
+            .lookup(self.ctx(), self.root(), bucket.as_bytes())
             .await
         {
             Ok(entry) if entry.attr.is_dir() => Ok(entry.ino),
@@ -46,7 +48,7 @@ impl Gateway {
 
     /// Look `name` up in `dir`.
     pub(crate) async fn lookup(&self, dir: Ino, name: &str) -> Result<Entry, Errno> {
-        self.vfs.lookup(&self.ctx, dir, name.as_bytes()).await
+        self.vfs.lookup(self.ctx(), dir, name.as_bytes()).await
     }
 
     /// How the gateway walks a key's directories: from the bucket's directory (no symlink
@@ -71,7 +73,7 @@ impl Gateway {
         let path = format!("{}/", dirs.join("/"));
         let found = self
             .vfs
-            .resolve(&self.ctx, Self::key_walk(from), path.as_bytes())
+            .resolve(self.ctx(), Self::key_walk(from), path.as_bytes())
             .await?;
         Ok((found.ino, found.chain))
     }
@@ -89,14 +91,30 @@ impl Gateway {
     /// Like [`Gateway::walk`], creating missing directories (`mkdir -p`). A directory
     /// another request creates at the same moment is used as found.
     pub(crate) async fn make_dirs(&self, from: Ino, dirs: &[&str]) -> Result<Ino, Errno> {
-        self.vfs.make_dirs(&self.ctx, from, dirs, DIR_MODE).await
+        self.vfs.make_dirs(self.ctx(), from, dirs, DIR_MODE).await
     }
 
-    /// The gateway's own directory `sub` (`tmp`, `uploads`) under the served root.
+    /// The gateway's own directory `sub` (`tmp`, `uploads`) under the served root, made
+    /// by the gateway itself. Requests of users with their own POSIX ids work there too,
+    /// so it is world-writable and sticky (as `/tmp`): each removes only its own entries.
     pub(crate) async fn hidden_dir(&self, sub: &str) -> S3Result<Ino> {
-        self.make_dirs(self.root(), &[HIDDEN_DIR, sub])
+        let fail = |e| fs_error(e, HIDDEN_DIR);
+        let dir = self
+            .vfs
+            .make_dirs(&self.server_ctx, self.root(), &[HIDDEN_DIR, sub], DIR_MODE)
             .await
-            .map_err(|e| fs_error(e, HIDDEN_DIR))
+            .map_err(fail)?;
+        if self.vfs.getattr(dir).await.map_err(fail)?.mode & 0o7777 != SHARED_STICKY {
+            let set = strata_vfs::SetAttr {
+                mode: Some(SHARED_STICKY),
+                ..Default::default()
+            };
+            self.vfs
+                .setattr(&self.server_ctx, dir, &set)
+                .await
+                .map_err(fail)?;
+        }
+        Ok(dir)
     }
 
     /// After deleting an object at `dirs`: remove the directories that became empty,
@@ -108,7 +126,7 @@ impl Gateway {
         for (parent, name) in chain.iter().zip(dirs).rev() {
             if self
                 .vfs
-                .rmdir(&self.ctx, *parent, name.as_bytes())
+                .rmdir(self.ctx(), *parent, name.as_bytes())
                 .await
                 .is_err()
             {
@@ -136,11 +154,11 @@ mod tests {
     #[tokio::test]
     async fn keys_of_the_path_table_find_what_the_paths_hold() {
         let gw = crate::test_gateway(false).await;
-        make_path_tree(&gw.vfs, &gw.ctx, gw.root()).await;
+        make_path_tree(&gw.vfs, gw.ctx(), gw.root()).await;
         for case in path_table().into_iter().filter(|c| !c.dots) {
             let got = match gw.find("b", &case.path).await {
                 Ok(found) => {
-                    let (fh, _) = gw.vfs.open(&gw.ctx, found.ino, 0).await.unwrap();
+                    let (fh, _) = gw.vfs.open(gw.ctx(), found.ino, 0).await.unwrap();
                     let bytes = gw.vfs.read(fh, 0, 1 << 20).await.unwrap();
                     gw.vfs.release(fh).await.unwrap();
                     Ok(bytes.to_vec())

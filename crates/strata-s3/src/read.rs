@@ -88,7 +88,7 @@ impl Gateway {
         );
         let found = self
             .vfs
-            .resolve(&self.ctx, Self::key_walk(bucket_dir), key_path.as_bytes())
+            .resolve(self.ctx(), Self::key_walk(bucket_dir), key_path.as_bytes())
             .await
             .map_err(missing)?;
         let attr = match found.attr {
@@ -118,7 +118,7 @@ impl Gateway {
         }
         let value = self
             .vfs
-            .getxattr(&self.ctx, ino, INFO_XATTR, 0)
+            .getxattr(&self.server_ctx, ino, INFO_XATTR, 0)
             .await
             .ok()?;
         ObjectInfo::decode(&value).filter(|info| info.holds_for(attr))
@@ -168,7 +168,7 @@ impl Gateway {
         } else {
             let (fh, _) = self
                 .vfs
-                .open(&self.ctx, found.ino, 0)
+                .open(self.ctx(), found.ino, 0)
                 .await
                 .map_err(|e| fs_error(e, &input.key))?;
             Some(read_body(self.vfs.clone(), fh, start, end))

@@ -112,7 +112,11 @@ impl Gateway {
         if !has_xattrs {
             return Ok(Tags::new());
         }
-        match self.vfs.getxattr(&self.ctx, ino, TAGS_XATTR, 0).await {
+        match self
+            .vfs
+            .getxattr(&self.server_ctx, ino, TAGS_XATTR, 0)
+            .await
+        {
             Ok(value) => Ok(serde_json::from_slice(&value).unwrap_or_default()),
             Err(Errno::ENODATA) => Ok(Tags::new()),
             Err(e) => Err(fs_error(e, "tags")),
@@ -122,14 +126,18 @@ impl Gateway {
     /// Replace the tags of `ino` (none removes the xattr).
     pub(crate) async fn store_tags(&self, ino: Ino, tags: &Tags) -> S3Result<()> {
         let done = if tags.is_empty() {
-            match self.vfs.removexattr(&self.ctx, ino, TAGS_XATTR).await {
+            match self
+                .vfs
+                .removexattr(&self.server_ctx, ino, TAGS_XATTR)
+                .await
+            {
                 Err(Errno::ENODATA) => Ok(()),
                 other => other,
             }
         } else {
             let value = serde_json::to_vec(tags).unwrap_or_default();
             self.vfs
-                .setxattr(&self.ctx, ino, TAGS_XATTR, &value, 0)
+                .setxattr(&self.server_ctx, ino, TAGS_XATTR, &value, 0)
                 .await
         };
         done.map_err(|e| fs_error(e, "tags"))
@@ -162,7 +170,7 @@ impl Gateway {
         });
         info.tags = tags;
         self.vfs
-            .setxattr(&self.ctx, found.ino, INFO_XATTR, &info.encode(), 0)
+            .setxattr(&self.server_ctx, found.ino, INFO_XATTR, &info.encode(), 0)
             .await
             .map_err(|e| fs_error(e, "tags"))
     }

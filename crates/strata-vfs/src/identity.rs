@@ -142,13 +142,7 @@ impl Identity {
     /// The volume identity a host caller acts as.
     pub fn caller(&self, mut ctx: Ctx) -> Ctx {
         ctx.umask |= self.umask;
-        let squash = self
-            .all_squash
-            .or(self.root_squash.filter(|_| ctx.uid == 0));
-        if let Some((uid, gid)) = squash {
-            ctx.uid = uid;
-            ctx.gid = gid;
-            ctx.groups.clear();
+        if self.squash(&mut ctx) {
             return ctx;
         }
         ctx.uid = self.uids.to_volume(ctx.uid);
@@ -157,6 +151,32 @@ impl Identity {
             *group = self.gids.to_volume(*group);
         }
         ctx
+    }
+
+    /// The identity of a gateway or WebDAV user kept with volume ids (`strata gateway user
+    /// add --uid`): squashed and given the umask as any caller, but not mapped, since its
+    /// ids are the volume's already.
+    pub fn volume_user(&self, uid: u32, gid: u32, groups: &[u32]) -> Ctx {
+        let mut ctx = Ctx::user(uid, gid);
+        ctx.groups = groups.to_vec();
+        ctx.umask = self.umask;
+        self.squash(&mut ctx);
+        ctx
+    }
+
+    /// Squash `ctx` where `--all-squash` or (for root) `--root-squash` says so, its
+    /// supplementary groups dropped; true when it was.
+    fn squash(&self, ctx: &mut Ctx) -> bool {
+        let squash = self
+            .all_squash
+            .or(self.root_squash.filter(|_| ctx.uid == 0));
+        let Some((uid, gid)) = squash else {
+            return false;
+        };
+        ctx.uid = uid;
+        ctx.gid = gid;
+        ctx.groups.clear();
+        true
     }
 
     /// An owner a caller names (`chown`), in the volume's numbering.
@@ -242,6 +262,29 @@ mod tests {
         assert_eq!(id.to_volume(None, Some(9)), (None, Some(9)));
         assert_eq!(id.shown_owner(2000, 300), (1000, 100));
         assert_eq!(id.shown_owner(3, 4), (3, 4));
+    }
+
+    #[test]
+    fn volume_users_are_squashed_but_not_mapped() {
+        let id = parse(IdentityOptions {
+            root_squash: Some("65534:65534"),
+            uid_map: Some("1000:2000"),
+            umask: Some("027"),
+            ..Default::default()
+        });
+        let u = id.volume_user(1000, 50, &[60, 70]);
+        assert_eq!(
+            (u.uid, u.gid, u.groups, u.umask),
+            (1000, 50, vec![60, 70], 0o027)
+        );
+        let r = id.volume_user(0, 0, &[1]);
+        assert_eq!((r.uid, r.gid, r.groups.len()), (65534, 65534, 0));
+        let all = parse(IdentityOptions {
+            all_squash: Some("9:9"),
+            ..Default::default()
+        });
+        let a = all.volume_user(1000, 50, &[60]);
+        assert_eq!((a.uid, a.gid, a.groups.len()), (9, 9, 0));
     }
 
     #[test]

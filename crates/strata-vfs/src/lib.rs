@@ -48,7 +48,10 @@ pub use dir::DirEntryPlus;
 pub use identity::{Identity, IdentityError, IdentityOptions};
 pub use internal::{ACCESSLOG_INO, CONFIG_INO, CONTROL_INO, STATS_INO, is_internal, log_time};
 /// Types of the metadata layer that front ends use through the VFS.
-pub use strata_meta::{Ctx, DirEntry, Entry, LockKind, PosixLock, SetAttr, StatFs, TimeSet};
+pub use strata_meta::{
+    Ctx, DirEntry, Entry, LockKind, MAY_EXEC, MAY_READ, MAY_WRITE, PosixLock, SetAttr, StatFs,
+    TimeSet,
+};
 /// How a front end interrupts a waiting request (a blocking lock).
 pub use tokio_util::sync::CancellationToken;
 

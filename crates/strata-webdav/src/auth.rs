@@ -34,6 +34,9 @@ pub(crate) struct Login {
     /// The volume path of `root` for the lock table; `None`: the server's root.
     pub lock_prefix: Option<String>,
     pub read_only: bool,
+    /// Who the request acts as in the file system: a volume user kept with POSIX ids;
+    /// `None`: the server itself.
+    pub ctx: Option<Ctx>,
 }
 
 /// Why a request is refused before it reaches the volume.
@@ -98,6 +101,7 @@ impl Authenticator {
             root: self.server_root,
             lock_prefix: None,
             read_only: false,
+            ctx: None,
         }
     }
 
@@ -126,7 +130,14 @@ impl Authenticator {
         if !same_secret(password.as_bytes(), found.secret.expose().as_bytes()) {
             return Err(Refusal::Credentials);
         }
-        self.limited(user, &found.webdav).await
+        let mut login = self.limited(user, &found.webdav).await?;
+        login.ctx = found.posix.map(|ids| {
+            self.vfs
+                .options()
+                .identity
+                .volume_user(ids.uid, ids.gid, &ids.groups)
+        });
+        Ok(login)
     }
 
     /// The login of a volume user with its WebDAV limits.
@@ -150,6 +161,7 @@ impl Authenticator {
             root,
             lock_prefix: Some(lock_prefix(Some(subdir))),
             read_only: limits.read_only,
+            ctx: None,
         })
     }
 
@@ -169,6 +181,7 @@ impl Authenticator {
 mod tests {
     #![allow(clippy::unwrap_used)] // test code
     use super::*;
+    use strata_http::{PosixIds, UserGrants};
 
     #[test]
     fn basic_credentials_are_decoded() {
@@ -222,12 +235,19 @@ mod tests {
             Err(Refusal::Credentials)
         ));
         assert!(matches!(auth.login(None).await, Err(Refusal::Credentials)));
-        let limits = WebDavLimits {
-            subdir: Some("/shared/team".into()),
-            read_only: true,
+        let grants = UserGrants {
+            webdav: WebDavLimits {
+                subdir: Some("/shared/team".into()),
+                read_only: true,
+            },
+            posix: Some(PosixIds {
+                uid: 1001,
+                gid: 1002,
+                groups: vec![300],
+            }),
         };
         auth.users
-            .add("alice", &Secret::new("alice-secret"), &limits)
+            .add("alice", &Secret::new("alice-secret"), &grants)
             .await
             .unwrap();
         let alice = auth
@@ -235,6 +255,14 @@ mod tests {
             .await
             .unwrap();
         assert!(alice.read_only);
+        let ctx = alice.ctx.as_ref().unwrap();
+        assert_eq!(
+            (ctx.uid, ctx.gid, ctx.groups.as_slice()),
+            (1001, 1002, &[300][..])
+        );
+        // The server's own user acts as the server.
+        let admin = auth.login(Some(&basic("admin", "admin-password"))).await;
+        assert!(admin.unwrap().ctx.is_none());
         assert_eq!(alice.lock_prefix.as_deref(), Some("/shared/team"));
         assert_ne!(alice.root, Ino::ROOT);
         assert!(matches!(
@@ -247,9 +275,12 @@ mod tests {
     async fn a_users_directory_outside_the_servers_root_is_refused() {
         let (auth, vfs) = authenticator(Some("/shared")).await;
         let users = UserStore::new(vfs, Ctx::root());
-        let outside = WebDavLimits {
-            subdir: Some("/elsewhere".into()),
-            read_only: false,
+        let outside = UserGrants {
+            webdav: WebDavLimits {
+                subdir: Some("/elsewhere".into()),
+                read_only: false,
+            },
+            posix: None,
         };
         users
             .add("bob", &Secret::new("bob-secret-1"), &outside)

@@ -30,6 +30,11 @@ impl DavFileSystem for VolumeFs {
         async move {
             let segs = segments(path).map_err(fs_error)?;
             let dir = self.walk_dir(&segs).await.map_err(fs_error)?;
+            // Listing a directory needs read permission on it, as readdir(3) does.
+            self.vfs()
+                .access(self.ctx(), dir, strata_vfs::MAY_READ)
+                .await
+                .map_err(fs_error)?;
             let listing = Listing::new(self.clone(), dir, key_of(&segs));
             let stream: FsStream<Box<dyn DavDirEntry>> =
                 Box::pin(futures::stream::unfold(listing, Listing::next));

@@ -60,6 +60,8 @@ pub struct VolumeFs {
     pub(crate) vol: Arc<Volume>,
     /// The directory this request sees as `/`: the server's root, or a user's directory.
     root: Ino,
+    /// Who this request acts as, when not as the server (a user with POSIX ids).
+    caller: Option<Arc<Ctx>>,
     /// Directories found by this request, by path (`a/b`): a directory is looked up once
     /// per request.
     walked: Arc<Walked>,
@@ -118,17 +120,19 @@ impl VolumeFs {
                 tmp_dir: tokio::sync::OnceCell::new(),
             }),
             root,
+            caller: None,
             walked: Arc::default(),
             stated: Arc::default(),
         }
     }
 
     /// The same file system with an empty walk cache, for a new request that sees `root`
-    /// as `/`.
-    pub fn for_request(&self, root: Ino) -> VolumeFs {
+    /// as `/` and acts as `caller` (`None`: as the server).
+    pub fn for_request(&self, root: Ino, caller: Option<Ctx>) -> VolumeFs {
         VolumeFs {
             vol: self.vol.clone(),
             root,
+            caller: caller.map(Arc::new),
             walked: Arc::default(),
             stated: Arc::default(),
         }
@@ -143,8 +147,9 @@ impl VolumeFs {
         &self.vol.vfs
     }
 
+    /// Who this request acts as in the file system.
     pub(crate) fn ctx(&self) -> &Ctx {
-        &self.vol.ctx
+        self.caller.as_deref().unwrap_or(&self.vol.ctx)
     }
 
     /// Forget what this request walked (after a change to the namespace).
@@ -251,17 +256,35 @@ impl VolumeFs {
         Ok((self.walk_dir(dirs).await?, name.to_vec()))
     }
 
-    /// The directory holding temporary files of PUTs, made on first use.
+    /// The directory holding temporary files of PUTs, made on first use by the server.
+    /// Requests of users with their own POSIX ids write there too, so it is made
+    /// world-writable and sticky (as `/tmp`): each can remove or rename only its own files.
     pub(crate) async fn tmp_dir(&self) -> Result<Ino, Errno> {
         let vol = &self.vol;
         vol.tmp_dir
-            .get_or_try_init(|| {
+            .get_or_try_init(|| async move {
                 let parts: [&[u8]; 2] = [HIDDEN_DIR, b"tmp"];
-                async move { vol.vfs.make_dirs(&vol.ctx, vol.root, &parts, 0o700).await }
+                let dir = vol.vfs.make_dirs(&vol.ctx, vol.root, &parts, 0o700).await?;
+                shared_sticky(&vol.vfs, &vol.ctx, dir).await?;
+                Ok(dir)
             })
             .await
             .copied()
     }
+}
+
+/// Make the directory `dir` mode 1777 (anyone may add files, each removes only its own)
+/// unless it is already.
+pub(crate) async fn shared_sticky(vfs: &Vfs, ctx: &Ctx, dir: Ino) -> Result<(), Errno> {
+    const SHARED_STICKY: u16 = 0o1777;
+    if vfs.getattr(dir).await?.mode & 0o7777 == SHARED_STICKY {
+        return Ok(());
+    }
+    let set = strata_vfs::SetAttr {
+        mode: Some(SHARED_STICKY),
+        ..Default::default()
+    };
+    vfs.setattr(ctx, dir, &set).await.map(|_| ())
 }
 
 /// Time of a nanosecond timestamp.

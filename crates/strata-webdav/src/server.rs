@@ -200,7 +200,7 @@ impl WebDavServer {
                 .insert("x-litmus", HeaderValue::from_static("depth-infinity"));
         }
         let mut config = DavConfig::new()
-            .filesystem(Box::new(inner.fs.for_request(login.root)))
+            .filesystem(Box::new(inner.fs.for_request(login.root, login.ctx)))
             .locksystem(Box::new(
                 inner.locks.for_request(login.lock_prefix.as_deref()),
             ));

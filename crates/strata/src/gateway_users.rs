@@ -6,7 +6,7 @@ use std::io::{BufRead, IsTerminal};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use strata_http::{UserStore, WebDavLimits};
+use strata_http::{PosixIds, UserGrants, UserStore, WebDavLimits};
 use strata_types::{MetaUrl, Secret};
 use strata_vfs::{Ctx, VfsOptions};
 
@@ -40,6 +40,17 @@ pub struct AddArgs {
     /// Through WebDAV, let the user read but change nothing
     #[arg(long)]
     webdav_read_only: bool,
+    /// Through the S3 gateway and WebDAV, act as this volume user id in the file system
+    /// (permissions and ACLs are checked for it; what it creates is its own). Without
+    /// --uid/--gid the user acts as the server does. Needs --gid
+    #[arg(long, value_name = "UID", requires = "gid")]
+    uid: Option<u32>,
+    /// The volume group id the user acts as (with --uid)
+    #[arg(long, value_name = "GID", requires = "uid")]
+    gid: Option<u32>,
+    /// Supplementary volume group ids, comma-separated (with --uid)
+    #[arg(long, value_name = "GID,...", value_delimiter = ',', requires = "uid")]
+    groups: Vec<u32>,
     #[command(flatten)]
     client: ClientArgs,
 }
@@ -90,6 +101,17 @@ fn read_secret() -> Result<Secret> {
     Ok(Secret::new(secret))
 }
 
+/// `uid:gid` and, when there are some, `+g1,g2`.
+fn posix_ids_text(ids: &PosixIds) -> String {
+    let mut text = format!("{}:{}", ids.uid, ids.gid);
+    if !ids.groups.is_empty() {
+        let groups: Vec<String> = ids.groups.iter().map(u32::to_string).collect();
+        text.push('+');
+        text.push_str(&groups.join(","));
+    }
+    text
+}
+
 pub fn run_user(cmd: UserCommand) -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -126,11 +148,21 @@ async fn run(cmd: UserCommand) -> Result<()> {
                 (generate_secret(), true)
             };
             let (client, store) = open(&a.meta_url, &a.client).await?;
-            let limits = WebDavLimits {
-                subdir: a.webdav_subdir.clone(),
-                read_only: a.webdav_read_only,
+            let grants = UserGrants {
+                webdav: WebDavLimits {
+                    subdir: a.webdav_subdir.clone(),
+                    read_only: a.webdav_read_only,
+                },
+                posix: match (a.uid, a.gid) {
+                    (Some(uid), Some(gid)) => Some(PosixIds {
+                        uid,
+                        gid,
+                        groups: a.groups.clone(),
+                    }),
+                    _ => None,
+                },
             };
-            let added = store.add(&a.access_key, &secret, &limits).await;
+            let added = store.add(&a.access_key, &secret, &grants).await;
             client.close().await.ok();
             added?;
             if generated {
@@ -146,7 +178,10 @@ async fn run(cmd: UserCommand) -> Result<()> {
             let users = store.list().await;
             client.close().await.ok();
             let users = users?;
-            println!("{:<40} {:<19} WEBDAV", "ACCESS KEY", "ADDED (UTC)");
+            println!(
+                "{:<40} {:<19} {:<24} WEBDAV",
+                "ACCESS KEY", "ADDED (UTC)", "ACTS AS"
+            );
             for u in users {
                 let added = time::OffsetDateTime::from_unix_timestamp(u.created)
                     .map(|t| {
@@ -165,7 +200,11 @@ async fn run(cmd: UserCommand) -> Result<()> {
                 if u.webdav.read_only {
                     webdav.push_str(" (read-only)");
                 }
-                println!("{:<40} {added:<19} {webdav}", u.access_key);
+                let acts_as = match &u.posix {
+                    None => "(the server)".to_string(),
+                    Some(ids) => posix_ids_text(ids),
+                };
+                println!("{:<40} {added:<19} {acts_as:<24} {webdav}", u.access_key);
             }
         }
         UserCommand::Remove(a) => {

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Volume, sh, strata, strata_ok};
+use common::{Daemon, Volume, aws_cli, curl, gateway_user, sh, strata, strata_ok};
 
 /// What a team sharing a directory does: named users, a default list that new files
 /// inherit (the umask then ignored), chmod moving the mask, copies that keep lists.
@@ -134,4 +134,167 @@ fn dump_and_load_keep_lists() {
     let loaded = Volume::existing(&url);
     let m = loaded.mount("loaded");
     assert_eq!(sh(&m.path, "getfacl -R d"), before);
+}
+
+/// One scenario through every front end: a named user (1001) reads a file its entry
+/// allows and not one whose mask takes the entry's read away, a user with no entry
+/// (1003) reads neither, and what 1001 writes is its own — on the mount (`setpriv`), the
+/// S3 gateway and WebDAV (volume users kept with `--uid/--gid`, so the servers act as
+/// them).
+#[test]
+fn named_users_and_masks_decide_alike_on_the_mount_s3_and_webdav() {
+    let vol = Volume::new_with(&["--enable-acl"]);
+    let m = vol.mount("mnt");
+    sh(
+        &m.path,
+        "mkdir shared && chmod 750 shared && echo open > shared/open.txt \
+         && echo masked > shared/masked.txt && chmod 640 shared/*.txt \
+         && setfacl -m u:1001:rwx shared && setfacl -m u:1001:r shared/open.txt \
+         && setfacl -m u:1001:r,m::- shared/masked.txt",
+    );
+    let fuse = sh(
+        &m.path,
+        r#"try() { if "$@" >/dev/null 2>&1; then echo "ok: $*"; else echo "denied: $*"; fi; }
+           as() { u=$1; shift; setpriv --reuid=$u --regid=$u --clear-groups "$@"; }
+           try as 1001 cat shared/open.txt
+           try as 1001 cat shared/masked.txt
+           try as 1003 cat shared/open.txt
+           try as 1001 sh -c 'echo fuse > shared/by-fuse'
+           try as 1003 ls shared"#,
+    );
+    assert_eq!(
+        fuse,
+        "ok: as 1001 cat shared/open.txt\n\
+         denied: as 1001 cat shared/masked.txt\n\
+         denied: as 1003 cat shared/open.txt\n\
+         ok: as 1001 sh -c echo fuse > shared/by-fuse\n\
+         denied: as 1003 ls shared\n"
+    );
+    for (user, id) in [("user-1001", "1001"), ("user-1003", "1003")] {
+        let args = ["add", user, "--secret-stdin", "--uid", id, "--gid", id];
+        let out = gateway_user(&vol, &args, &format!("{user}-secret\n"));
+        assert!(out.status.success(), "{out:?}");
+    }
+    let listed = gateway_user(&vol, &["list"], "");
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("1001:1001"),
+        "{listed:?}"
+    );
+    through_s3(&vol);
+    through_webdav(&vol);
+    let owners = sh(
+        &m.path,
+        "stat -c '%n %u' shared/by-fuse shared/by-s3 shared/by-dav",
+    );
+    assert_eq!(
+        owners,
+        "shared/by-fuse 1001\nshared/by-s3 1001\nshared/by-dav 1001\n"
+    );
+}
+
+/// The S3 half: the bucket policy lets both users get, put and list; the file system's
+/// permissions then decide as each user's ids.
+fn through_s3(vol: &Volume) {
+    let (root_key, root_secret) = ("gateway-key", "gateway-secret-123");
+    let args = ["gateway", &vol.meta_url, "127.0.0.1:0", "--cache-size", "0"];
+    let envs = [
+        ("STRATA_ACCESS_KEY", root_key),
+        ("STRATA_SECRET_KEY", root_secret),
+    ];
+    let gw = Daemon::start(vol, "gw", &args, &envs);
+    let policy = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow",
+        "Principal":{"AWS":["user-1001","user-1003"]},
+        "Action":["s3:GetObject","s3:PutObject","s3:ListBucket"],
+        "Resource":["arn:aws:s3:::e2e-vol","arn:aws:s3:::e2e-vol/*"]}]}"#;
+    let set = aws_cli(&gw.url, root_key, root_secret)
+        .args(["s3api", "put-bucket-policy", "--bucket", "e2e-vol"])
+        .args(["--policy", policy])
+        .output()
+        .unwrap();
+    assert!(set.status.success(), "{set:?}");
+    let as_user = |user: &str, args: &[&str]| -> (bool, String) {
+        let out = aws_cli(&gw.url, user, &format!("{user}-secret"))
+            .args(["s3api"])
+            .args(args)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let out = vol.dir.path().join("got");
+    let get = |user: &str, key: &str| {
+        let args = ["get-object", "--bucket", "e2e-vol", "--key", key];
+        as_user(user, &[&args[..], &[out.to_str().unwrap()]].concat())
+    };
+    assert!(get("user-1001", "shared/open.txt").0);
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "open\n");
+    for (user, key) in [
+        ("user-1001", "shared/masked.txt"),
+        ("user-1003", "shared/open.txt"),
+    ] {
+        let (ok, text) = get(user, key);
+        assert!(!ok && text.contains("AccessDenied"), "{user} {key}: {text}");
+    }
+    let body = vol.dir.path().join("body");
+    std::fs::write(&body, "s3").unwrap();
+    let put = [
+        "put-object",
+        "--bucket",
+        "e2e-vol",
+        "--key",
+        "shared/by-s3",
+        "--body",
+        body.to_str().unwrap(),
+    ];
+    let (ok, text) = as_user("user-1001", &put);
+    assert!(ok, "{text}");
+    let list = [
+        "list-objects-v2",
+        "--bucket",
+        "e2e-vol",
+        "--prefix",
+        "shared/",
+    ];
+    let (ok, text) = as_user("user-1001", &list);
+    assert!(ok && text.contains("shared/masked.txt"), "{text}");
+    let (ok, text) = as_user("user-1003", &list);
+    assert!(!ok && text.contains("AccessDenied"), "{text}");
+    gw.stop();
+}
+
+/// The WebDAV half: the same users log in with their keys.
+fn through_webdav(vol: &Volume) {
+    let args = ["webdav", &vol.meta_url, "127.0.0.1:0", "--cache-size", "0"];
+    let dav = Daemon::start(vol, "dav", &args, &[]);
+    let url = |path: &str| format!("{}{path}", dav.url);
+    let login = |user: &str| format!("{user}:{user}-secret");
+    let (u1001, u1003) = (login("user-1001"), login("user-1003"));
+    let (code, body) = curl(&["-u", &u1001, &url("shared/open.txt")]);
+    assert_eq!((code, body.as_str()), (200, "open\n"));
+    assert_eq!(curl(&["-u", &u1001, &url("shared/masked.txt")]).0, 403);
+    assert_eq!(curl(&["-u", &u1003, &url("shared/open.txt")]).0, 403);
+    let put = curl(&[
+        "-u",
+        &u1001,
+        "-X",
+        "PUT",
+        "--data-binary",
+        "dav",
+        &url("shared/by-dav"),
+    ]);
+    assert_eq!(put.0, 201, "{put:?}");
+    // A listing shows the directory itself, and its entries only to who may read it.
+    let propfind = |login: &str| {
+        let args = ["-X", "PROPFIND", "-H", "Depth: 1", "-u", login];
+        curl(&[&args[..], &[url("shared/").as_str()]].concat())
+    };
+    let (code, body) = propfind(&u1001);
+    assert!(code == 207 && body.contains("open.txt"), "{code} {body}");
+    let (code, body) = propfind(&u1003);
+    assert!(code == 207 && !body.contains("open.txt"), "{code} {body}");
+    dav.stop();
 }

@@ -39,14 +39,7 @@ fn aws(gw: &Daemon, args: &[&str]) -> String {
 }
 
 fn aws_with(gw: &Daemon, options: &[&str], args: &[&str]) -> String {
-    let out = run(Command::new(tool("STRATA_TEST_AWS"))
-        .args(options)
-        .args(["--endpoint-url", &gw.url, "--region", "us-east-1"])
-        .args(args)
-        .env("AWS_ACCESS_KEY_ID", KEY)
-        .env("AWS_SECRET_ACCESS_KEY", SECRET)
-        .env("AWS_CONFIG_FILE", "/dev/null")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null"));
+    let out = run(aws_cli(&gw.url, KEY, SECRET).args(options).args(args));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 

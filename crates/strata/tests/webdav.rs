@@ -23,18 +23,6 @@ fn webdav(vol: &Volume, name: &str, extra: &[&str]) -> Daemon {
     Daemon::start(vol, name, &args, &envs)
 }
 
-/// One curl request; returns the status code and the body.
-fn curl(args: &[&str]) -> (u16, String) {
-    let out = Command::new("curl")
-        .args(["-s", "-o", "-", "-w", "\n%{http_code}"])
-        .args(args)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (body, code) = text.rsplit_once('\n').unwrap();
-    (code.trim().parse().unwrap_or(0), body.to_string())
-}
-
 /// curl with the server's credentials.
 fn dav(args: &[&str]) -> (u16, String) {
     let creds = format!("{USER}:{PASSWORD}");

@@ -207,14 +207,14 @@ impl Gateway {
         for name in names {
             if let Err(e) = self
                 .vfs
-                .unlink(&self.ctx, upload.dir, name.as_bytes())
+                .unlink(self.ctx(), upload.dir, name.as_bytes())
                 .await
             {
                 tracing::warn!("removing part {name} of upload {id}: errno {e}");
             }
         }
         if let Ok(uploads) = self.hidden_dir("uploads").await
-            && let Err(e) = self.vfs.rmdir(&self.ctx, uploads, id.as_bytes()).await
+            && let Err(e) = self.vfs.rmdir(self.ctx(), uploads, id.as_bytes()).await
         {
             tracing::warn!("removing upload {id}: errno {e}");
         }
@@ -291,7 +291,7 @@ impl Gateway {
                 let id = String::from_utf8(e.name).ok()?;
                 let value = self
                     .vfs
-                    .getxattr(&self.ctx, e.ino, super::UPLOAD_XATTR, 0)
+                    .getxattr(&self.server_ctx, e.ino, super::UPLOAD_XATTR, 0)
                     .await
                     .ok()?;
                 Some((id, serde_json::from_slice::<UploadInfo>(&value).ok()?))

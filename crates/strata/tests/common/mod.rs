@@ -59,6 +59,35 @@ pub fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> bool {
     false
 }
 
+/// One curl request; returns the status code and the body.
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn curl(args: &[&str]) -> (u16, String) {
+    let out = Command::new("curl")
+        .args(["-s", "-o", "-", "-w", "\n%{http_code}"])
+        .args(args)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap();
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+/// The AWS CLI (from the test command's virtualenv) against `endpoint` with a key pair,
+/// reading no configuration of the machine's.
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn aws_cli(endpoint: &str, access_key: &str, secret: &str) -> Command {
+    let aws = std::env::var("STRATA_TEST_AWS").unwrap_or_else(|_| {
+        panic!("STRATA_TEST_AWS is not set: run the tests through scripts/test.sh")
+    });
+    let mut cmd = Command::new(aws);
+    cmd.args(["--endpoint-url", endpoint, "--region", "us-east-1"])
+        .env("AWS_ACCESS_KEY_ID", access_key)
+        .env("AWS_SECRET_ACCESS_KEY", secret)
+        .env("AWS_CONFIG_FILE", "/dev/null")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null");
+    cmd
+}
+
 /// Run a shell script in `dir`; returns stdout.
 pub fn sh(dir: &Path, script: &str) -> String {
     let out = run(Command::new("bash")
