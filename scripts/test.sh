@@ -69,10 +69,6 @@ fi
 # one per test; SeaweedFS (an independent production S3 implementation) is started once
 # for the compatibility run of the object store conformance suite.
 TOOLS="$HOME/.cache/strata/tools"
-if [ ! -x "$TOOLS/bin/s3s-fs" ]; then
-  echo "== [$(elapsed)] installing s3s-fs 0.14.1 (test S3 server)"
-  cargo install s3s-fs --version 0.14.1 --locked --features binary --root "$TOOLS"
-fi
 export S3S_FS_BIN="$TOOLS/bin/s3s-fs"
 # S3 clients for the gateway's end-to-end tests, each in its own virtualenv: boto3 at the
 # current version and before 1.36 (checksum behaviour differs), and the AWS CLI with
@@ -198,6 +194,11 @@ prepare_servers() {
 }
 ( set -euo pipefail; prepare_servers ) > "$WORK/prepare.log" 2>&1 &
 PREPARE_PID=$!
+
+if [ ! -x "$S3S_FS_BIN" ]; then
+  echo "== [$(elapsed)] installing s3s-fs 0.14.1 (test S3 server)"
+  cargo install s3s-fs --version 0.14.1 --locked --features binary --root "$TOOLS"
+fi
 
 echo "== [$(elapsed)] cargo fmt --check"
 cargo fmt --all -- --check
