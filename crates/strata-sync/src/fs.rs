@@ -14,8 +14,8 @@ use futures::future::BoxFuture;
 use tokio::io::AsyncWriteExt;
 
 use crate::endpoint::{
-    Endpoint, Entry, Kind, ListSender, Prune, TEMP_PREFIX, Writer, base_name, parent_key,
-    sort_as_keys,
+    ACL_ACCESS_XATTR, ACL_DEFAULT_XATTR, Acls, Endpoint, Entry, Kind, ListSender, Prune,
+    TEMP_PREFIX, Writer, base_name, parent_key, sort_as_keys,
 };
 use crate::walk::{Listing, walk};
 use crate::{Result, SyncError};
@@ -26,6 +26,8 @@ pub struct FsEndpoint {
     root: PathBuf,
     /// Keep symlinks as symlinks (`--links`); otherwise they are followed.
     links: bool,
+    /// Read access control lists with each entry (the run keeps permissions).
+    acls: bool,
     /// Names this run's temporary files.
     token: String,
     /// Directories read at once while listing (`--list-threads`).
@@ -50,6 +52,7 @@ impl FsEndpoint {
         Ok(FsEndpoint {
             root: root.to_path_buf(),
             links,
+            acls: false,
             token: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
             list_threads: 1,
             root_ino: meta.ino(),
@@ -62,14 +65,20 @@ impl FsEndpoint {
         self
     }
 
+    /// List entries with their access control lists (`--perms`).
+    pub fn with_acls(mut self, acls: bool) -> FsEndpoint {
+        self.acls = acls;
+        self
+    }
+
     fn path(&self, key: &str) -> PathBuf {
         self.root.join(key.trim_end_matches('/'))
     }
 }
 
 /// The entry for `name` in directory key `prefix`, from its `lstat` (and, when symlinks
-/// are followed, its target's `stat`).
-fn entry_of(path: &Path, key: String, links: bool) -> Result<Entry> {
+/// are followed, its target's `stat`), with its access control lists when `acls`.
+fn entry_of(path: &Path, key: String, links: bool, acls: bool) -> Result<Entry> {
     let lmeta = std::fs::symlink_metadata(path).map_err(|e| SyncError::io(&key, e))?;
     let (meta, target) = if lmeta.file_type().is_symlink() {
         if links {
@@ -97,6 +106,11 @@ fn entry_of(path: &Path, key: String, links: bool) -> Result<Entry> {
             "{key}: not a regular file, directory or symlink"
         )));
     };
+    let acls = if acls && kind != Kind::Symlink {
+        Some(read_acls(path, kind == Kind::Dir).map_err(|e| SyncError::io(&key, e))?)
+    } else {
+        None
+    };
     let key = if kind == Kind::Dir { key + "/" } else { key };
     Ok(Entry {
         key,
@@ -109,11 +123,73 @@ fn entry_of(path: &Path, key: String, links: bool) -> Result<Entry> {
         gid: Some(meta.gid()),
         target,
         id: meta.ino(),
+        acls,
     })
 }
 
+/// The access control lists of `path` (following a symlink; the default list only for a
+/// directory). A file system without them has none.
+fn read_acls(path: &Path, is_dir: bool) -> std::io::Result<Acls> {
+    Ok(Acls {
+        access: read_xattr(path, ACL_ACCESS_XATTR)?,
+        default: if is_dir {
+            read_xattr(path, ACL_DEFAULT_XATTR)?
+        } else {
+            None
+        },
+    })
+}
+
+/// The xattr `name` of `path`, `None` when it has none (or the file system keeps none).
+fn read_xattr(path: &Path, name: &str) -> std::io::Result<Option<Vec<u8>>> {
+    use rustix::io::Errno;
+    let absent = |e: Errno| e == Errno::NODATA || e == Errno::NOTSUP;
+    loop {
+        let size = match rustix::fs::getxattr_query(path, name) {
+            Ok(size) => size,
+            Err(e) if absent(e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let mut value = vec![0u8; size];
+        match rustix::fs::getxattr(path, name, &mut value[..]) {
+            Ok(len) => {
+                value.truncate(len);
+                return Ok(Some(value));
+            }
+            // It grew since its size was asked: ask again.
+            Err(Errno::RANGE) => {}
+            Err(e) if absent(e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Give `path` the lists `acls` (removing a list the source has not).
+fn write_acls(path: &Path, key: &str, acls: &Acls, is_dir: bool) -> Result<()> {
+    use rustix::io::Errno;
+    for (name, value) in acls.by_name(is_dir) {
+        let done = match value {
+            Some(v) => rustix::fs::setxattr(path, name, v, rustix::fs::XattrFlags::empty()),
+            None => match rustix::fs::removexattr(path, name) {
+                Err(Errno::NODATA | Errno::NOTSUP) => Ok(()),
+                other => other,
+            },
+        };
+        match done {
+            Ok(()) => {}
+            Err(Errno::NOTSUP) => {
+                return Err(SyncError::Check(format!(
+                    "{key}: the destination keeps no access control lists"
+                )));
+            }
+            Err(e) => return Err(SyncError::io(key, e.into())),
+        }
+    }
+    Ok(())
+}
+
 /// One directory's entries in key order (an unreadable one is an error entry).
-fn read_sorted(dir: &Path, prefix: &str, links: bool) -> Result<Vec<Result<Entry>>> {
+fn read_sorted(dir: &Path, prefix: &str, links: bool, acls: bool) -> Result<Vec<Result<Entry>>> {
     let mut names = Vec::new();
     let mut unnamed = Vec::new();
     let read = std::fs::read_dir(dir).map_err(|e| SyncError::io(prefix_or_root(prefix), e))?;
@@ -134,7 +210,7 @@ fn read_sorted(dir: &Path, prefix: &str, links: bool) -> Result<Vec<Result<Entry
     sort_as_keys(&mut names, |(n, d)| (n.as_str(), *d));
     let entries = names
         .into_iter()
-        .map(|(name, _)| entry_of(&dir.join(&name), format!("{prefix}{name}"), links));
+        .map(|(name, _)| entry_of(&dir.join(&name), format!("{prefix}{name}"), links, acls));
     Ok(unnamed.into_iter().chain(entries).collect())
 }
 
@@ -162,10 +238,12 @@ impl Endpoint for FsEndpoint {
     }
 
     async fn list(&self, after: Option<String>, prune: Arc<Prune>, tx: ListSender) -> Result<()> {
-        let links = self.links;
+        let (links, acls) = (self.links, self.acls);
         let read = |key: String, _: u64| -> BoxFuture<'static, Listing> {
             let dir = self.root.join(key.trim_end_matches('/'));
-            Box::pin(blocking("listing", move || read_sorted(&dir, &key, links)))
+            Box::pin(blocking("listing", move || {
+                read_sorted(&dir, &key, links, acls)
+            }))
         };
         let after = after.as_deref();
         walk(&read, self.root_ino, self.list_threads, after, &*prune, &tx).await
@@ -173,11 +251,11 @@ impl Endpoint for FsEndpoint {
 
     async fn stat(&self, key: &str) -> Result<Option<Entry>> {
         let path = self.path(key);
-        let (key, links) = (key.trim_end_matches('/').to_string(), self.links);
+        let (key, links, acls) = (key.trim_end_matches('/').to_string(), self.links, self.acls);
         blocking("stat", move || match std::fs::symlink_metadata(&path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(SyncError::io(&key, e)),
-            Ok(_) => entry_of(&path, key, links).map(Some),
+            Ok(_) => entry_of(&path, key, links, acls).map(Some),
         })
         .await
     }
@@ -281,8 +359,8 @@ impl Endpoint for FsEndpoint {
     }
 }
 
-/// Give `path` the mtime of `like` and, with `perms`, its mode, owner and group (symlinks:
-/// owner and group only).
+/// Give `path` the mtime of `like` and, with `perms`, its mode, owner, group and the
+/// access control lists it was listed with (symlinks: owner and group only).
 fn apply_attrs(path: &Path, key: &str, like: &Entry, perms: bool) -> Result<()> {
     let err = |e| SyncError::io(key, e);
     if like.kind != Kind::Symlink {
@@ -293,6 +371,9 @@ fn apply_attrs(path: &Path, key: &str, like: &Entry, perms: bool) -> Result<()> 
             .map_err(err)?;
         if perms && let Some(mode) = like.mode {
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(err)?;
+        }
+        if perms && let Some(acls) = &like.acls {
+            write_acls(path, key, acls, like.is_dir())?;
         }
     }
     if perms && (like.uid.is_some() || like.gid.is_some()) {

@@ -26,10 +26,13 @@ use crate::{Result, SyncError};
 /// The volumes a run opened, by the name their address gave (closed by [`close_all`]).
 pub type OpenVolumes = Vec<(String, Client)>;
 
-/// How endpoints are opened: symlinks kept (`--links`), and requests sized for `threads`.
+/// How endpoints are opened: symlinks kept (`--links`), access control lists read
+/// (`--perms`), and requests sized for `threads`.
 #[derive(Clone, Copy, Debug)]
 pub struct OpenHow {
     pub links: bool,
+    /// Entries carry their access control lists where the place has them (`--perms`).
+    pub acls: bool,
     pub threads: usize,
     /// Directories read at once while listing (`--list-threads`).
     pub list_threads: usize,
@@ -69,7 +72,7 @@ pub async fn open(
         if let Some((_, client)) = clients.iter().find(|(n, _)| n == name) {
             let ep = VolumeEndpoint::open(client.vfs.clone(), name, path, a.links, is_dst)
                 .await
-                .map(|ep| ep.with_list_threads(a.list_threads));
+                .map(|ep| ep.with_list_threads(a.list_threads).with_acls(a.acls));
             return Ok(Arc::new(ep.map_err(|e| failed(side, addr, e))?));
         }
         let url = std::env::var(name).map_err(|_| {
@@ -90,7 +93,7 @@ pub async fn open(
             .map_err(|e| failed(side, addr, e))?;
         let ep = VolumeEndpoint::open(client.vfs.clone(), name, path, a.links, is_dst)
             .await
-            .map(|ep| ep.with_list_threads(a.list_threads));
+            .map(|ep| ep.with_list_threads(a.list_threads).with_acls(a.acls));
         clients.push((name.to_string(), client));
         return Ok(Arc::new(ep.map_err(|e| failed(side, addr, e))?));
     }
@@ -123,7 +126,8 @@ pub async fn open(
     Ok(Arc::new(
         FsEndpoint::open(&path, a.links, is_dst)
             .map_err(|e| failed(side, addr, e))?
-            .with_list_threads(a.list_threads),
+            .with_list_threads(a.list_threads)
+            .with_acls(a.acls),
     ))
 }
 

@@ -12,8 +12,8 @@ use strata_vfs::paths::PathWalk;
 use strata_vfs::{Ctx, SetAttr, TimeSet, Vfs};
 
 use crate::endpoint::{
-    Endpoint, Entry, Kind, ListSender, Prune, TEMP_PREFIX, Writer, base_name, parent_key,
-    sort_as_keys,
+    ACL_ACCESS_XATTR, ACL_DEFAULT_XATTR, Acls, Endpoint, Entry, Kind, ListSender, Prune,
+    TEMP_PREFIX, Writer, base_name, parent_key, sort_as_keys,
 };
 use crate::walk::{Listing, walk};
 use crate::{Result, SyncError};
@@ -29,6 +29,8 @@ pub struct VolumeEndpoint {
     ctx: Ctx,
     name: String,
     links: bool,
+    /// Read access control lists with each entry (the run keeps permissions).
+    acls: bool,
     token: String,
     /// The directory the last file was created in (files come in key order, so most
     /// share it): its key and inode, saving a lookup per name on its path per file.
@@ -65,6 +67,7 @@ impl VolumeEndpoint {
             ctx,
             name: name.to_string(),
             links,
+            acls: false,
             token: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
             last_parent: parking_lot::Mutex::new(None),
             list_threads: 1,
@@ -75,6 +78,63 @@ impl VolumeEndpoint {
     pub fn with_list_threads(mut self, n: usize) -> VolumeEndpoint {
         self.list_threads = n.max(1);
         self
+    }
+
+    /// List entries with their access control lists (`--perms`).
+    pub fn with_acls(mut self, acls: bool) -> VolumeEndpoint {
+        self.acls = acls;
+        self
+    }
+
+    /// The lists of `ino` (the default list only for a directory). Only an inode whose
+    /// attributes say it may have extended attributes is asked: one with lists does.
+    async fn read_acls(&self, ino: Ino, attr: &Attr, key: &str) -> Result<Acls> {
+        let mut acls = Acls::default();
+        if !attr.xattrs {
+            return Ok(acls);
+        }
+        let read = |name: &'static str| async move {
+            match self.vfs.getxattr(&self.ctx, ino, name.as_bytes(), 0).await {
+                Ok(value) => Ok(Some(value)),
+                Err(Errno::ENODATA | Errno::EOPNOTSUPP) => Ok(None),
+                Err(e) => Err(SyncError::volume(key, e)),
+            }
+        };
+        acls.access = read(ACL_ACCESS_XATTR).await?;
+        if attr.is_dir() {
+            acls.default = read(ACL_DEFAULT_XATTR).await?;
+        }
+        Ok(acls)
+    }
+
+    /// Give `ino` (attributes `attr`) the lists `acls`, removing a list the source has
+    /// not (only asked of an inode that may have extended attributes).
+    async fn write_acls(&self, ino: Ino, attr: &Attr, key: &str, acls: &Acls) -> Result<()> {
+        for (name, value) in acls.by_name(attr.is_dir()) {
+            let done = match value {
+                Some(v) => {
+                    self.vfs
+                        .setxattr(&self.ctx, ino, name.as_bytes(), v, 0)
+                        .await
+                }
+                None if !attr.xattrs => Ok(()),
+                None => match self.vfs.removexattr(&self.ctx, ino, name.as_bytes()).await {
+                    Err(Errno::ENODATA | Errno::EOPNOTSUPP) => Ok(()),
+                    other => other,
+                },
+            };
+            match done {
+                Ok(()) => {}
+                Err(Errno::EOPNOTSUPP) => {
+                    return Err(SyncError::Check(format!(
+                        "{key}: the destination volume keeps no access control lists \
+                         (strata config META-URL --enable-acl)"
+                    )));
+                }
+                Err(e) => return Err(SyncError::volume(key, e)),
+            }
+        }
+        Ok(())
     }
 
     async fn lookup(&self, key: &str) -> std::result::Result<Ino, Errno> {
@@ -162,6 +222,11 @@ impl VolumeEndpoint {
                 )));
             }
         };
+        let acls = if self.acls && kind != Kind::Symlink {
+            Some(self.read_acls(ino, attr, &key).await?)
+        } else {
+            None
+        };
         Ok(Entry {
             key,
             kind,
@@ -173,6 +238,7 @@ impl VolumeEndpoint {
             gid: Some(attr.gid),
             target,
             id: ino.0,
+            acls,
         })
     }
 
@@ -192,11 +258,17 @@ impl VolumeEndpoint {
             set.uid = like.uid;
             set.gid = like.gid;
         }
-        self.vfs
+        let attr = self
+            .vfs
             .setattr(&self.ctx, ino, &set)
             .await
-            .map(drop)
-            .map_err(|e| SyncError::volume(key, e))
+            .map_err(|e| SyncError::volume(key, e))?;
+        match &like.acls {
+            Some(acls) if perms && like.kind != Kind::Symlink => {
+                self.write_acls(ino, &attr, key, acls).await
+            }
+            _ => Ok(()),
+        }
     }
 }
 

@@ -94,7 +94,7 @@ pub struct SyncArgs {
     /// Make directories, empty ones too (where the destination has directories)
     #[arg(long)]
     pub dirs: bool,
-    /// Keep mode, owner and group
+    /// Keep mode, owner, group and POSIX access control lists (where both sides have them)
     #[arg(long)]
     pub perms: bool,
     /// Copy symlinks as symlinks (without it, what they point to is copied)
@@ -163,6 +163,7 @@ impl From<&SyncArgs> for OpenHow {
     fn from(a: &SyncArgs) -> OpenHow {
         OpenHow {
             links: a.links,
+            acls: a.perms,
             threads: a.threads.max(1),
             list_threads: usize::try_from(a.list_threads).unwrap_or(1),
             no_https: a.no_https,

@@ -121,6 +121,7 @@ pub(crate) async fn work(a: &SyncArgs) -> Result<()> {
     };
     let how = OpenHow {
         links: job.copy.links,
+        acls: job.copy.perms,
         threads: a.threads.max(1),
         list_threads: 1,
         no_https: job.copy.no_https,

@@ -6,7 +6,9 @@
 
 mod common;
 
-use common::{Daemon, Volume, aws_cli, curl, gateway_user, sh, strata, strata_ok};
+use std::time::Duration;
+
+use common::{Daemon, Volume, aws_cli, curl, eventually, gateway_user, sh, strata, strata_ok};
 
 /// What a team sharing a directory does: named users, a default list that new files
 /// inherit (the umask then ignored), chmod moving the mask, copies that keep lists.
@@ -297,4 +299,55 @@ fn through_webdav(vol: &Volume) {
     let (code, body) = propfind(&u1003);
     assert!(code == 207 && !body.contains("open.txt"), "{code} {body}");
     dav.stop();
+}
+
+/// `strata sync --perms` keeps lists: local disk → a volume (opened without a mount) →
+/// local disk, `getfacl` alike at each step; a later run brings a directory's changed list
+/// in line; without `--perms` copies get none.
+#[test]
+fn sync_with_perms_keeps_lists_both_ways() {
+    let vol = Volume::new_with(&["--enable-acl"]);
+    let tmp = tempfile::tempdir().unwrap();
+    sh(
+        tmp.path(),
+        "mkdir -p src/team/sub && echo x > src/team/f && echo y > src/plain \
+         && setfacl -m u:1001:rwx,g:300:r-x src/team && setfacl -d -m u:1001:rwx src/team \
+         && setfacl -m u:1002:r src/team/f",
+    );
+    let sync = |args: &[&str]| {
+        let out = std::process::Command::new(common::STRATA)
+            .arg("sync")
+            .args(args)
+            .env("VOL", &vol.meta_url)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "sync {args:?}: {out:?}");
+    };
+    let lists = |dir: &std::path::Path| sh(dir, "getfacl -p team team/f team/sub plain");
+    let src = tmp.path().join("src");
+    let expected = lists(&src);
+    assert!(expected.contains("user:1002:r--"), "{expected}");
+    let s = src.to_str().unwrap();
+    sync(&["--dirs", "--perms", s, "strata://VOL/copy"]);
+    let m = vol.mount("mnt");
+    assert_eq!(lists(&m.path.join("copy")), expected);
+    let back = tmp.path().join("back");
+    sync(&[
+        "--dirs",
+        "--perms",
+        "strata://VOL/copy",
+        back.to_str().unwrap(),
+    ]);
+    assert_eq!(lists(&back), expected);
+    // A directory's list changed at the source is brought in line by the next run (the
+    // mount sees another client's change once its cached attributes expire).
+    sh(&src, "setfacl -m u:1003:r-x team && setfacl -k team");
+    sync(&["--dirs", "--perms", s, "strata://VOL/copy"]);
+    let (want, copy) = (lists(&src), m.path.join("copy"));
+    let converged = eventually(Duration::from_secs(10), || lists(&copy) == want);
+    assert!(converged, "{} != {want}", lists(&copy));
+    // Without --perms nothing of the lists is copied.
+    sync(&["--dirs", s, "strata://VOL/bare"]);
+    let bare = sh(&m.path.join("bare"), "getfacl -cp team team/f");
+    assert!(!bare.contains("user:100"), "{bare}");
 }
