@@ -459,6 +459,50 @@ pub async fn lists_survive_dump_and_load<S: TestStore>() {
     assert!(loaded.current_format().unwrap().enable_acl);
 }
 
+/// A deleted file keeps its list in the trash and brings it back when restored.
+pub async fn lists_survive_the_trash<S: TestStore>() {
+    let store = S::create();
+    let meta = volume_with(&store, test_format(1)).await;
+    let alice = user(ALICE, STAFF, &[]);
+    let bob = user(BOB, 101, &[]);
+    let d = meta.mkdir(&alice, Ino::ROOT, b"d", 0o777).await.unwrap();
+    let f = meta
+        .mknod(&alice, d.ino, b"f", FileType::Regular, 0o600, 0)
+        .await
+        .unwrap();
+    set(&meta, &alice, f.ino, XATTR_ACCESS, &shared_list())
+        .await
+        .unwrap();
+    let before = crate::meta::now_ns();
+    meta.unlink(&alice, d.ino, b"f").await.unwrap();
+    let mut trashed = Vec::new();
+    meta.trash_entries(before, crate::meta::now_ns() + 1, b"", |e| trashed.push(e))
+        .await
+        .unwrap();
+    assert_eq!(trashed.len(), 1, "{trashed:?}");
+    assert_eq!(
+        get(&meta, f.ino, XATTR_ACCESS).await.unwrap(),
+        shared_list()
+    );
+    assert_eq!(
+        meta.restore_entry(&trashed[0]).await.unwrap(),
+        crate::meta::RestoreOutcome::Restored
+    );
+    let back = meta.lookup(&alice, d.ino, b"f").await.unwrap();
+    assert_eq!(back.ino, f.ino);
+    assert_eq!(
+        get(&meta, f.ino, XATTR_ACCESS).await.unwrap(),
+        shared_list()
+    );
+    // bob's named entry still lets him write; carol, with none, may not read.
+    meta.access(&bob, f.ino, MAY_WRITE).await.unwrap();
+    let carol = user(CAROL, 102, &[]);
+    assert_eq!(
+        errno_of(meta.access(&carol, f.ino, MAY_READ).await),
+        Errno::EACCES
+    );
+}
+
 pub async fn volumes_without_lists_refuse_them<S: TestStore>() {
     let store = S::create();
     let format = crate::Format {
