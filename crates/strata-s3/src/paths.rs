@@ -15,8 +15,6 @@ use crate::keys::HIDDEN_DIR;
 pub const DIR_MODE: u32 = 0o777;
 /// Mode of files the gateway creates, less its umask.
 pub const FILE_MODE: u32 = 0o666;
-/// Mode of the gateway's shared hidden directories: anyone adds, each removes its own.
-const SHARED_STICKY: u16 = 0o1777;
 
 impl Gateway {
     /// The directory the gateway serves (the volume root or `--subdir`).
@@ -98,23 +96,10 @@ impl Gateway {
     /// by the gateway itself. Requests of users with their own POSIX ids work there too,
     /// so it is world-writable and sticky (as `/tmp`): each removes only its own entries.
     pub(crate) async fn hidden_dir(&self, sub: &str) -> S3Result<Ino> {
-        let fail = |e| fs_error(e, HIDDEN_DIR);
-        let dir = self
-            .vfs
-            .make_dirs(&self.server_ctx, self.root(), &[HIDDEN_DIR, sub], DIR_MODE)
+        self.vfs
+            .make_shared_dir(&self.server_ctx, self.root(), &[HIDDEN_DIR, sub], DIR_MODE)
             .await
-            .map_err(fail)?;
-        if self.vfs.getattr(dir).await.map_err(fail)?.mode & 0o7777 != SHARED_STICKY {
-            let set = strata_vfs::SetAttr {
-                mode: Some(SHARED_STICKY),
-                ..Default::default()
-            };
-            self.vfs
-                .setattr(&self.server_ctx, dir, &set)
-                .await
-                .map_err(fail)?;
-        }
-        Ok(dir)
+            .map_err(|e| fs_error(e, HIDDEN_DIR))
     }
 
     /// After deleting an object at `dirs`: remove the directories that became empty,

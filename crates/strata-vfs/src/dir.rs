@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use strata_meta::{Ctx, DirEntry, Meta};
+use strata_meta::{Ctx, DirEntry, Entry, Meta, SetAttr};
 use strata_types::{Attr, Errno, FileType, Ino};
 use tokio::task::JoinHandle;
 
@@ -265,7 +265,48 @@ impl Vfs {
         dirs: &[N],
         mode: u32,
     ) -> Result<Ino> {
+        Ok(self
+            .make_dirs_entry(ctx, from, dirs, mode)
+            .await?
+            .map_or(from, |e| e.ino))
+    }
+
+    /// [`Vfs::make_dirs`] for a directory the servers share among their users (their
+    /// temporary files): made by `ctx` (those above it with `mode`), then mode 1777 —
+    /// anyone may add entries, each may remove or rename only its own (as `/tmp`) —
+    /// unless it is already. Costs nothing more than `make_dirs` once it is.
+    pub async fn make_shared_dir<N: AsRef<[u8]>>(
+        &self,
+        ctx: &Ctx,
+        from: Ino,
+        dirs: &[N],
+        mode: u32,
+    ) -> Result<Ino> {
+        const SHARED_STICKY: u16 = 0o1777;
+        let Some(entry) = self.make_dirs_entry(ctx, from, dirs, mode).await? else {
+            return Ok(from);
+        };
+        if entry.attr.mode & 0o7777 != SHARED_STICKY {
+            let set = SetAttr {
+                mode: Some(SHARED_STICKY),
+                ..Default::default()
+            };
+            self.setattr(ctx, entry.ino, &set).await?;
+        }
+        Ok(entry.ino)
+    }
+
+    /// The entry of the last of `dirs` below `from` (`None` when `dirs` is empty), making
+    /// missing ones with `mode`.
+    async fn make_dirs_entry<N: AsRef<[u8]>>(
+        &self,
+        ctx: &Ctx,
+        from: Ino,
+        dirs: &[N],
+        mode: u32,
+    ) -> Result<Option<Entry>> {
         let mut at = from;
+        let mut last = None;
         for part in dirs {
             let name = part.as_ref();
             let entry = match self.lookup(ctx, at, name).await {
@@ -279,7 +320,8 @@ impl Vfs {
                 return Err(Errno::ENOTDIR);
             }
             at = entry.ino;
+            last = Some(entry);
         }
-        Ok(at)
+        Ok(last)
     }
 }

@@ -264,27 +264,13 @@ impl VolumeFs {
         vol.tmp_dir
             .get_or_try_init(|| async move {
                 let parts: [&[u8]; 2] = [HIDDEN_DIR, b"tmp"];
-                let dir = vol.vfs.make_dirs(&vol.ctx, vol.root, &parts, 0o700).await?;
-                shared_sticky(&vol.vfs, &vol.ctx, dir).await?;
-                Ok(dir)
+                vol.vfs
+                    .make_shared_dir(&vol.ctx, vol.root, &parts, 0o700)
+                    .await
             })
             .await
             .copied()
     }
-}
-
-/// Make the directory `dir` mode 1777 (anyone may add files, each removes only its own)
-/// unless it is already.
-pub(crate) async fn shared_sticky(vfs: &Vfs, ctx: &Ctx, dir: Ino) -> Result<(), Errno> {
-    const SHARED_STICKY: u16 = 0o1777;
-    if vfs.getattr(dir).await?.mode & 0o7777 == SHARED_STICKY {
-        return Ok(());
-    }
-    let set = strata_vfs::SetAttr {
-        mode: Some(SHARED_STICKY),
-        ..Default::default()
-    };
-    vfs.setattr(ctx, dir, &set).await.map(|_| ())
 }
 
 /// Time of a nanosecond timestamp.

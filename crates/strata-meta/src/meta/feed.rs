@@ -38,7 +38,7 @@ pub(crate) struct Beats {
     /// How many beats of any kind came back.
     alive: tokio::sync::watch::Sender<u64>,
     next: AtomicU64,
-    /// When beats still out were sent (taken before sending), oldest first.
+    /// When barrier beats still out were sent (taken before sending), oldest first.
     sent: parking_lot::Mutex<std::collections::VecDeque<(u64, Instant)>>,
 }
 
@@ -57,9 +57,13 @@ impl Default for Beats {
 }
 
 impl Beats {
-    /// The number of a beat about to be sent; when it comes back, everything committed
-    /// before now has arrived.
-    fn next_seq(&self) -> u64 {
+    /// The number of a beat about to be sent. A barrier's sending time is kept: when it
+    /// comes back, everything committed before then has arrived. (A liveness beat's is
+    /// not: etcd may answer one ahead of events, and it must not push a barrier out.)
+    fn next_seq(&self, barrier: bool) -> u64 {
+        if !barrier {
+            return self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        }
         let mut sent = self.sent.lock();
         let seq = self.next.fetch_add(1, Ordering::Relaxed) + 1;
         if sent.len() >= MAX_SENT {
@@ -69,7 +73,7 @@ impl Beats {
         seq
     }
 
-    /// When beat `seq` of this client was sent (forgetting it and older ones), if known.
+    /// When barrier `seq` of this client was sent (forgetting it and older ones), if known.
     fn sent_at(&self, seq: u64) -> Option<Instant> {
         let mut sent = self.sent.lock();
         let mut found = None;
@@ -162,7 +166,7 @@ impl Meta {
             return Ok(());
         }
         let mut returned = self.beats.returned.subscribe();
-        let seq = self.beats.next_seq();
+        let seq = self.beats.next_seq(true);
         self.engine.send_beat(seq, true).await?;
         let waited = tokio::time::timeout(SYNC_TIMEOUT, returned.wait_for(|s| *s >= seq)).await;
         match waited {
@@ -220,7 +224,7 @@ impl Follower {
                         last_beat = Instant::now();
                         // Only a barrier is ordered after every earlier change on every
                         // engine (etcd may answer a liveness beat ahead of events).
-                        let sent = self.beats.sent_at(seq).filter(|_| barrier);
+                        let sent = if barrier { self.beats.sent_at(seq) } else { None };
                         self.cache.beat_returned(BEAT_GRACE, sent);
                         self.beats.alive.send_modify(|n| *n += 1);
                         if barrier {
@@ -233,7 +237,7 @@ impl Follower {
                     if last_beat.elapsed() > BEAT_GRACE * 4 {
                         return KvError::Unavailable("no beat came back".into());
                     }
-                    if let Err(e) = self.engine.send_beat(self.beats.next_seq(), false).await {
+                    if let Err(e) = self.engine.send_beat(self.beats.next_seq(false), false).await {
                         return e;
                     }
                 }
