@@ -31,9 +31,11 @@
 //! of the volume, or it could pair an entry from before a rename with the inode's record
 //! from after it. Values are answered together only if they were read (or written) by one
 //! view of the engine — one transaction whose reads were a single snapshot — or if the feed
-//! has passed all of them: a barrier beat this client sent after the last of them was
-//! stored came back, so every change committed before that beat has arrived and none
-//! touched them ([`Seen`]). A transaction's trusted reads are checked together the same
+//! has passed a moment at which each was current, and none was dropped since: a barrier
+//! beat this client sent after it was stored came back (every change committed before
+//! that beat has arrived), or this client's own commit that wrote it was announced
+//! (announcements come in commit order: it was current at that commit's place) — see
+//! [`Seen`]. A transaction's trusted reads are checked together the same
 //! way ([`ReadCache::get_trusted_with`]). An own commit counts as an invalidation of what
 //! it wrote the moment it returns: a read that began before then and is stored after is
 //! not trusted (it may predate the commit, whose announcement has not arrived).
@@ -85,6 +87,8 @@ struct Entry {
     trusted: bool,
     /// The number of this client's commit that stored it.
     commit: Option<u64>,
+    /// That commit's own announcement has arrived ([`Seen::confirmed`]).
+    confirmed: bool,
     /// Every commit of this client up to this number had returned when the transaction
     /// that stored it started: their announcements cannot make it stale.
     after: u64,
@@ -109,6 +113,7 @@ impl Entry {
             views: self.views,
             at: self.at,
             version: self.version,
+            confirmed: self.confirmed,
         }
     }
 }
@@ -143,6 +148,8 @@ struct State {
     wholes: whole::Wholes,
     /// Commits whose written values were stored, about to count as returned.
     stored: std::collections::BTreeSet<u64>,
+    /// Commits announced by the feed before they returned: what they store is confirmed.
+    announced_early: std::collections::BTreeSet<u64>,
     /// Every change committed before this moment has arrived (a beat this client sent
     /// then came back through the feed).
     covered_until: Option<Instant>,
@@ -227,6 +234,33 @@ impl State {
             self.distrust_all();
         }
         self.own_uncertain.insert(seq);
+    }
+
+    /// The feed delivered this client's own commit `seq` of `keys`: the values that commit
+    /// stored were current at its place in the feed's order. One announced before it
+    /// returned confirms what it stores when it does.
+    fn own_announced(&mut self, keys: &[Key], seq: u64) {
+        let returned =
+            seq <= self.own_done || self.own_returned.contains(&seq) || self.stored.contains(&seq);
+        if returned {
+            self.confirm(keys.iter().map(|k| &k[..]), seq);
+        } else if !self.own_uncertain.contains(&seq) {
+            if self.announced_early.len() >= MAX_OUT_OF_ORDER {
+                self.announced_early.clear();
+            }
+            self.announced_early.insert(seq);
+        }
+    }
+
+    /// Mark what commit `seq` stored under `keys` (and still holds) as confirmed.
+    fn confirm<'k>(&mut self, keys: impl IntoIterator<Item = &'k [u8]>, seq: u64) {
+        for key in keys {
+            if let Some(e) = self.entries.get_mut(key)
+                && e.commit == Some(seq)
+            {
+                e.confirmed = true;
+            }
+        }
     }
 
     fn distrust_all(&mut self) {
@@ -406,6 +440,7 @@ impl ReadCache {
             state.note_uncertain(seq);
         }
         state.stored.remove(&seq);
+        state.announced_early.remove(&seq);
         state.own_returned.insert(seq);
         loop {
             let next = state.own_done + 1;
@@ -474,10 +509,13 @@ impl ReadCache {
                 if entry.value.as_deref() != value {
                     entry.value = value.map(<[u8]>::to_vec);
                     entry.views = Views::one(batch);
+                    entry.confirmed = false;
                 } else if entry.trusted && trusted {
+                    // Kept all along: still current since it was confirmed.
                     entry.views.add(batch);
                 } else {
                     entry.views = Views::one(batch);
+                    entry.confirmed = false;
                 }
                 (entry.at, entry.trusted, entry.commit, entry.after) =
                     (now, trusted, commit, after);
@@ -491,6 +529,7 @@ impl ReadCache {
                 version,
                 trusted,
                 commit,
+                confirmed: false,
                 after,
                 read_from,
             };
@@ -513,6 +552,9 @@ impl ReadCache {
         let mut state = self.state.lock();
         let batch = since.map_or(0, |s| s.batch);
         self.store(&mut state, known, since, Some(commit), batch);
+        if state.announced_early.remove(&commit) {
+            state.confirm(writes.iter().map(|(key, _)| &key[..]), commit);
+        }
         // Kept pages that hold a written key are stale now, and one being read may not be
         // kept; whole directories take the change in place.
         state.generation += 1;
@@ -565,6 +607,9 @@ impl ReadCache {
             return;
         };
         let generation = state.generation;
+        if let Some(seq) = own.filter(|s| *s != 0) {
+            state.own_announced(keys, seq);
+        }
         for key in keys {
             state.ranges.changed(key, generation);
             match own {
@@ -685,6 +730,7 @@ impl ReadCache {
             views: Views::one(since.batch),
             at: Instant::now(),
             version: 0,
+            confirmed: false,
         };
         state
             .ranges

@@ -207,6 +207,7 @@ mod tests {
             views: Default::default(),
             at: now,
             version: 0,
+            confirmed: false,
         }
     }
 

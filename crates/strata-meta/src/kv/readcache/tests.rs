@@ -398,3 +398,69 @@ fn a_read_that_began_before_an_own_commit_returned_is_not_trusted_over_it() {
         Some(vec![Some(b"nlink 2".to_vec())])
     );
 }
+
+#[test]
+fn values_of_own_commits_are_answered_together_once_the_feed_delivered_each() {
+    let cache = ReadCache::new(only_a);
+    cache.beat_returned(Duration::from_secs(5), None);
+    let (entry, record, dir) = (k("A-entry"), k("A-record"), k("A-dir"));
+    let put = |key: &Key, v: &[u8]| (key.clone(), Write::Put(v.to_vec()));
+    // A create (commit 1: entry, record, directory), then another create in the same
+    // directory (commit 2: the directory again): a lookup of the first file needs its
+    // entry and record (commit 1) with the directory (commit 2) — two views.
+    let g = cache.stamp();
+    cache.committed(
+        &[put(&entry, b"e1"), put(&record, b"r1"), put(&dir, b"d1")],
+        Some(g),
+        1,
+    );
+    cache.returned(1, true);
+    let g = cache.stamp();
+    cache.committed(&[put(&dir, b"d2")], Some(g), 2);
+    cache.returned(2, true);
+    let all = [entry.clone(), record.clone(), dir.clone()];
+    assert!(
+        cache.get_trusted(&all[..2]).is_some(),
+        "one commit: one view"
+    );
+    assert_eq!(cache.get_trusted(&all), None, "not delivered yet");
+    cache.invalidate(Some(&all), Some(1));
+    assert_eq!(cache.get_trusted(&all), None, "2 not delivered yet");
+    cache.invalidate(Some(std::slice::from_ref(&dir)), Some(2));
+    assert_eq!(
+        cache.get_trusted(&all),
+        Some(vec![
+            Some(b"e1".to_vec()),
+            Some(b"r1".to_vec()),
+            Some(b"d2".to_vec())
+        ]),
+        "each current at its commit's place, none changed since"
+    );
+    // A new value stored by a read is not confirmed; the same value read again is.
+    let g = cache.stamp();
+    cache.remember_all([(&record[..], Some(&b"r1"[..]))], Some(g), false);
+    assert!(cache.get_trusted(&all).is_some(), "kept all along");
+    let g = cache.stamp();
+    cache.remember_all([(&record[..], Some(&b"r2"[..]))], Some(g), false);
+    assert_eq!(
+        cache.get_trusted(&all),
+        None,
+        "a new value, feed not past it"
+    );
+    // A commit announced before it returned confirms what it stores.
+    let g = cache.stamp();
+    cache.invalidate(Some(std::slice::from_ref(&record)), Some(3));
+    cache.committed(&[put(&record, b"r3")], Some(g), 3);
+    cache.returned(3, true);
+    assert!(cache.get_trusted(&all).is_some(), "announced first");
+    // Another client's change drops what it touched; an own commit not yet delivered
+    // stands alone until it is.
+    cache.invalidate(Some(std::slice::from_ref(&dir)), None);
+    assert_eq!(cache.get_trusted(&all), None);
+    let g = cache.stamp();
+    cache.committed(&[put(&dir, b"d4")], Some(g), 4);
+    cache.returned(4, true);
+    assert_eq!(cache.get_trusted(&all), None);
+    cache.invalidate(Some(std::slice::from_ref(&dir)), Some(4));
+    assert!(cache.get_trusted(&all).is_some());
+}

@@ -56,11 +56,17 @@ pub struct Seen {
     /// When it was stored: after the read that returned it.
     pub(super) at: Instant,
     pub(super) version: u64,
+    /// The feed has delivered this client's own announcement of the commit that wrote it:
+    /// it was current at that commit's place in the feed's order, and is still kept, so
+    /// nothing delivered since changed it.
+    pub(super) confirmed: bool,
 }
 
 /// Whether kept values seen as `seen`, none dropped since, show one state of the volume:
-/// they share a view, or every change committed before the last of them was stored has
-/// arrived (`covered_until`) and none dropped them.
+/// they share a view, or the feed has passed a moment at which each was current — every
+/// change committed before it was stored has arrived (`covered_until`), or it is
+/// confirmed by its own commit's announcement — and none dropped them, so all of them
+/// are current at the feed's present place.
 pub(super) fn one_moment(
     seen: impl IntoIterator<Item = Seen>,
     covered_until: Option<Instant>,
@@ -69,13 +75,14 @@ pub(super) fn one_moment(
     let Some(first) = seen.next() else {
         return true;
     };
-    let (mut shared, mut latest, mut count) = (first.views, first.at, 1usize);
+    let passed = |s: &Seen| s.confirmed || covered_until.is_some_and(|c| s.at <= c);
+    let (mut shared, mut all_passed, mut count) = (first.views, passed(&first), 1usize);
     for s in seen {
         shared = shared.common(&s.views);
-        latest = latest.max(s.at);
+        all_passed &= passed(&s);
         count += 1;
     }
-    count == 1 || !shared.is_empty() || covered_until.is_some_and(|c| latest <= c)
+    count == 1 || !shared.is_empty() || all_passed
 }
 
 #[cfg(test)]
@@ -89,6 +96,7 @@ mod tests {
             views: v,
             at,
             version: 0,
+            confirmed: false,
         }
     }
 

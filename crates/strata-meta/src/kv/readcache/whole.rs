@@ -89,6 +89,7 @@ impl Wholes {
             views: Default::default(),
             at: whole.updated,
             version: 0,
+            confirmed: false,
         };
         Some((rows, seen))
     }
