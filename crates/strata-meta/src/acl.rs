@@ -259,6 +259,30 @@ impl Acl {
     }
 }
 
+/// `value` (the kernel's binary form of a list) with the id of every named user entry
+/// passed through `uid` and of every named group entry through `gid`, everything else as
+/// it was — also a malformed value, which the caller's validation still refuses.
+pub fn map_named_ids(value: &[u8], uid: impl Fn(u32) -> u32, gid: impl Fn(u32) -> u32) -> Vec<u8> {
+    let mut out = value.to_vec();
+    let Some((_, body)) = out.split_first_chunk_mut::<4>() else {
+        return out;
+    };
+    if body.len() % 8 != 0 {
+        return out;
+    }
+    for entry in body.chunks_exact_mut(8) {
+        let tag = u16::from_le_bytes([entry[0], entry[1]]);
+        let map: &dyn Fn(u32) -> u32 = match tag {
+            TAG_USER => &uid,
+            TAG_GROUP => &gid,
+            _ => continue,
+        };
+        let id = u32::from_le_bytes([entry[4], entry[5], entry[6], entry[7]]);
+        entry[4..8].copy_from_slice(&map(id).to_le_bytes());
+    }
+    out
+}
+
 /// Named entries by increasing id; EINVAL when one id is named twice.
 fn sort_named(list: &mut [(u32, u8)]) -> Result<(), Errno> {
     list.sort_unstable_by_key(|(id, _)| *id);

@@ -293,4 +293,22 @@ proptest! {
             prop_assert_eq!(granted, acl.other & want == want);
         }
     }
+
+    /// Mapping named ids renumbers exactly the named entries, and mapping back restores
+    /// the list (the same list, in the map's numbering).
+    #[test]
+    fn named_ids_map_and_map_back(acl in arb_acl(), shift in 1u32..1000) {
+        let value = acl.to_xattr();
+        let there = map_named_ids(&value, |u| u + shift, |g| g + 2 * shift);
+        let mapped = Acl::from_xattr(&there).unwrap().unwrap();
+        let users: Vec<_> = acl.users.iter().map(|(u, p)| (u + shift, *p)).collect();
+        let groups: Vec<_> = acl.groups.iter().map(|(g, p)| (g + 2 * shift, *p)).collect();
+        prop_assert_eq!(&mapped.users, &users);
+        prop_assert_eq!(&mapped.groups, &groups);
+        prop_assert_eq!((mapped.owner, mapped.group, mapped.mask, mapped.other),
+            (acl.owner, acl.group, acl.mask, acl.other));
+        let back = map_named_ids(&there, |u| u - shift, |g| g - 2 * shift);
+        prop_assert_eq!(back, value);
+        prop_assert_eq!(map_named_ids(&[1, 2, 3], |u| u + 1, |g| g), vec![1, 2, 3]);
+    }
 }

@@ -7,6 +7,8 @@
 //! owners a caller names (`chown`) are mapped the same way ([`Identity::to_volume`]);
 //! owners shown to the caller are mapped back ([`Identity::shown_owner`]) by the uid and gid
 //! maps only — a squashed caller sees the volume's owners as they are, as NFS shows them.
+//! Named entries of access control lists are mapped the same way both ways
+//! ([`Identity::acl_to_volume`], [`Identity::acl_to_host`]).
 
 use std::collections::HashMap;
 
@@ -191,6 +193,26 @@ impl Identity {
     pub fn shown_owner(&self, uid: u32, gid: u32) -> (u32, u32) {
         (self.uids.to_host(uid), self.gids.to_host(gid))
     }
+
+    /// An access control list a caller sets (`setfacl`, binary form): its named users and
+    /// groups in the volume's numbering, as `chown` maps owners. Squashing leaves them.
+    pub fn acl_to_volume(&self, value: &[u8]) -> Vec<u8> {
+        strata_meta::acl::map_named_ids(
+            value,
+            |u| self.uids.to_volume(u),
+            |g| self.gids.to_volume(g),
+        )
+    }
+
+    /// A list shown to the caller (`getfacl`): named entries in the host's numbering.
+    pub fn acl_to_host(&self, value: &[u8]) -> Vec<u8> {
+        strata_meta::acl::map_named_ids(value, |u| self.uids.to_host(u), |g| self.gids.to_host(g))
+    }
+
+    /// True when the uid or gid map renumbers anyone.
+    pub fn maps_ids(&self) -> bool {
+        !self.uids.to_volume.is_empty() || !self.gids.to_volume.is_empty()
+    }
 }
 
 #[cfg(test)]
@@ -262,6 +284,32 @@ mod tests {
         assert_eq!(id.to_volume(None, Some(9)), (None, Some(9)));
         assert_eq!(id.shown_owner(2000, 300), (1000, 100));
         assert_eq!(id.shown_owner(3, 4), (3, 4));
+    }
+
+    #[test]
+    fn named_entries_of_lists_are_mapped_both_ways() {
+        let id = parse(IdentityOptions {
+            uid_map: Some("1000:2000"),
+            gid_map: Some("100:300"),
+            root_squash: Some("9:9"),
+            ..Default::default()
+        });
+        assert!(id.maps_ids());
+        let acl = |user: u32, group: u32| {
+            strata_meta::acl::Acl {
+                owner: 6,
+                group: 4,
+                mask: Some(6),
+                other: 0,
+                users: vec![(user, 6)],
+                groups: vec![(group, 4)],
+            }
+            .to_xattr()
+        };
+        assert_eq!(id.acl_to_volume(&acl(1000, 100)), acl(2000, 300));
+        assert_eq!(id.acl_to_host(&acl(2000, 300)), acl(1000, 100));
+        assert_eq!(id.acl_to_volume(&acl(7, 8)), acl(7, 8), "unmapped ids stay");
+        assert!(!parse(IdentityOptions::default()).maps_ids());
     }
 
     #[test]

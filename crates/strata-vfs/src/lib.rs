@@ -452,6 +452,14 @@ impl Vfs {
         self.writable()?;
         let flags = XattrFlags::from_bits(flags).map_err(from_meta)?;
         self.xattr_free.forget(ino);
+        let identity = &self.options().identity;
+        let mapped;
+        let value = if strata_meta::acl::is_acl_xattr(name) && identity.maps_ids() {
+            mapped = identity.acl_to_volume(value);
+            &mapped[..]
+        } else {
+            value
+        };
         self.meta
             .setxattr(ctx, ino, name, value, flags)
             .await
@@ -464,10 +472,16 @@ impl Vfs {
         if absent_is_enodata && self.xattr_free.has_none(ino) {
             return Err(Errno::ENODATA);
         }
-        self.meta
+        let value = self
+            .meta
             .getxattr(ctx, ino, name, size)
             .await
-            .map_err(from_meta)
+            .map_err(from_meta)?;
+        let identity = &self.options().identity;
+        if strata_meta::acl::is_acl_xattr(name) && identity.maps_ids() {
+            return Ok(identity.acl_to_host(&value));
+        }
+        Ok(value)
     }
 
     pub async fn listxattr(&self, ctx: &Ctx, ino: Ino, size: usize) -> Result<Vec<u8>> {

@@ -108,3 +108,45 @@ fn bad_identity_options_are_refused_with_the_option_named() {
         assert!(out.contains(flag), "{flag} {value}: {out}");
     }
 }
+
+/// Named entries of access control lists follow the uid and gid maps like owners do: a
+/// host that numbers the volume's user 2001 as 1001 names 1001 in `setfacl`, the volume
+/// keeps 2001, and that host's 1001 is the one the entry lets in.
+#[test]
+fn named_entries_of_lists_follow_the_maps() {
+    let vol = Volume::new_with(&["--enable-acl"]);
+    let plain = vol.mount("plain");
+    sh(
+        &plain.path,
+        "mkdir open && chmod 777 open && echo data > open/f && chmod 600 open/f",
+    );
+    let mapped = vol.mount_with(
+        "mapped",
+        &["--uid-map", "1001:2001", "--gid-map", "1001:2001"],
+    );
+    let entries = |dir: &std::path::Path| {
+        sh(dir, "getfacl -n --omit-header open/f | grep -E '^(user|group):[0-9]'")
+    };
+    sh(&mapped.path, "setfacl -m u:1001:r,g:1001:r open/f");
+    assert_eq!(entries(&mapped.path), "user:1001:r--\ngroup:1001:r--\n");
+    assert_eq!(
+        entries(&plain.path),
+        "user:2001:r--\ngroup:2001:r--\n",
+        "kept in the volume's numbering"
+    );
+    let read_as_1001 = |dir: &std::path::Path| {
+        sh(
+            dir,
+            "(setpriv --reuid=1001 --regid=1001 --clear-groups cat open/f 2>&1 || true) \
+             | sed 's/.*: //'",
+        )
+    };
+    assert_eq!(read_as_1001(&mapped.path), "data\n", "host 1001 is volume 2001");
+    assert!(
+        read_as_1001(&plain.path).contains("Permission denied"),
+        "the volume's own 1001 is not named"
+    );
+    // Set through the plain mount in the volume's numbering, shown mapped back.
+    sh(&plain.path, "setfacl -m u:2001:rw open/f");
+    assert_eq!(entries(&mapped.path), "user:1001:rw-\ngroup:1001:r--\n");
+}
