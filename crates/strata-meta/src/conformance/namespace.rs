@@ -139,6 +139,16 @@ pub async fn create_and_lookup<S: TestStore>() {
         .unwrap();
     assert_eq!(inner.attr.gid, 0);
     assert_eq!(inner.attr.mode & 0o2000, 0o2000);
+    // A file a non-member creates there keeps setgid only without group execute (then it
+    // marks mandatory locking), as Linux's mode_strip_sgid.
+    for (mode, dir, kept) in [(0o2750, sg.ino, false), (0o2640, sg.ino, true)] {
+        let name = format!("f{mode:o}");
+        let f = meta
+            .mknod(&meta_ctx, dir, name.as_bytes(), FileType::Regular, mode, 0)
+            .await
+            .unwrap();
+        assert_eq!(f.attr.mode & 0o2000 != 0, kept, "{mode:o}");
+    }
     // `.trash` at the root is the trash directory and cannot be created.
     assert_eq!(
         meta.lookup(&Ctx::root(), Ino::ROOT, TRASH_NAME)

@@ -599,9 +599,12 @@ pub(super) fn new_inode(
     let mut mode = node.mode & 0o7777;
     let dir_setgid = dir.core.mode & 0o2000 != 0;
     let gid = if dir_setgid { dir.core.gid } else { ctx.gid };
+    // Linux's mode_strip_sgid: a new file in a setgid directory keeps a group-executable
+    // setgid only for a creator in that group; without group execute the bit means
+    // mandatory locking and stays.
     if node.kind == FileType::Directory && dir_setgid {
         mode |= 0o2000;
-    } else if mode & 0o2000 != 0 && !ctx.is_root() && !ctx.in_group(gid) {
+    } else if mode & 0o2010 == 0o2010 && dir_setgid && !ctx.is_root() && !ctx.in_group(gid) {
         mode &= !0o2000;
     }
     let nlink = if node.kind == FileType::Directory {
