@@ -477,8 +477,10 @@ async fn serve(mut client: TcpStream, id: u64, shared: Arc<Shared>, stop: Cancel
     let losing = Arc::new(AtomicBool::new(false));
     let (client_read, client_write) = client.into_split();
     let (server_read, server_write) = server.into_split();
+    let generation = *shared.reset_all.borrow();
     let up = Pump {
         id,
+        generation,
         up: true,
         shared: shared.clone(),
         reset: reset.clone(),
@@ -516,6 +518,10 @@ async fn serve(mut client: TcpStream, id: u64, shared: Arc<Shared>, stop: Cancel
 #[derive(Clone)]
 struct Pump {
     id: u64,
+    /// `reset_all`'s count when the connection opened: once it moves, nothing more is
+    /// forwarded, even before the reset task has run (a test that resets and then lets
+    /// answers pass must not see the tail of an answer it cut).
+    generation: u64,
     /// Client to server.
     up: bool,
     shared: Arc<Shared>,
@@ -560,6 +566,10 @@ impl Pump {
 
     /// Apply the standing fault to one chunk; false when the connection is done.
     async fn forward(&self, chunk: &[u8], to: &mut OwnedWriteHalf) -> bool {
+        if *self.shared.reset_all.borrow() != self.generation {
+            self.reset.cancel();
+            return false;
+        }
         let fault = *self.shared.fault.borrow();
         let discard = match fault {
             Fault::Blackhole => true,

@@ -251,34 +251,45 @@ fn warmup_through_one_member_serves_the_others() {
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
 
+    // One GET per block; a peer that misses the 500 ms acknowledgement (a loaded test
+    // machine) is passed over and the block fetched by the asker too: each such
+    // fallback may add one GET, and is counted.
+    let fallbacks = |ms: &[Member]| -> u64 {
+        ms.iter()
+            .map(|m| m.stat("strata_group_peer_fallbacks"))
+            .sum()
+    };
+    // GETs since `since` (GETs, fallbacks): `want`, plus at most one per fallback.
+    let gets_within = |since: (u64, u64), want: u64, why: &str| {
+        let gets = total_gets(&members) - since.0;
+        let extra = fallbacks(&members) - since.1;
+        assert!(
+            (want..=want + extra).contains(&gets),
+            "{why}: {gets} GETs, {extra} fallbacks"
+        );
+    };
+    let start = (base, fallbacks(&members));
     let out = warm(&members[0], &[], "set");
     assert!(out.contains("warmed 2 files, 32 blocks"), "{out}");
-    assert_eq!(total_gets(&members) - base, 32);
+    gets_within(start, 32, "one GET per block");
     let out = warm(&members[2], &["--check"], "set");
     assert!(out.contains("(100.00%)"), "{out}");
+    let warmed = (total_gets(&members), fallbacks(&members));
     assert_eq!(md5(&members[1].path.join("set/one")), sum);
-    assert_eq!(
-        total_gets(&members) - base,
-        32,
-        "warmed blocks read through b cost no GET"
-    );
+    gets_within(warmed, 0, "warmed blocks read through b cost no GET");
 
     let out = warm(&members[1], &["--evict"], "set");
     assert!(out.contains("evicted 32 blocks"), "{out}");
     let out = warm(&members[0], &["--check"], "set");
     assert!(out.contains("(0.00%)"), "{out}");
 
-    let before = total_gets(&members);
+    let before = (total_gets(&members), fallbacks(&members));
     warm(
         &members[0],
         &["--range", "0:8M", "--range", "60M:", "--priority", "low"],
         "part",
     );
-    assert_eq!(
-        total_gets(&members) - before,
-        3,
-        "two blocks from 0, one from 60 MiB"
-    );
+    gets_within(before, 3, "two blocks from 0, one from 60 MiB");
     let out = warm(&members[1], &["--check"], "part");
     assert!(out.contains("cached (18.75%)"), "{out}");
 }

@@ -100,9 +100,10 @@ fn two_servers_share_locks_and_a_dead_servers_lock_lapses() {
     let doc_a = format!("{}doc.txt", a.url);
     let doc_b = format!("{}doc.txt", b.url);
     assert_eq!(dav(&["-T", "-", &doc_a]).0, 201);
+    // Taken before asking: the server starts the lock's clock while it answers.
+    let locked_at = Instant::now();
     let (code, body) = dav_lock(&doc_a, &["Timeout: Second-4"]);
     assert_eq!(code, 200, "{body}");
-    let locked_at = Instant::now();
     let token = lock_token(&body);
     // The other server honours the lock...
     let (code, _) = dav(&["-X", "PUT", "--data", "from b", &doc_b]);
