@@ -4,7 +4,7 @@
 //! FILES empty files in one fresh directory, each phase timed; and `strata bench
 //! stat-while-writing DIR`, the latency of `stat` on a file while another thread writes
 //! a large file to it (mount with `--attr-cache 0` so every `stat` reaches the file
-//! system).
+//! system); `strata bench populate`, a generated volume of N files ([`crate::populate_cmd`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -28,6 +28,8 @@ enum BenchKind {
     Meta(MetaBenchArgs),
     /// Latency of stat on a file while it is being written (and fsynced at the end).
     StatWhileWriting(StatBenchArgs),
+    /// Make a new volume holding N generated files (no data), at the engine's speed.
+    Populate(crate::populate_cmd::PopulateArgs),
 }
 
 #[derive(Debug, Args)]
@@ -58,6 +60,7 @@ pub fn run_bench(a: BenchArgs) -> Result<()> {
     match a.kind {
         Some(BenchKind::Meta(m)) => meta_storm(&m),
         Some(BenchKind::StatWhileWriting(s)) => stat_while_writing(&s),
+        Some(BenchKind::Populate(p)) => crate::populate_cmd::run_populate(p),
         None => match a.standard.dir.clone() {
             Some(dir) => crate::bench_std::run(&a.standard, &dir),
             None => bail!("which directory? `strata bench DIR` (or `strata bench meta DIR`)"),

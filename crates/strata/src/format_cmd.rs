@@ -128,24 +128,29 @@ pub struct StatusArgs {
     session: Option<u64>,
 }
 
-pub fn run_format(a: FormatArgs) -> Result<()> {
-    let bucket = match (&a.bucket, a.storage.as_str()) {
-        (Some(b), _) => b.clone(),
+/// The bucket a new volume uses: as given, or the default for file and mem storage; a
+/// file bucket's directory is created (0700) and named by its absolute path.
+pub fn new_bucket(bucket: Option<&str>, storage: &str) -> Result<String> {
+    let bucket = match (bucket, storage) {
+        (Some(b), _) => b.to_string(),
         (None, "file") => wiring::home_path("local").to_string_lossy().into_owned(),
         (None, "mem") => "mem".into(),
         (None, other) => bail!("--bucket is required for {other} storage"),
     };
-    let bucket = if a.storage == "file" {
-        // Like JuiceFS, format creates the local bucket directory: readable by its owner
-        // only, for it holds every file's data.
-        wiring::create_private_dir(Path::new(&bucket))
-            .with_context(|| format!("cannot create bucket directory {bucket}"))?;
-        std::fs::canonicalize(&bucket)?
-            .to_string_lossy()
-            .into_owned()
-    } else {
-        bucket
-    };
+    if storage != "file" {
+        return Ok(bucket);
+    }
+    // Like JuiceFS, format creates the local bucket directory: readable by its owner
+    // only, for it holds every file's data.
+    wiring::create_private_dir(Path::new(&bucket))
+        .with_context(|| format!("cannot create bucket directory {bucket}"))?;
+    Ok(std::fs::canonicalize(&bucket)?
+        .to_string_lossy()
+        .into_owned())
+}
+
+pub fn run_format(a: FormatArgs) -> Result<()> {
+    let bucket = new_bucket(a.bucket.as_deref(), &a.storage)?;
     let mut format = Format {
         block_size_kib: block_size_kib(a.block_size)?,
         compression: a.compress.clone(),

@@ -21,6 +21,7 @@ mod maint_cmd;
 mod metrics_endpoint;
 mod mount_cmd;
 mod objbench_cmd;
+mod populate_cmd;
 mod profile_cmd;
 mod progress;
 mod quota_cmd;

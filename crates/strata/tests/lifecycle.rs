@@ -625,3 +625,52 @@ fn the_mount_backs_metadata_up_into_the_bucket() {
     let m = restored.mount("mnt");
     assert_eq!(checksums(&m.path), expected, "a backup restores the volume");
 }
+
+/// `strata bench populate` makes a volume that fsck finds clean and a mount lists in the
+/// shape asked for, files reading as zeros of their lengths; it refuses an engine that
+/// already holds something.
+#[test]
+fn populate_makes_a_clean_volume_in_the_shape_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite3://{}", dir.path().join("pop.db").display());
+    let bucket = dir.path().join("bucket");
+    let bucket = bucket.to_str().unwrap();
+    let args = [
+        "bench",
+        "populate",
+        &url,
+        "pop-vol",
+        "--files",
+        "3000",
+        "--per-dir",
+        "100",
+        "--file-size",
+        "1K-1M",
+        "--bucket",
+        bucket,
+    ];
+    let out = strata_ok(&args);
+    assert!(
+        out.contains("3000 files in 31 directories (1 levels below /wide)"),
+        "{out}"
+    );
+    let fsck = strata_ok(&["fsck", &url]);
+    assert!(
+        fsck.contains("3000 files") && fsck.contains("volume is clean"),
+        "{fsck}"
+    );
+    let vol = Volume::existing(&url);
+    let m = vol.mount("m");
+    assert_eq!(
+        sh(&m.path, "ls wide | wc -l; find wide -type f | wc -l"),
+        "30\n3000\n"
+    );
+    let first = m.path.join("wide/d00/f0000");
+    let length = std::fs::metadata(&first).unwrap().len();
+    assert!((1024..=1 << 20).contains(&length), "{length}");
+    let data = std::fs::read(&first).unwrap();
+    assert!(u64::try_from(data.len()) == Ok(length) && data.iter().all(|b| *b == 0));
+    drop(m);
+    let (ok, again) = strata(&args);
+    assert!(!ok && again.contains("not empty"), "{again}");
+}

@@ -213,6 +213,7 @@ macro_rules! meta_conformance_tests {
             lifecycle::trash_restore_and_purge, lifecycle::remove_tree_goes_through_the_trash,
             lifecycle::dump_and_load_round_trip, lifecycle::dump_of_a_subdir_becomes_a_volume,
             lifecycle::quotas_limit_and_count, lifecycle::subdir_dumps_never_undercount_shared_slices,
+            lifecycle::populated_volumes_check_clean,
             special::tmpfiles_live_until_closed_or_linked,
             special::rename_whiteout_leaves_a_char_device,
             special::open_directories_outlive_their_removal,

@@ -51,23 +51,37 @@ impl Meta {
         input: &mut (dyn BufRead + Send),
         progress: &mut (dyn FnMut(u64) + Send),
     ) -> Result<DumpStats> {
-        self.ensure_empty().await?;
         let mut text = String::new();
+        let mut number = 0usize;
+        let lines = std::iter::from_fn(move || {
+            text.clear();
+            match input.read_line(&mut text) {
+                Ok(0) => None,
+                Ok(_) => {
+                    number += 1;
+                    Some(serde_json::from_str(text.trim_end()).map_err(|e| bad(number, e)))
+                }
+                Err(e) => Some(Err(MetaError::Invalid(format!("reading the dump: {e}")))),
+            }
+        });
+        self.load_lines(lines, progress).await
+    }
+
+    /// Load dump lines (as [`load_dump`](Self::load_dump) reads them, or made by a
+    /// generator) into this client's engine, which must be empty.
+    pub async fn load_lines(
+        &self,
+        lines: impl Iterator<Item = Result<DumpLine>> + Send,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> Result<DumpStats> {
+        self.ensure_empty().await?;
         let mut number = 0usize;
         let mut loader = Loader::default();
         let mut header: Option<(Format, std::collections::BTreeMap<String, i64>)> = None;
         let mut ended = false;
-        loop {
-            text.clear();
-            let read = input
-                .read_line(&mut text)
-                .map_err(|e| MetaError::Invalid(format!("reading the dump: {e}")))?;
-            if read == 0 {
-                break;
-            }
+        for line in lines {
+            let line = line?;
             number += 1;
-            let line: DumpLine =
-                serde_json::from_str(text.trim_end()).map_err(|e| bad(number, e))?;
             match line {
                 DumpLine::Header {
                     strata_dump,
@@ -141,7 +155,8 @@ impl Meta {
             .await?;
         if !any.is_empty() {
             return Err(MetaError::Invalid(
-                "the target engine is not empty; load only into an empty database".into(),
+                "the target engine is not empty; load (or populate) only into an empty database"
+                    .into(),
             ));
         }
         Ok(())
