@@ -6,6 +6,9 @@
 use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
 
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+
 use strata_types::{FileType, Ino, Slice};
 
 use super::acl_store::{AclIds, AclKind};
@@ -20,6 +23,8 @@ use crate::kv::{FieldOp, FieldUpdate, Key, Value};
 
 /// Puts per load transaction.
 const BATCH: usize = 500;
+/// Load transactions written at once.
+const IN_FLIGHT: usize = 8;
 
 /// Running state of a load.
 #[derive(Default)]
@@ -79,54 +84,73 @@ impl Meta {
         let mut loader = Loader::default();
         let mut header: Option<(Format, std::collections::BTreeMap<String, i64>)> = None;
         let mut ended = false;
-        for line in lines {
-            let line = line?;
-            number += 1;
-            match line {
-                DumpLine::Header {
-                    strata_dump,
-                    format,
-                    counters,
-                    ..
-                } => {
-                    if strata_dump > DUMP_VERSION {
-                        return Err(bad(
-                            number,
-                            format!("dump version {strata_dump} is newer than this client"),
-                        ));
+        let mut writing = FuturesUnordered::new();
+        // Every batch sent is awaited, also when a line is bad: none is left half done.
+        let read: Result<()> = async {
+            for line in lines {
+                let line = line?;
+                number += 1;
+                match line {
+                    DumpLine::Header {
+                        strata_dump,
+                        format,
+                        counters,
+                        ..
+                    } => {
+                        if strata_dump > DUMP_VERSION {
+                            return Err(bad(
+                                number,
+                                format!("dump version {strata_dump} is newer than this client"),
+                            ));
+                        }
+                        let format: Format =
+                            serde_json::from_value(format).map_err(|e| bad(number, e))?;
+                        header = Some((format, counters));
                     }
-                    let format: Format =
-                        serde_json::from_value(format).map_err(|e| bad(number, e))?;
-                    header = Some((format, counters));
-                }
-                _ if header.is_none() => return Err(bad(number, "no header line")),
-                DumpLine::Node(node) => loader.node(node, number)?,
-                DumpLine::Entry {
-                    parent,
-                    name,
-                    ino,
-                    kind,
-                } => {
-                    loader.entry(parent, &name.bytes()?, ino, kind, number)?;
-                }
-                DumpLine::SliceRef { id, size, refs } => {
-                    loader
-                        .batch
-                        .push((keys::slice_ref(id, size), codec::encode_slots(&[refs])));
-                    loader.stats.slice_refs += 1;
-                }
-                DumpLine::End { nodes, entries } => {
-                    if (nodes, entries) != (loader.stats.nodes, loader.stats.entries) {
-                        return Err(bad(number, "counts do not match the lines before it"));
+                    _ if header.is_none() => return Err(bad(number, "no header line")),
+                    DumpLine::Node(node) => loader.node(node, number)?,
+                    DumpLine::Entry {
+                        parent,
+                        name,
+                        ino,
+                        kind,
+                    } => {
+                        loader.entry(parent, &name.bytes()?, ino, kind, number)?;
                     }
-                    ended = true;
+                    DumpLine::SliceRef { id, size, refs } => {
+                        loader
+                            .batch
+                            .push((keys::slice_ref(id, size), codec::encode_slots(&[refs])));
+                        loader.stats.slice_refs += 1;
+                    }
+                    DumpLine::End { nodes, entries } => {
+                        if (nodes, entries) != (loader.stats.nodes, loader.stats.entries) {
+                            return Err(bad(number, "counts do not match the lines before it"));
+                        }
+                        ended = true;
+                    }
                 }
+                if loader.batch.len() >= BATCH {
+                    // Batches write disjoint keys: several go at once (a network engine's
+                    // round trips overlap), a bounded number.
+                    if writing.len() >= IN_FLIGHT
+                        && let Some(done) = writing.next().await
+                    {
+                        done?;
+                    }
+                    writing.push(self.put_batch(std::mem::take(&mut loader.batch)));
+                }
+                progress(u64::try_from(number).unwrap_or(u64::MAX));
             }
-            if loader.batch.len() >= BATCH {
-                self.put_batch(std::mem::take(&mut loader.batch)).await?;
-            }
-            progress(number as u64);
+            Ok(())
         }
+        .await;
+        let mut written = Ok(());
+        while let Some(done) = writing.next().await {
+            written = written.and(done);
+        }
+        read?;
+        written?;
         let Some((format, counters)) = header else {
             return Err(MetaError::Invalid("the dump is empty".into()));
         };
@@ -166,7 +190,7 @@ impl Meta {
         if batch.is_empty() {
             return Ok(());
         }
-        self.txn(|tx| {
+        self.uncached_txn(|tx| {
             let batch = batch.clone();
             Box::pin(async move {
                 for (k, v) in batch {

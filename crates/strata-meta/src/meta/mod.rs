@@ -338,6 +338,23 @@ impl Meta {
         self.txn_using(how, body).await
     }
 
+    /// [`Meta::txn`] for bulk writes (load, populate): the read cache is neither used nor
+    /// told, so millions of records written once do not crowd out what is worth keeping
+    /// (their announcements still drop anything the cache held under their keys).
+    pub(crate) async fn uncached_txn<'s, T, F>(&'s self, body: F) -> Result<T>
+    where
+        F: for<'t> FnMut(&'t mut Txn<'s>) -> TxnFuture<'t, T, MetaError>,
+    {
+        run_txn_cached(
+            self.engine.as_ref(),
+            None,
+            CacheUse::Inform,
+            &self.opts.retry,
+            body,
+        )
+        .await
+    }
+
     async fn txn_using<'s, T, F>(&'s self, how: CacheUse, body: F) -> Result<T>
     where
         F: for<'t> FnMut(&'t mut Txn<'s>) -> TxnFuture<'t, T, MetaError>,
