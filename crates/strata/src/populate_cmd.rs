@@ -27,16 +27,6 @@ enum Shape {
     Deep,
 }
 
-impl Shape {
-    fn top_name(self) -> &'static str {
-        match self {
-            Shape::Flat => "flat",
-            Shape::Wide => "wide",
-            Shape::Deep => "deep",
-        }
-    }
-}
-
 #[derive(Debug, Args)]
 pub struct PopulateArgs {
     /// Metadata engine URL of an empty database, e.g. sqlite3://big.db
@@ -123,6 +113,7 @@ pub fn run_populate(a: PopulateArgs) -> Result<()> {
     let bucket = new_bucket(a.bucket.as_deref(), &a.storage)?;
     let format = new_format(&a.name, &a.storage, bucket, &a.keys);
     format.validate()?;
+    let top = spec.shape.top_name();
     let lines = Population::new(spec, &format, strata_meta::now_ns())?;
     let rt = wiring::runtime()?;
     rt.block_on(async {
@@ -131,7 +122,11 @@ pub fn run_populate(a: PopulateArgs) -> Result<()> {
             MetaOptions::default(),
         );
         // Two lines per file and directory, the header, root, trash and end.
-        let total = (a.files + layout.dirs) * 2 + 4;
+        let total = a
+            .files
+            .saturating_add(layout.dirs)
+            .saturating_mul(2)
+            .saturating_add(4);
         let progress = Arc::new(Progress::default());
         progress.stage("writing records", total);
         let view = ProgressView::start(progress.clone());
@@ -143,17 +138,19 @@ pub fn run_populate(a: PopulateArgs) -> Result<()> {
             .await;
         drop(view);
         let stats = loaded.with_context(|| format!("populate {}", a.meta_url))?;
-        let secs = started.elapsed().as_secs_f64().max(1e-9);
+        let took = started.elapsed();
+        let millis = u64::try_from(took.as_millis()).unwrap_or(u64::MAX).max(1);
         println!(
             "volume {}: {} files in {} directories ({} levels below /{}), {} inodes in \
-             {secs:.1} s ({:.0} inodes/s)",
+             {:.1} s ({} inodes/s)",
             a.name,
             a.files,
             layout.dirs,
             layout.levels,
-            a.shape.top_name(),
+            top,
             stats.nodes,
-            f64::from(u32::try_from(stats.nodes).unwrap_or(u32::MAX)) / secs,
+            took.as_secs_f64(),
+            stats.nodes.saturating_mul(1000) / millis,
         );
         Ok(())
     })

@@ -42,6 +42,12 @@ struct Loader {
     last_entry: Option<(u64, u64)>,
     /// Access control lists written so far, by id (the volume starts with none).
     acls: AclIds,
+    /// Lines taken so far.
+    lines: usize,
+    /// The header line's format record and id counters.
+    header: Option<(Format, std::collections::BTreeMap<String, i64>)>,
+    /// The end line came, its counts matching.
+    ended: bool,
 }
 
 fn bad(line: usize, what: impl std::fmt::Display) -> MetaError {
@@ -80,56 +86,12 @@ impl Meta {
         progress: &mut (dyn FnMut(u64) + Send),
     ) -> Result<DumpStats> {
         self.ensure_empty().await?;
-        let mut number = 0usize;
         let mut loader = Loader::default();
-        let mut header: Option<(Format, std::collections::BTreeMap<String, i64>)> = None;
-        let mut ended = false;
         let mut writing = FuturesUnordered::new();
         // Every batch sent is awaited, also when a line is bad: none is left half done.
         let read: Result<()> = async {
             for line in lines {
-                let line = line?;
-                number += 1;
-                match line {
-                    DumpLine::Header {
-                        strata_dump,
-                        format,
-                        counters,
-                        ..
-                    } => {
-                        if strata_dump > DUMP_VERSION {
-                            return Err(bad(
-                                number,
-                                format!("dump version {strata_dump} is newer than this client"),
-                            ));
-                        }
-                        let format: Format =
-                            serde_json::from_value(format).map_err(|e| bad(number, e))?;
-                        header = Some((format, counters));
-                    }
-                    _ if header.is_none() => return Err(bad(number, "no header line")),
-                    DumpLine::Node(node) => loader.node(node, number)?,
-                    DumpLine::Entry {
-                        parent,
-                        name,
-                        ino,
-                        kind,
-                    } => {
-                        loader.entry(parent, &name.bytes()?, ino, kind, number)?;
-                    }
-                    DumpLine::SliceRef { id, size, refs } => {
-                        loader
-                            .batch
-                            .push((keys::slice_ref(id, size), codec::encode_slots(&[refs])));
-                        loader.stats.slice_refs += 1;
-                    }
-                    DumpLine::End { nodes, entries } => {
-                        if (nodes, entries) != (loader.stats.nodes, loader.stats.entries) {
-                            return Err(bad(number, "counts do not match the lines before it"));
-                        }
-                        ended = true;
-                    }
-                }
+                loader.line(line?)?;
                 if loader.batch.len() >= BATCH {
                     // Batches write disjoint keys: several go at once (a network engine's
                     // round trips overlap), a bounded number.
@@ -140,7 +102,7 @@ impl Meta {
                     }
                     writing.push(self.put_batch(std::mem::take(&mut loader.batch)));
                 }
-                progress(u64::try_from(number).unwrap_or(u64::MAX));
+                progress(u64::try_from(loader.lines).unwrap_or(u64::MAX));
             }
             Ok(())
         }
@@ -151,12 +113,13 @@ impl Meta {
         }
         read?;
         written?;
-        let Some((format, counters)) = header else {
+        let Some((format, counters)) = loader.header.take() else {
             return Err(MetaError::Invalid("the dump is empty".into()));
         };
-        if !ended {
+        if !loader.ended {
             return Err(MetaError::Invalid(format!(
-                "the dump ends at line {number} without its end line (cut off?)"
+                "the dump ends at line {} without its end line (cut off?)",
+                loader.lines
             )));
         }
         loader.finish(&counters);
@@ -232,6 +195,49 @@ impl Meta {
 }
 
 impl Loader {
+    /// Take the next line of the dump.
+    fn line(&mut self, line: DumpLine) -> Result<()> {
+        self.lines += 1;
+        let number = self.lines;
+        match line {
+            DumpLine::Header {
+                strata_dump,
+                format,
+                counters,
+                ..
+            } => {
+                if strata_dump > DUMP_VERSION {
+                    return Err(bad(
+                        number,
+                        format!("dump version {strata_dump} is newer than this client"),
+                    ));
+                }
+                let format: Format = serde_json::from_value(format).map_err(|e| bad(number, e))?;
+                self.header = Some((format, counters));
+            }
+            _ if self.header.is_none() => return Err(bad(number, "no header line")),
+            DumpLine::Node(node) => self.node(node, number)?,
+            DumpLine::Entry {
+                parent,
+                name,
+                ino,
+                kind,
+            } => self.entry(parent, &name.bytes()?, ino, kind, number)?,
+            DumpLine::SliceRef { id, size, refs } => {
+                self.batch
+                    .push((keys::slice_ref(id, size), codec::encode_slots(&[refs])));
+                self.stats.slice_refs += 1;
+            }
+            DumpLine::End { nodes, entries } => {
+                if (nodes, entries) != (self.stats.nodes, self.stats.entries) {
+                    return Err(bad(number, "counts do not match the lines before it"));
+                }
+                self.ended = true;
+            }
+        }
+        Ok(())
+    }
+
     fn node(&mut self, node: DumpNode, number: usize) -> Result<()> {
         let kind = FileType::from_code(node.kind).ok_or_else(|| bad(number, "unknown type"))?;
         let ino = Ino(node.ino);

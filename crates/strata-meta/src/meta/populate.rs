@@ -31,6 +31,17 @@ pub enum PopulateShape {
     Deep { depth: u32 },
 }
 
+impl PopulateShape {
+    /// The top directory's name (under the root), which the files go below.
+    pub fn top_name(self) -> &'static str {
+        match self {
+            PopulateShape::Flat => "flat",
+            PopulateShape::Wide => "wide",
+            PopulateShape::Deep { .. } => "deep",
+        }
+    }
+}
+
 /// What to generate.
 #[derive(Clone, Debug)]
 pub struct PopulateSpec {
@@ -91,14 +102,6 @@ impl PopulateSpec {
             fanout,
             dirs,
         })
-    }
-
-    fn top_name(&self) -> &'static str {
-        match self.shape {
-            PopulateShape::Flat => "flat",
-            PopulateShape::Wide => "wide",
-            PopulateShape::Deep { .. } => "deep",
-        }
     }
 
     /// Length of file `index`, from a hash of it and the seed: log-uniform between the
@@ -217,7 +220,7 @@ impl Population {
             inodes: 0,
             subdirs: 0,
         });
-        let top = population.spec.top_name().as_bytes().to_vec();
+        let top = population.spec.shape.top_name().as_bytes().to_vec();
         population.open_dir(top);
         Ok(population)
     }
