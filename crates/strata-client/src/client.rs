@@ -77,6 +77,8 @@ pub struct ClientOptions {
     pub meta_cache: bool,
     /// How long read-only opens may trust cached attributes (zero: strict close-to-open).
     pub open_cache: Duration,
+    /// Memory the metadata cache may take, in bytes.
+    pub meta_cache_size: u64,
     /// The cache group to join, if any.
     pub cache_group: Option<GroupOptions>,
     /// Stage writes on the local cache disk and upload them in the background.
@@ -126,6 +128,7 @@ impl Default for ClientOptions {
             heartbeat: Duration::from_secs(12),
             meta_cache: true,
             open_cache: Duration::ZERO,
+            meta_cache_size: 32 << 20,
             cache_group: None,
             writeback: false,
             upload_delay: Duration::ZERO,
@@ -165,6 +168,7 @@ impl Client {
             deferred_sync: true,
             cache_metadata: o.meta_cache,
             open_cache: o.open_cache,
+            cache_size: usize::try_from(o.meta_cache_size).unwrap_or(usize::MAX),
             ..MetaOptions::default()
         };
         let (meta, format) = load_meta_with(url, meta_opts).await?;

@@ -49,6 +49,7 @@ fn apply(o: &mut ClientOptions, name: &str, v: &Bound<'_, PyAny>) -> PyResult<()
         "heartbeat" => o.heartbeat = seconds(name, v)?,
         "meta_cache" => o.meta_cache = flag()?,
         "open_cache" => o.open_cache = seconds(name, v)?,
+        "meta_cache_size" => o.meta_cache_size = int("expected bytes")?,
         other => return Err(bad(other, "unknown option")),
     }
     Ok(())

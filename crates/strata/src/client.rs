@@ -87,6 +87,12 @@ pub struct ClientArgs {
     /// close-to-open). Needs --meta-cache on Redis, PostgreSQL or etcd
     #[arg(long, default_value = "0s", value_parser = units::parse_duration)]
     pub open_cache: Duration,
+    /// Memory the metadata cache may take on Redis, PostgreSQL and etcd (values,
+    /// listing pages, directories this client made): 32M, 100M, ... (a plain number is
+    /// MiB). Past it, values no longer recent go first; a listing of any size stays
+    /// within it, and what a listing took is given back within a minute
+    #[arg(long, default_value = "32M", value_parser = units::mib)]
+    pub meta_cache_size: u64,
     /// Share block caches with the other clients of this volume that name the same
     /// group: each block is cached by one member (chosen by hashing, weighted by cache
     /// size) and read from it by the others, so the group fetches it from the object
@@ -145,6 +151,7 @@ impl ClientArgs {
             heartbeat: self.heartbeat,
             meta_cache: self.meta_cache,
             open_cache: self.open_cache,
+            meta_cache_size: self.meta_cache_size,
             cache_group: self.cache_group.as_ref().map(|name| GroupOptions {
                 name: name.clone(),
                 listen: self.group_listen,

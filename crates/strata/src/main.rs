@@ -2,6 +2,7 @@
 //! user feels at home. This is the only place that names concrete backends: META-URL →
 //! metadata engine, format record → object store.
 
+mod allocator;
 mod bench_cmd;
 mod bench_std;
 mod cache_node_cmd;
@@ -41,11 +42,6 @@ mod wiring;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-
-/// mimalloc instead of glibc's allocator: a readdirplus page allocates thousands of small
-/// keys and values, and glibc's malloc/free were a quarter of `ls -l`'s CPU in the mount.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Strata: a distributed POSIX file system for AI and data platforms.
 #[derive(Debug, Parser)]
@@ -134,28 +130,9 @@ enum Command {
     Version,
 }
 
-/// Cap glibc's malloc arenas before any thread starts. By default every thread that
-/// allocates may get its own arena (up to 8 per core); block buffers are filled on the
-/// FUSE threads and freed on the runtime's, and each arena keeps what was freed into it:
-/// measured, the mount's peak RSS in `juicefs bench` went from 322 MB (2 arenas) to
-/// 543 MB (default). Two arenas cost no measurable throughput there.
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn limit_malloc_arenas() {
-    const ARENAS: i32 = 2;
-    // SAFETY: mallopt only changes allocator tuning; it is called first thing in main,
-    // before any other thread exists, as glibc requires for M_ARENA_MAX to hold.
-    #[allow(unsafe_code)]
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, ARENAS);
-    }
-}
-
-#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-fn limit_malloc_arenas() {}
-
 fn main() -> ExitCode {
     hide_args::hide_secrets_from_ps();
-    limit_malloc_arenas();
+    allocator::tune();
     let cli = Cli::parse();
     wiring::set_verbosity(cli.verbose, cli.quiet);
     if !matches!(

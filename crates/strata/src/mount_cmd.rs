@@ -336,6 +336,7 @@ fn config_text(
             "non_default_permission": a.non_default_permission,
             "meta_cache": a.client.meta_cache,
             "open_cache": a.client.open_cache.as_secs_f64(),
+            "meta_cache_size": a.client.meta_cache_size,
             "options": a.options,
         },
         "version": env!("CARGO_PKG_VERSION"),

@@ -53,6 +53,7 @@ use parking_lot::Mutex;
 
 use super::{Key, Value, Write};
 
+mod budget;
 mod ranges;
 mod views;
 mod whole;
@@ -60,9 +61,8 @@ pub use ranges::Rows;
 pub use views::Seen;
 use views::Views;
 
-/// Entries kept at most (about 200 bytes each); past this expired ones are dropped, and
-/// all of them when that did not free a quarter.
-const MAX_ENTRIES: usize = 200_000;
+/// The memory budget of a cache when none is given (`MetaOptions::cache_size`).
+pub const DEFAULT_BUDGET: usize = 32 << 20;
 /// Invalidations remembered per key at most (older ones raise the floor instead).
 const MAX_HISTORY: usize = 100_000;
 /// Commits that returned after one still outstanding, remembered at most.
@@ -123,6 +123,9 @@ impl Entry {
 /// collide).
 #[derive(Debug, Default)]
 struct State {
+    /// How many entries and rows are kept at most ([`budget`]); past that expired ones
+    /// are dropped, and all of them when that did not free a quarter.
+    limits: budget::Limits,
     entries: HashMap<Key, Entry, RandomState>,
     /// Bumped by every invalidation and every change of the feed's state.
     generation: u64,
@@ -275,6 +278,13 @@ impl State {
     }
 }
 
+/// Give back most of `map`'s room when it holds under a quarter of what it could.
+fn shrink_if_sparse<V>(map: &mut HashMap<Key, V, RandomState>) {
+    if map.len() < map.capacity() / 4 {
+        map.shrink_to(map.len() * 2);
+    }
+}
+
 /// A listing's page answered by the cache ([`ReadCache::get_trusted_page`]).
 #[derive(Debug)]
 pub struct TrustedPage {
@@ -303,11 +313,18 @@ impl std::fmt::Debug for ReadCache {
 }
 
 impl ReadCache {
-    /// A cache of the keys `cacheable` accepts.
-    pub fn new(cacheable: fn(&[u8]) -> bool) -> ReadCache {
+    /// A cache of the keys `cacheable` accepts, within about `budget` bytes.
+    pub fn new(cacheable: fn(&[u8]) -> bool, budget: usize) -> ReadCache {
+        let limits = budget::Limits::within(budget);
+        let state = State {
+            limits,
+            ranges: ranges::Ranges::with_limit(limits.rows),
+            wholes: whole::Wholes::with_limit(limits.rows),
+            ..State::default()
+        };
         ReadCache {
             cacheable,
-            state: Mutex::default(),
+            state: Mutex::new(state),
             commits: AtomicU64::new(0),
         }
     }
@@ -490,13 +507,14 @@ impl ReadCache {
             if !(self.cacheable)(key) {
                 continue;
             }
-            if state.entries.len() >= MAX_ENTRIES {
+            let max_entries = state.limits.entries;
+            if state.entries.len() >= max_entries {
                 // Make room for many more inserts at once, so a full cache costs one pass
                 // per quarter of its size, not one per insert.
                 state
                     .entries
                     .retain(|_, e| now.duration_since(e.at) < FRESH_FOR);
-                if state.entries.len() > MAX_ENTRIES / 4 * 3 {
+                if state.entries.len() > max_entries / 4 * 3 {
                     state.entries.clear();
                 }
             }
@@ -749,6 +767,31 @@ impl ReadCache {
         if let Some(sent) = sent {
             state.covered_until = state.covered_until.max(Some(sent));
         }
+    }
+
+    /// Drop what is no longer worth keeping (values no longer recent, pages and whole
+    /// directories too old to answer) and give back the tables' room when they are
+    /// mostly empty: what a burst took (a listing of a million entries) returns once it
+    /// is over. Called every few seconds by the feed's follower.
+    pub fn sweep(&self) {
+        self.sweep_at(Instant::now());
+    }
+
+    fn sweep_at(&self, now: Instant) {
+        let mut state = self.state.lock();
+        let trusting = state.trusting(now);
+        state.entries.retain(|_, e| {
+            let age = now.duration_since(e.at);
+            age < FRESH_FOR || (e.trusted && trusting && age < TRUSTED_FOR)
+        });
+        shrink_if_sparse(&mut state.entries);
+        shrink_if_sparse(&mut state.invalidated);
+        if state.history.len() < state.history.capacity() / 4 {
+            let keep = state.history.len() * 2;
+            state.history.shrink_to(keep);
+        }
+        state.ranges.sweep(now);
+        state.wholes.sweep(now);
     }
 
     /// The feed is lost: trust nothing until it is back.

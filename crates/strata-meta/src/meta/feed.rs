@@ -25,6 +25,8 @@ use crate::kv::{Change, ChangeFeed, KvEngine, KvError};
 pub const BEAT_EVERY: Duration = Duration::from_millis(500);
 /// How long after its last returned beat the cache stays trusted.
 pub const BEAT_GRACE: Duration = Duration::from_millis(1500);
+/// How often the follower sweeps the cache (`ReadCache::sweep`).
+const SWEEP_EVERY: Duration = Duration::from_secs(5);
 /// How long [`Meta::sync_changes`] waits for its beat.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(10);
 /// First metadata version whose every writer announces its commits.
@@ -210,6 +212,7 @@ impl Follower {
     async fn follow(&self, mut feed: Box<dyn ChangeFeed>, stop: &CancellationToken) -> KvError {
         let origin = self.engine.origin();
         let mut last_beat = Instant::now();
+        let mut last_sweep = Instant::now();
         let mut ticker = tokio::time::interval(BEAT_EVERY);
         loop {
             tokio::select! {
@@ -236,6 +239,10 @@ impl Follower {
                 _ = ticker.tick() => {
                     if last_beat.elapsed() > BEAT_GRACE * 4 {
                         return KvError::Unavailable("no beat came back".into());
+                    }
+                    if last_sweep.elapsed() >= SWEEP_EVERY {
+                        last_sweep = Instant::now();
+                        self.cache.sweep();
                     }
                     if let Err(e) = self.engine.send_beat(self.beats.next_seq(false), false).await {
                         return e;

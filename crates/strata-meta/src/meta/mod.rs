@@ -131,6 +131,9 @@ pub struct MetaOptions {
     /// current when it holds them read less than this long ago (no round trip); zero:
     /// every open reads the engine (strict close-to-open). `mount --open-cache`.
     pub open_cache: std::time::Duration,
+    /// Memory the metadata cache of a network engine may take, in bytes (values, listing
+    /// pages and whole directories; see `kv::readcache::budget`). `mount --meta-cache-size`.
+    pub cache_size: usize,
 }
 
 impl Default for MetaOptions {
@@ -145,6 +148,7 @@ impl Default for MetaOptions {
             assume_recent_reads: true,
             cache_metadata: true,
             open_cache: std::time::Duration::ZERO,
+            cache_size: crate::kv::readcache::DEFAULT_BUDGET,
         }
     }
 }
@@ -255,7 +259,7 @@ impl Meta {
             engine.set_deferred_sync(true);
         }
         let read_cache = ((opts.assume_recent_reads || opts.cache_metadata) && engine.remote())
-            .then(|| Arc::new(ReadCache::new(keys::assumable)));
+            .then(|| Arc::new(ReadCache::new(keys::assumable, opts.cache_size)));
         Meta {
             read_cache,
             beats: Arc::default(),

@@ -98,7 +98,7 @@ class Client:
     free_space_ratio, buffer_size ("300M"), cache_partial_only, max_readahead, prefetch,
     max_uploads, max_downloads, upload_limit, download_limit (Mbps), io_retries,
     get_timeout, put_timeout ("60s"), subdir, no_bgjob, backup_meta, heartbeat,
-    meta_cache, open_cache; plus read_only.
+    meta_cache, open_cache, meta_cache_size ("32M"); plus read_only.
     """
 
     def __init__(self, meta_url, *, read_only=False, **options):

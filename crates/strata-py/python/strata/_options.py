@@ -3,7 +3,7 @@ and durations ("60s", "2m"; a plain number is seconds), turned into bytes and se
 
 import re
 
-_SIZE_OPTIONS = {"cache_size", "buffer_size", "max_readahead"}
+_SIZE_OPTIONS = {"cache_size", "buffer_size", "max_readahead", "meta_cache_size"}
 _DURATION_OPTIONS = {
     "get_timeout", "put_timeout", "backup_meta", "heartbeat", "open_cache", "group_timeout",
 }

@@ -25,8 +25,6 @@ use foldhash::fast::RandomState;
 use super::{Seen, TRUSTED_FOR};
 use crate::kv::{Key, Value};
 
-/// Rows kept at most over all pages (each about 50 bytes: a name and an inode number).
-const MAX_ROWS: usize = 200_000;
 /// Changed keys remembered at most (older ones raise the floor instead).
 const MAX_MARKS: usize = 100_000;
 
@@ -44,17 +42,36 @@ struct Page {
 type Group = HashMap<(Key, usize), Page, RandomState>;
 
 /// Kept range pages and the recent changes that decide whether a new one may be kept.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Ranges {
     groups: BTreeMap<Key, Group>,
     rows: usize,
+    /// Rows kept at most over all pages.
+    max_rows: usize,
     /// Keys changed, with the generation of the change, oldest first.
     marks: VecDeque<(u64, Key)>,
     /// Pages read by a transaction that started before this generation are not kept.
     floor: u64,
 }
 
+impl Default for Ranges {
+    fn default() -> Ranges {
+        Ranges::with_limit(super::budget::Limits::default().rows)
+    }
+}
+
 impl Ranges {
+    /// No pages, keeping at most `max_rows` rows.
+    pub(super) fn with_limit(max_rows: usize) -> Ranges {
+        Ranges {
+            groups: BTreeMap::new(),
+            rows: 0,
+            max_rows,
+            marks: VecDeque::new(),
+            floor: 0,
+        }
+    }
+
     /// The rows of the page `start..end` (at most `limit`), if kept and read less than
     /// [`TRUSTED_FOR`] ago, and which view they came from.
     pub(super) fn get(
@@ -86,7 +103,7 @@ impl Ranges {
         if !self.fits(start, end) {
             return;
         }
-        if self.rows + rows.len() > MAX_ROWS {
+        if self.rows + rows.len() > self.max_rows {
             self.make_room(now);
         }
         let page = Page {
@@ -179,8 +196,8 @@ impl Ranges {
         above.is_none_or(|(_, group)| span_start(group).is_none_or(|s| &s[..] >= end))
     }
 
-    /// Drop old pages, and every page if that does not free a quarter.
-    fn make_room(&mut self, now: Instant) {
+    /// Drop the pages too old to answer (read [`TRUSTED_FOR`] ago or longer).
+    pub(super) fn sweep(&mut self, now: Instant) {
         for group in self.groups.values_mut() {
             group.retain(|_, page| now.duration_since(page.seen.at) < TRUSTED_FOR);
         }
@@ -191,7 +208,15 @@ impl Ranges {
             .flat_map(|g| g.values())
             .map(|p| p.rows.len())
             .sum();
-        if self.rows > MAX_ROWS / 4 * 3 {
+        if self.marks.len() < self.marks.capacity() / 4 {
+            self.marks.shrink_to(self.marks.len() * 2);
+        }
+    }
+
+    /// Drop old pages, and every page if that does not free a quarter.
+    fn make_room(&mut self, now: Instant) {
+        self.sweep(now);
+        if self.rows > self.max_rows / 4 * 3 {
             self.groups.clear();
             self.rows = 0;
         }

@@ -9,7 +9,7 @@ fn only_a(key: &[u8]) -> bool {
 
 #[test]
 fn remembers_reads_and_commits_of_cacheable_keys() {
-    let cache = ReadCache::new(only_a);
+    let cache = ReadCache::new(only_a, DEFAULT_BUDGET);
     cache.remember(b"A1", Some(b"v1"));
     cache.remember(b"A2", None);
     cache.remember(b"B1", Some(b"x"));
@@ -36,13 +36,45 @@ fn remembers_reads_and_commits_of_cacheable_keys() {
     assert_eq!(cache.get(b"A2"), None);
 }
 
+#[test]
+fn a_budget_bounds_the_values_kept_and_a_sweep_gives_their_room_back() {
+    let cache = ReadCache::new(only_a, 0);
+    let limit = budget::Limits::within(0).entries;
+    for i in 0..5 * limit {
+        cache.remember(format!("A{i}").as_bytes(), Some(b"record"));
+        assert!(
+            cache.state.lock().entries.len() <= limit,
+            "over the budget at {i}"
+        );
+    }
+    let last = format!("A{}", 5 * limit - 1);
+    assert!(cache.holds(last.as_bytes()), "the newest value is kept");
+    cache.sweep();
+    assert!(
+        cache.holds(last.as_bytes()),
+        "recent values survive a sweep"
+    );
+    let big = ReadCache::new(only_a, DEFAULT_BUDGET);
+    for i in 0..20_000 {
+        big.remember(format!("A{i}").as_bytes(), Some(b"record"));
+    }
+    let room = big.state.lock().entries.capacity();
+    big.sweep_at(Instant::now() + FRESH_FOR + Duration::from_secs(1));
+    let state = big.state.lock();
+    assert!(state.entries.is_empty(), "nothing recent is left");
+    assert!(
+        state.entries.capacity() < room / 4,
+        "the room is given back"
+    );
+}
+
 fn k(s: &str) -> Key {
     s.as_bytes().to_vec()
 }
 
 #[test]
 fn read_since_needs_a_trusted_read_that_started_after_the_instant() {
-    let cache = ReadCache::new(only_a);
+    let cache = ReadCache::new(only_a, DEFAULT_BUDGET);
     cache.beat_returned(Duration::from_secs(5), None);
     let before = cache.stamp();
     let open_began = Instant::now();
@@ -69,7 +101,7 @@ fn read_since_needs_a_trusted_read_that_started_after_the_instant() {
 
 #[test]
 fn trusts_only_reads_covered_by_a_live_feed() {
-    let cache = ReadCache::new(only_a);
+    let cache = ReadCache::new(only_a, DEFAULT_BUDGET);
     let grace = Duration::from_secs(5);
     let g = cache.stamp();
     cache.remember_all([(&b"A1"[..], Some(&b"v1"[..]))], Some(g), true);
@@ -154,7 +186,7 @@ fn trusts_only_reads_covered_by_a_live_feed() {
 
 #[test]
 fn own_commits_racing_their_announcements_keep_the_newest_value() {
-    let cache = ReadCache::new(only_a);
+    let cache = ReadCache::new(only_a, DEFAULT_BUDGET);
     cache.beat_returned(Duration::from_secs(5), None);
     let put = |v: &[u8]| [(k("A1"), Write::Put(v.to_vec()))];
     // Commit 1 then commit 2 of this client, both started at g; the server applied
@@ -192,7 +224,7 @@ fn own_commits_racing_their_announcements_keep_the_newest_value() {
 
 #[test]
 fn announcements_of_commits_a_transaction_followed_do_not_stale_it() {
-    let cache = ReadCache::new(only_a);
+    let cache = ReadCache::new(only_a, DEFAULT_BUDGET);
     cache.beat_returned(Duration::from_secs(5), None);
     let put = |v: &[u8]| [(k("A1"), Write::Put(v.to_vec()))];
     // Commit 1 returns; commit 2 starts after it (a create, then the next create in
@@ -250,7 +282,7 @@ fn announcements_of_commits_a_transaction_followed_do_not_stale_it() {
 
 #[test]
 fn a_commit_that_never_returns_stops_holding_the_count_back() {
-    let cache = ReadCache::new(only_a);
+    let cache = ReadCache::new(only_a, DEFAULT_BUDGET);
     cache.beat_returned(Duration::from_secs(5), None);
     // Commit 1 is never reported back; later ones are.
     let last = u64::try_from(MAX_OUT_OF_ORDER).unwrap() + 2;
@@ -275,7 +307,7 @@ fn a_commit_that_never_returns_stops_holding_the_count_back() {
 
 #[test]
 fn values_from_two_views_are_answered_together_only_once_the_feed_passed_both() {
-    let cache = ReadCache::new(only_a);
+    let cache = ReadCache::new(only_a, DEFAULT_BUDGET);
     let grace = Duration::from_secs(5);
     cache.beat_returned(grace, None);
     // An entry and the record it names, read by one lookup (one view).
@@ -370,7 +402,7 @@ fn values_from_two_views_are_answered_together_only_once_the_feed_passed_both() 
 
 #[test]
 fn a_read_that_began_before_an_own_commit_returned_is_not_trusted_over_it() {
-    let cache = ReadCache::new(only_a);
+    let cache = ReadCache::new(only_a, DEFAULT_BUDGET);
     cache.beat_returned(Duration::from_secs(5), None);
     let put = |v: &[u8]| [(k("A1"), Write::Put(v.to_vec()))];
     // A getattr starts, then this client's link commits (nlink 2) and returns, then the
@@ -401,7 +433,7 @@ fn a_read_that_began_before_an_own_commit_returned_is_not_trusted_over_it() {
 
 #[test]
 fn values_of_own_commits_are_answered_together_once_the_feed_delivered_each() {
-    let cache = ReadCache::new(only_a);
+    let cache = ReadCache::new(only_a, DEFAULT_BUDGET);
     cache.beat_returned(Duration::from_secs(5), None);
     let (entry, record, dir) = (k("A-entry"), k("A-record"), k("A-dir"));
     let put = |key: &Key, v: &[u8]| (key.clone(), Write::Put(v.to_vec()));

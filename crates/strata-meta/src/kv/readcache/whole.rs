@@ -22,9 +22,6 @@ use super::ranges::Rows;
 use super::{Seen, TRUSTED_FOR};
 use crate::kv::{Key, Value};
 
-/// Rows kept at most over all whole ranges.
-const MAX_ROWS: usize = 200_000;
-
 #[derive(Debug)]
 struct Whole {
     start: Key,
@@ -60,13 +57,30 @@ pub(super) struct Announced {
 }
 
 /// Whole ranges by their end.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Wholes {
     by_end: BTreeMap<Key, Whole>,
     rows: usize,
+    /// Rows (and names removed, per range) kept at most over all whole ranges.
+    max_rows: usize,
+}
+
+impl Default for Wholes {
+    fn default() -> Wholes {
+        Wholes::with_limit(super::budget::Limits::default().rows)
+    }
 }
 
 impl Wholes {
+    /// No whole ranges, keeping at most `max_rows` rows.
+    pub(super) fn with_limit(max_rows: usize) -> Wholes {
+        Wholes {
+            by_end: BTreeMap::new(),
+            rows: 0,
+            max_rows,
+        }
+    }
+
     /// Up to `limit` rows of the whole range ending at `end`, from `start` on, if that
     /// range is kept, holds `start` and became known less than [`TRUSTED_FOR`] ago; with
     /// when they last changed (own commits change them one by one: no single view).
@@ -160,7 +174,7 @@ impl Wholes {
         }
         let size = whole.rows.len() + whole.removed.len();
         self.rows = self.rows + whole.rows.len() - before;
-        if self.rows > MAX_ROWS || size > MAX_ROWS {
+        if self.rows > self.max_rows || size > self.max_rows {
             self.drop_range(&end);
         }
     }
@@ -202,6 +216,19 @@ impl Wholes {
             .range::<[u8], _>(above)
             .next()
             .is_some_and(|(other_end, other)| &other.start[..] < end && other_end[..] != end[..])
+    }
+
+    /// Forget the ranges too old to answer (known [`TRUSTED_FOR`] ago or longer).
+    pub(super) fn sweep(&mut self, now: Instant) {
+        let old: Vec<Key> = self
+            .by_end
+            .iter()
+            .filter(|(_, whole)| now.duration_since(whole.at) >= TRUSTED_FOR)
+            .map(|(end, _)| end.clone())
+            .collect();
+        for end in old {
+            self.drop_range(&end);
+        }
     }
 
     fn drop_range(&mut self, end: &[u8]) {

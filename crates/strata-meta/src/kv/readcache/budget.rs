@@ -1,0 +1,99 @@
+//! How much the read cache keeps within a memory budget (`MetaOptions::cache_size`,
+//! `mount --meta-cache-size`): how many point values, and how many rows of listing pages
+//! and of whole directories.
+//!
+//! The costs are what one kept item holds in memory, measured on a mount listing a
+//! million entries on Redis (docs/PERFORMANCE.md): a value's table slot (the table has a
+//! power-of-two number of slots and fills them to 7/8 before doubling) plus its key and
+//! value buffers; a row's key and value buffers and its place in a page. The counts are
+//! chosen so that the tables at their largest stay within the budget.
+
+use std::mem::size_of;
+
+use super::Entry;
+use crate::kv::Key;
+
+/// Share of the budget for point values, in quarters (the rest keeps rows).
+const ENTRY_QUARTERS: usize = 3;
+/// Heap bytes of a kept value beside its slot: its key (~20 B) and value (an inode
+/// record, ~100 B) buffers, rounded up by the allocator.
+const ENTRY_HEAP: usize = 160;
+/// Bytes of a kept row: its key and value buffers and its place in a page or tree.
+const ROW_COST: usize = 128;
+/// The fewest items kept whatever the budget (so a tiny one still helps a listing).
+const FLOOR: usize = 1024;
+
+/// Items the cache keeps at most.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Limits {
+    /// Point values.
+    pub entries: usize,
+    /// Rows of kept listing pages; whole directories may keep as many again.
+    pub rows: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits::within(super::DEFAULT_BUDGET)
+    }
+}
+
+impl Limits {
+    /// The limits for a budget of `bytes`.
+    pub(super) fn within(bytes: usize) -> Limits {
+        let for_entries = bytes / 4 * ENTRY_QUARTERS;
+        let for_rows = bytes - for_entries;
+        Limits {
+            entries: entries_within(for_entries, size_of::<(Key, Entry)>() + 1),
+            rows: (for_rows / 2 / ROW_COST).max(FLOOR),
+        }
+    }
+}
+
+/// The most values a table with slots of `slot` bytes may hold within `bytes`: 7/8 of
+/// the largest power-of-two slot count whose slots and values' buffers fit.
+fn entries_within(bytes: usize, slot: usize) -> usize {
+    let cost = |slots: usize| slots * slot + slots / 8 * 7 * ENTRY_HEAP;
+    let mut slots = FLOOR;
+    while slots
+        .checked_mul(2)
+        .is_some_and(|bigger| bigger <= bytes && cost(bigger) <= bytes)
+    {
+        slots *= 2;
+    }
+    slots / 8 * 7
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_at_their_largest_fit_the_budget() {
+        let slot = size_of::<(Key, Entry)>() + 1;
+        for mib in [4usize, 16, 32, 100, 1024] {
+            let bytes = mib << 20;
+            let limits = Limits::within(bytes);
+            // The table holding `entries` values has `entries * 8 / 7` slots.
+            let slots = limits.entries / 7 * 8;
+            assert!(slots.is_power_of_two(), "{mib} MiB: {slots} slots");
+            let entries_cost = slots * slot + limits.entries * ENTRY_HEAP;
+            let rows_cost = 2 * limits.rows * ROW_COST;
+            assert!(entries_cost + rows_cost <= bytes, "{mib} MiB: {limits:?}");
+            // And the next size up would not fit the values' share.
+            let doubled = 2 * slots * slot + 2 * limits.entries * ENTRY_HEAP;
+            assert!(
+                doubled > bytes / 4 * ENTRY_QUARTERS,
+                "{mib} MiB: too cautious"
+            );
+        }
+    }
+
+    #[test]
+    fn a_tiny_budget_still_keeps_a_few_pages_worth() {
+        let limits = Limits::within(0);
+        assert_eq!(limits.entries, FLOOR / 8 * 7);
+        assert_eq!(limits.rows, FLOOR);
+        assert!(Limits::within(64 << 20).entries > Limits::within(16 << 20).entries);
+    }
+}
