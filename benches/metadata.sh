@@ -3,7 +3,7 @@
 # `ls -l` of 20,000 entries (cold, warm, and through a second mount of the volume that has
 # never seen the directory), readdir, `du -s`/`find` of an 8,020-entry tree,
 # create/stat/rename/unlink in one directory, `rm -rf` of the tree and of 1,020 nested
-# directories. Engines: Redis and PostgreSQL (both file systems), etcd (Strata), each
+# directories; and the first mount's peak RSS over all of it. Engines: Redis and PostgreSQL (both file systems), etcd (Strata), each
 # with no added delay and with 0.5 ms added to every round trip.
 #
 # The engines run on loopback; clients reach them through strata-delay-proxy
@@ -191,6 +191,15 @@ timed("rm_nested", lambda: run("rm", "-rf", nested), 1020)
 print(json.dumps(out))
 PY
 
+peak_rss_mib() { # mount point: the largest peak RSS (MiB) of the processes serving it
+  local best=0 pid hwm
+  for pid in $(pgrep -f -- " $1( |\$)"); do
+    hwm=$(awk '$1 == "VmHWM:" {print $2}' "/proc/$pid/status" 2>/dev/null || true)
+    [ "${hwm:-0}" -gt "$best" ] && best=$hwm
+  done
+  echo $((best / 1024))
+}
+
 RESULTS=$WORK/results.jsonl
 for engine in $ENGINES; do
   for delay in $DELAYS; do
@@ -204,7 +213,8 @@ for engine in $ENGINES; do
       mount_fs "$fs" "$(meta_url "$fs" "$engine" "$port" "$RUN")" "$dir"
       # A failed run is reported and leaves its rows empty; the others still run.
       if python3 "$WORK/workload.py" "$dir/m" $((port + 500)) "$dir/m2" >"$dir/result.json"; then
-        python3 -c "import json,sys; r=json.load(open('$dir/result.json')); r.update(fs='$fs', engine='$engine', delay=$delay); print(json.dumps(r))" >>"$RESULTS"
+        peak=$(peak_rss_mib "$dir/m")
+        python3 -c "import json,sys; r=json.load(open('$dir/result.json')); r.update(fs='$fs', engine='$engine', delay=$delay, peak_rss=$peak); print(json.dumps(r))" >>"$RESULTS"
       else
         echo "!! $fs on $engine (+$delay µs) failed; see $dir/log" >&2
       fi
@@ -246,4 +256,6 @@ for engine, delay in sorted({(r["engine"], r["delay"]) for r in rows}):
             ratio = f"{jv / sv:.2f}×" if unit == "s" else f"{sv / jv:.2f}×"
         rt = lambda r: "-" if r is None else f"{r[key + '.rt']:.2f}"
         print(f"| {engine}, +{delay / 1000:g} ms | {label} | {fmt(jv)} | {fmt(sv)} | {ratio} | {rt(j)} | {rt(s)} |")
+    peak = lambda r: "-" if r is None else f"{r['peak_rss']} MiB"
+    print(f"| {engine}, +{delay / 1000:g} ms | first mount's peak RSS | {peak(j)} | {peak(s)} | | | |")
 PY
