@@ -278,13 +278,6 @@ impl State {
     }
 }
 
-/// Give back most of `map`'s room when it holds under a quarter of what it could.
-fn shrink_if_sparse<V>(map: &mut HashMap<Key, V, RandomState>) {
-    if map.len() < map.capacity() / 4 {
-        map.shrink_to(map.len() * 2);
-    }
-}
-
 /// A listing's page answered by the cache ([`ReadCache::get_trusted_page`]).
 #[derive(Debug)]
 pub struct TrustedPage {
@@ -507,16 +500,8 @@ impl ReadCache {
             if !(self.cacheable)(key) {
                 continue;
             }
-            let max_entries = state.limits.entries;
-            if state.entries.len() >= max_entries {
-                // Make room for many more inserts at once, so a full cache costs one pass
-                // per quarter of its size, not one per insert.
-                state
-                    .entries
-                    .retain(|_, e| now.duration_since(e.at) < FRESH_FOR);
-                if state.entries.len() > max_entries / 4 * 3 {
-                    state.entries.clear();
-                }
+            if state.entries.len() >= state.limits.entries {
+                state.make_room(now);
             }
             let trusted = state.may_trust(key, since, commit);
             state.versions += 1;
@@ -780,12 +765,11 @@ impl ReadCache {
     fn sweep_at(&self, now: Instant) {
         let mut state = self.state.lock();
         let trusting = state.trusting(now);
-        state.entries.retain(|_, e| {
-            let age = now.duration_since(e.at);
-            age < FRESH_FOR || (e.trusted && trusting && age < TRUSTED_FOR)
-        });
-        shrink_if_sparse(&mut state.entries);
-        shrink_if_sparse(&mut state.invalidated);
+        state
+            .entries
+            .retain(|_, e| budget::worth_keeping(e, now, trusting));
+        budget::shrink_if_sparse(&mut state.entries);
+        budget::shrink_if_sparse(&mut state.invalidated);
         if state.history.len() < state.history.capacity() / 4 {
             let keep = state.history.len() * 2;
             state.history.shrink_to(keep);

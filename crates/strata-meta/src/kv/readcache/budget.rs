@@ -6,11 +6,17 @@
 //! million entries on Redis (docs/PERFORMANCE.md): a value's table slot (the table has a
 //! power-of-two number of slots and fills them to 7/8 before doubling) plus its key and
 //! value buffers; a row's key and value buffers and its place in a page. The counts are
-//! chosen so that the tables at their largest stay within the budget.
+//! chosen so that the tables at their largest stay within the budget. A full cache drops
+//! what is no longer worth keeping and, when that is not enough, keeps its newest half
+//! (pages likewise, newest first): a burst pushes out the oldest values, not all of them.
 
+use std::collections::HashMap;
 use std::mem::size_of;
+use std::time::Instant;
 
-use super::Entry;
+use foldhash::fast::RandomState;
+
+use super::{Entry, FRESH_FOR, State, TRUSTED_FOR};
 use crate::kv::Key;
 
 /// Share of the budget for point values, in quarters (the rest keeps rows).
@@ -47,6 +53,39 @@ impl Limits {
             entries: entries_within(for_entries, size_of::<(Key, Entry)>() + 1),
             rows: (for_rows / 2 / ROW_COST).max(FLOOR),
         }
+    }
+}
+
+impl State {
+    /// Make room for many more inserts at once, so a full cache costs one pass per
+    /// quarter of its size, not one per insert: drop what is no longer worth keeping, and
+    /// if that leaves over three quarters of the limit, keep the newest half.
+    pub(super) fn make_room(&mut self, now: Instant) {
+        let trusting = self.trusting(now);
+        self.entries.retain(|_, e| worth_keeping(e, now, trusting));
+        let limit = self.limits.entries;
+        if self.entries.len() > limit / 4 * 3 {
+            let mut times: Vec<Instant> = self.entries.values().map(|e| e.at).collect();
+            let keep = limit / 2;
+            let at = times.len() - keep;
+            let (_, oldest_kept, _) = times.select_nth_unstable(at);
+            let oldest_kept = *oldest_kept;
+            self.entries.retain(|_, e| e.at > oldest_kept);
+        }
+    }
+}
+
+/// Whether `entry` is still worth keeping at `now` (as [`State::is_recent`] counts, with
+/// `trusting` saying whether trust holds then).
+pub(super) fn worth_keeping(entry: &Entry, now: Instant, trusting: bool) -> bool {
+    let age = now.saturating_duration_since(entry.at);
+    age < FRESH_FOR || (entry.trusted && trusting && age < TRUSTED_FOR)
+}
+
+/// Give back most of `map`'s room when it holds under a quarter of what it could.
+pub(super) fn shrink_if_sparse<V>(map: &mut HashMap<Key, V, RandomState>) {
+    if map.len() < map.capacity() / 4 {
+        map.shrink_to(map.len() * 2);
     }
 }
 

@@ -104,7 +104,7 @@ impl Ranges {
             return;
         }
         if self.rows + rows.len() > self.max_rows {
-            self.make_room(now);
+            self.make_room(now, rows.len());
         }
         let page = Page {
             rows: rows.to_vec().into(),
@@ -213,13 +213,40 @@ impl Ranges {
         }
     }
 
-    /// Drop old pages, and every page if that does not free a quarter.
-    fn make_room(&mut self, now: Instant) {
+    /// Make room for `incoming` more rows: drop old pages, and if that is not enough, the
+    /// oldest pages until half the limit is left.
+    fn make_room(&mut self, now: Instant, incoming: usize) {
         self.sweep(now);
-        if self.rows > self.max_rows / 4 * 3 {
-            self.groups.clear();
-            self.rows = 0;
+        if self.rows + incoming <= self.max_rows {
+            return;
         }
+        let mut pages: Vec<(Instant, usize)> = self
+            .groups
+            .values()
+            .flat_map(|g| g.values())
+            .map(|p| (p.seen.at, p.rows.len()))
+            .collect();
+        pages.sort_unstable_by_key(|page| std::cmp::Reverse(page.0));
+        // The time of the oldest page kept: newest first, while they fit in half.
+        let mut kept = 0;
+        let mut oldest_kept = None;
+        for (at, rows) in pages {
+            if kept + rows > self.max_rows / 2 {
+                break;
+            }
+            kept += rows;
+            oldest_kept = Some(at);
+        }
+        for group in self.groups.values_mut() {
+            group.retain(|_, page| oldest_kept.is_some_and(|t| page.seen.at >= t));
+        }
+        self.groups.retain(|_, group| !group.is_empty());
+        self.rows = self
+            .groups
+            .values()
+            .flat_map(|g| g.values())
+            .map(|p| p.rows.len())
+            .sum();
     }
 }
 
@@ -307,6 +334,46 @@ mod tests {
         r.changed(b"c", 1);
         assert!(r.get(b"b", b"d", 10, now).is_none());
         assert!(r.get(b"d", b"f", 10, now).is_some());
+    }
+
+    #[test]
+    fn a_full_cache_keeps_its_newest_pages() {
+        let mut r = Ranges::with_limit(8);
+        let then = Instant::now();
+        let later = then + std::time::Duration::from_secs(1);
+        r.store(
+            b"a/",
+            b"b",
+            10,
+            &[row("a/1"), row("a/2"), row("a/3")],
+            0,
+            at(then),
+        );
+        r.store(
+            b"c/",
+            b"d",
+            10,
+            &[row("c/1"), row("c/2"), row("c/3")],
+            0,
+            at(later),
+        );
+        r.store(
+            b"e/",
+            b"f",
+            10,
+            &[row("e/1"), row("e/2"), row("e/3")],
+            0,
+            at(later),
+        );
+        assert!(r.rows <= 8, "within the limit: {}", r.rows);
+        assert!(
+            r.get(b"a/", b"b", 10, later).is_none(),
+            "the oldest page went first"
+        );
+        assert!(
+            r.get(b"e/", b"f", 10, later).is_some(),
+            "the newest is kept"
+        );
     }
 
     #[test]
