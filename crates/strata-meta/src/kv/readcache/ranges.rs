@@ -198,16 +198,7 @@ impl Ranges {
 
     /// Drop the pages too old to answer (read [`TRUSTED_FOR`] ago or longer).
     pub(super) fn sweep(&mut self, now: Instant) {
-        for group in self.groups.values_mut() {
-            group.retain(|_, page| now.duration_since(page.seen.at) < TRUSTED_FOR);
-        }
-        self.groups.retain(|_, group| !group.is_empty());
-        self.rows = self
-            .groups
-            .values()
-            .flat_map(|g| g.values())
-            .map(|p| p.rows.len())
-            .sum();
+        self.keep_pages(|page| now.duration_since(page.seen.at) < TRUSTED_FOR);
         if self.marks.len() < self.marks.capacity() / 4 {
             self.marks.shrink_to(self.marks.len() * 2);
         }
@@ -237,8 +228,13 @@ impl Ranges {
             kept += rows;
             oldest_kept = Some(at);
         }
+        self.keep_pages(|page| oldest_kept.is_some_and(|t| page.seen.at >= t));
+    }
+
+    /// Keep only the pages `keep` accepts, and count the rows left.
+    fn keep_pages(&mut self, keep: impl Fn(&Page) -> bool) {
         for group in self.groups.values_mut() {
-            group.retain(|_, page| oldest_kept.is_some_and(|t| page.seen.at >= t));
+            group.retain(|_, page| keep(page));
         }
         self.groups.retain(|_, group| !group.is_empty());
         self.rows = self
