@@ -201,11 +201,8 @@ impl State {
 
     /// Whether `entry` is worth assuming: read recently, or trusted while trust holds.
     fn is_recent(&self, entry: &Entry) -> bool {
-        let age = entry.at.elapsed();
-        age < FRESH_FOR
-            || (entry.trusted
-                && age < TRUSTED_FOR
-                && self.trusted_until.is_some_and(|t| t > Instant::now()))
+        let now = Instant::now();
+        budget::worth_keeping(entry, now, self.trusting(now))
     }
 
     /// Whether this client's commit `by` (0: another client's) had surely taken effect

@@ -75,8 +75,9 @@ impl State {
     }
 }
 
-/// Whether `entry` is still worth keeping at `now` (as [`State::is_recent`] counts, with
-/// `trusting` saying whether trust holds then).
+/// Whether `entry` is worth assuming at `now`: read less than [`FRESH_FOR`] ago, or
+/// trusted and younger than [`TRUSTED_FOR`] while trust holds (`trusting`). What
+/// [`State::is_recent`] answers, and what a full cache or a sweep keeps.
 pub(super) fn worth_keeping(entry: &Entry, now: Instant, trusting: bool) -> bool {
     let age = now.saturating_duration_since(entry.at);
     age < FRESH_FOR || (entry.trusted && trusting && age < TRUSTED_FOR)
