@@ -19,11 +19,12 @@ pub use error::{MetaError, Result};
 pub use format::{Format, META_VERSION};
 pub use kv::render_txn_metrics;
 pub use meta::{
-    ChunkRecord, CompactCandidate, Ctx, DUMP_VERSION, DirEntry, DumpLine, DumpNode, DumpOptions,
-    DumpStats, Entry, FallocateMode, GroupMember, LockKind, MAX_SLICES_PER_CHUNK, MAY_EXEC,
-    MAY_READ, MAY_WRITE, Meta, MetaOptions, NamespaceProblem, NamespaceReport, Opened,
-    PopulateLayout, PopulateShape, PopulateSpec, Population, PosixLock, Quota, QuotaTarget, Raw,
-    RenameFlags, RestoreOutcome, ScanCursor, SessionDetail, SessionInfo, SetAttr, SliceDeletion,
-    StatFs, SubtreeUsage, TRASH_NAME, TimeSet, TrashEntry, WriteOutcome, XattrFlags,
-    absent_xattr_is_enodata, days_from_civil, hour_name, now_ns, parse_hour_name, trash_entry_name,
+    BinaryDumpOptions, BinaryDumpSummary, ChunkRecord, CompactCandidate, Ctx, DUMP_BIN_VERSION,
+    DUMP_VERSION, DirEntry, DumpLine, DumpNode, DumpOptions, DumpStats, Entry, FallocateMode,
+    GroupMember, LockKind, MAX_SLICES_PER_CHUNK, MAY_EXEC, MAY_READ, MAY_WRITE, Meta, MetaOptions,
+    NamespaceProblem, NamespaceReport, Opened, PopulateLayout, PopulateShape, PopulateSpec,
+    Population, PosixLock, Quota, QuotaTarget, Raw, RenameFlags, RestoreOutcome, ScanCursor,
+    SessionDetail, SessionInfo, SetAttr, SliceDeletion, StatFs, SubtreeUsage, TRASH_NAME, TimeSet,
+    TrashEntry, WriteOutcome, XattrFlags, absent_xattr_is_enodata, binary_dump_summary,
+    days_from_civil, hour_name, is_binary, now_ns, parse_hour_name, trash_entry_name,
 };

@@ -96,7 +96,7 @@ enum Command {
     Restore(trash_cmd::RestoreArgs),
     /// Remove files or directory trees on a mounted volume quickly (through the trash).
     Rmr(trash_cmd::RmrArgs),
-    /// Write the volume's metadata as JSON lines (gzip when FILE ends in .gz).
+    /// Write the volume's metadata as JSON lines (gzip when FILE ends in .gz), or binary.
     Dump(dump_cmd::DumpArgs),
     /// Load a dump into an empty metadata engine (of any kind).
     Load(dump_cmd::LoadArgs),

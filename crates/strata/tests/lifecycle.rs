@@ -386,6 +386,54 @@ fn dump_and_load_move_a_volume_to_redis() {
 }
 
 #[test]
+fn a_binary_dump_moves_a_volume_to_postgres() {
+    let vol = volume_with_trash();
+    let m = vol.mount("mnt");
+    sh(
+        &m.path,
+        "mkdir -p a/b && head -c 3000000 /dev/urandom > a/b/big && echo hi > a/small && \
+         ln a/small a/b/hard && ln -s b/big a/sym && setfattr -n user.k -v v1 a/small && \
+         for i in $(seq 200); do echo $i > a/f$i; done && echo bye > gone && rm gone",
+    );
+    let before = checksums(&m.path);
+    drop(m);
+    let dump = vol.dir.path().join("meta.bin");
+    let out = strata_ok(&[
+        "dump",
+        &vol.meta_url,
+        "--binary",
+        "--threads",
+        "3",
+        dump.to_str().unwrap(),
+    ]);
+    assert!(out.contains(" inodes, "), "{out}");
+    let stat = strata_ok(&["load", dump.to_str().unwrap(), "--binary", "--stat"]);
+    assert!(stat.contains("volume:           e2e-vol"), "{stat}");
+    assert!(stat.contains("entries:"), "{stat}");
+    let (ok, out) = strata(&["dump", &vol.meta_url, "--binary", "x.bin.gz"]);
+    assert!(!ok && out.contains("compressed already"), "{out}");
+    let json = vol.dir.path().join("meta.json");
+    strata_ok(&["dump", &vol.meta_url, json.to_str().unwrap()]);
+    let pg = network_meta_url("postgres", "bin");
+    let (ok, out) = strata(&["load", &pg, json.to_str().unwrap(), "--binary"]);
+    assert!(!ok && out.contains("not a binary dump"), "{out}");
+
+    let out = strata_ok(&["load", &pg, dump.to_str().unwrap(), "--threads", "4"]);
+    assert!(out.contains("loaded volume e2e-vol"), "{out}");
+    let on_pg = Volume::existing(&pg);
+    let m = on_pg.mount("mnt");
+    assert_eq!(checksums(&m.path), before, "every file's checksum matches");
+    assert_eq!(
+        sh(&m.path, "getfattr --only-values -n user.k a/small"),
+        "v1"
+    );
+    assert!(sh(&m.path, "ls .trash/*/").contains("gone"));
+    m.unmount();
+    let out = strata_ok(&["fsck", &pg]);
+    assert!(out.contains("volume is clean"), "{out}");
+}
+
+#[test]
 fn a_subdir_dump_loads_as_its_own_volume() {
     let vol = Volume::new();
     let m = vol.mount("mnt");

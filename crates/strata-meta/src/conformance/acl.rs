@@ -457,6 +457,25 @@ pub async fn lists_survive_dump_and_load<S: TestStore>() {
         b"v"
     );
     assert!(loaded.current_format().unwrap().enable_acl);
+
+    // A binary dump carries the lists' records as they are.
+    let mut binary = Vec::new();
+    let opts = crate::meta::BinaryDumpOptions {
+        threads: 2,
+        keep_secret_key: false,
+    };
+    meta.dump_binary(&mut binary, &opts, &mut |_| {})
+        .await
+        .unwrap();
+    let target = S::create();
+    let from_binary = Meta::new(target.client(), super::test_options());
+    from_binary
+        .load_binary(&mut std::io::Cursor::new(&binary), 2, &mut |_| {})
+        .await
+        .unwrap();
+    from_binary.load().await.unwrap();
+    assert_eq!(dump_of(&from_binary, &Default::default()).await, dump);
+    assert_eq!(records(&from_binary).await, records(&meta).await);
 }
 
 /// A deleted file keeps its list in the trash and brings it back when restored.

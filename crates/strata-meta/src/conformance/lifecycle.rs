@@ -256,7 +256,7 @@ pub async fn remove_tree_goes_through_the_trash<S: TestStore>() {
 }
 
 /// A volume with one of everything a dump must carry.
-async fn rich_volume(meta: &Meta) -> Vec<Ino> {
+pub(super) async fn rich_volume(meta: &Meta) -> Vec<Ino> {
     let root = Ctx::root();
     let d = mkdir(meta, Ino::ROOT, "data").await;
     let sub = mkdir(meta, d.ino, "sub").await;

@@ -10,6 +10,7 @@
 pub mod acl;
 pub mod clients;
 pub mod data;
+pub mod dump_binary;
 pub mod kv;
 pub mod lifecycle;
 pub mod lost_answers;
@@ -214,6 +215,8 @@ macro_rules! meta_conformance_tests {
             lifecycle::dump_and_load_round_trip, lifecycle::dump_of_a_subdir_becomes_a_volume,
             lifecycle::quotas_limit_and_count, lifecycle::subdir_dumps_never_undercount_shared_slices,
             lifecycle::populated_volumes_check_clean,
+            dump_binary::binary_dumps_round_trip, dump_binary::damaged_binary_dumps_are_refused,
+            dump_binary::binary_dumps_leave_out_what_only_sessions_keep,
             special::tmpfiles_live_until_closed_or_linked,
             special::rename_whiteout_leaves_a_char_device,
             special::open_directories_outlive_their_removal,

@@ -136,7 +136,7 @@ impl Meta {
         Ok(loader.stats)
     }
 
-    async fn ensure_empty(&self) -> Result<()> {
+    pub(super) async fn ensure_empty(&self) -> Result<()> {
         let any = self
             .txn(|tx| Box::pin(async move { Ok(tx.scan(b"", &[0xff; 4], 1, false).await?) }))
             .await?;
@@ -149,7 +149,7 @@ impl Meta {
         Ok(())
     }
 
-    async fn put_batch(&self, batch: Vec<(Key, Value)>) -> Result<()> {
+    pub(super) async fn put_batch(&self, batch: Vec<(Key, Value)>) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }

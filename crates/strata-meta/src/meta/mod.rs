@@ -12,6 +12,7 @@ mod clone;
 mod data;
 mod delete;
 mod dump;
+mod dump_bin;
 mod feed;
 mod group;
 mod load;
@@ -40,6 +41,9 @@ pub use check::{NamespaceProblem, NamespaceReport, SubtreeUsage};
 pub use data::{CompactCandidate, FallocateMode, WriteOutcome};
 pub use delete::{SliceDeletion, hour_name, trash_entry_name};
 pub use dump::{DUMP_VERSION, DumpLine, DumpNode, DumpOptions, DumpStats, Raw};
+pub use dump_bin::{
+    BinaryDumpOptions, BinaryDumpSummary, DUMP_BIN_VERSION, binary_dump_summary, is_binary,
+};
 pub use group::GroupMember;
 pub use locks::{LockKind, PosixLock};
 pub use namespace::{DirEntry, Entry};

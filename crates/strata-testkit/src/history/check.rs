@@ -13,6 +13,13 @@
 //! after which nothing can still land) or never; one that never closes may stay
 //! unplaced. The harness keeps such operations few (lost commits are settled).
 //!
+//! The memo holds 128-bit fingerprints of the pairs, not the pairs: a model state is
+//! kilobytes and a hard epoch explores hundreds of millions of them, which held as
+//! values filled this machine's memory. Two pairs sharing a fingerprint (odds about
+//! 2^-64 at a billion entries) would prune a branch never explored, which could only
+//! report a violation, never hide one. Past [`MEMO_CAP`] entries the memo starts
+//! afresh: forgetting what was explored costs time, never an answer.
+//!
 //! One pruning, sound for any history: a read whose placement changed nothing is never
 //! tried at a later place when the search backs up over it. Any order placing it later can place it where it was
 //! instead — its result held there, nothing else saw a different state, and moving an
@@ -21,6 +28,7 @@
 //! bound, overlap so many operations that the search explodes.
 
 use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
 
 use super::model::{Outcome, State};
 use super::{Entry, History};
@@ -69,6 +77,37 @@ pub struct Stats {
     pub unknown: usize,
     /// Model steps tried.
     pub steps: u64,
+}
+
+/// Entries the memo holds before it starts afresh (about 1.5 GB of fingerprints).
+const MEMO_CAP: usize = 64 << 20;
+
+/// The (operations placed, state) pairs already explored, by fingerprint.
+#[derive(Default)]
+struct Memo {
+    seen: HashSet<u128>,
+}
+
+impl Memo {
+    /// Whether the pair is new (and now remembered).
+    fn insert(&mut self, placed: &[u64], state: &State) -> bool {
+        if self.seen.len() >= MEMO_CAP {
+            self.seen = HashSet::new();
+        }
+        self.seen.insert(fingerprint(placed, state))
+    }
+}
+
+/// 128 bits: two differently salted 64-bit hashes of the pair.
+fn fingerprint(placed: &[u64], state: &State) -> u128 {
+    let half = |salt: u8| {
+        let mut h = std::hash::DefaultHasher::new();
+        salt.hash(&mut h);
+        placed.hash(&mut h);
+        state.hash(&mut h);
+        h.finish()
+    };
+    (u128::from(half(0)) << 64) | u128::from(half(1))
 }
 
 #[derive(Clone, Copy)]
@@ -232,7 +271,7 @@ fn search(
     };
     let words = ops.len().div_ceil(64);
     let mut placed = vec![0u64; words];
-    let mut seen: HashSet<(Vec<u64>, State)> = HashSet::new();
+    let mut seen = Memo::default();
     let mut events = Events::new(&ops, cap);
     let mut stack: Vec<Frame> = Vec::new();
     let mut state = initial;
@@ -322,7 +361,7 @@ fn try_place(
     events: &mut Events,
     placed: &mut [u64],
     state: &mut State,
-    seen: &mut HashSet<(Vec<u64>, State)>,
+    seen: &mut Memo,
     stats: &mut Stats,
 ) -> bool {
     let entry = &ops[op];
@@ -334,7 +373,7 @@ fn try_place(
     }
     set(placed, op, true);
     for (branch, next) in nexts.into_iter().enumerate().skip(from_branch) {
-        if seen.insert((placed.to_vec(), next.clone())) {
+        if seen.insert(placed, &next) {
             let before = std::mem::replace(state, next);
             stack.push(Frame { op, before, branch });
             events.lift(op);
@@ -356,7 +395,7 @@ fn back_up(
     state: &mut State,
     at: &mut Option<usize>,
     ops: &[Entry],
-    seen: &mut HashSet<(Vec<u64>, State)>,
+    seen: &mut Memo,
     stats: &mut Stats,
 ) -> bool {
     loop {

@@ -1,0 +1,138 @@
+//! Conformance cases of binary dumps (dump v2): a volume dumped with any number of scans
+//! loads into an empty engine as the same volume (its JSON dump is byte for byte the
+//! original's), sessions and what only they keep alive are left out, and a damaged,
+//! cut-off or foreign file is refused with nothing half loaded.
+
+use strata_types::{Errno, Ino};
+
+use super::lifecycle::{dump_of, load_fresh, rich_volume};
+use super::{TestStore, errno_of, touch};
+use crate::meta::{BinaryDumpOptions, Ctx, Meta, QuotaTarget, SessionInfo, binary_dump_summary};
+
+async fn binary_of(meta: &Meta, threads: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    let opts = BinaryDumpOptions {
+        threads,
+        keep_secret_key: false,
+    };
+    meta.dump_binary(&mut out, &opts, &mut |_| {})
+        .await
+        .unwrap();
+    out
+}
+
+async fn load_binary_into(meta: &Meta, dump: &[u8]) -> crate::Result<crate::DumpStats> {
+    meta.load_binary(&mut std::io::Cursor::new(dump), 4, &mut |_| {})
+        .await
+}
+
+pub async fn binary_dumps_round_trip<S: TestStore>() {
+    let store = S::create();
+    let meta = super::volume_with(&store, super::test_format(1)).await;
+    let made = rich_volume(&meta).await;
+    meta.set_quota(QuotaTarget::Dir(made[0]), Some(1 << 30), Some(100))
+        .await
+        .unwrap();
+    meta.set_quota(QuotaTarget::User(1000), None, Some(5))
+        .await
+        .unwrap();
+    meta.flush_usage().await.unwrap();
+    let json = dump_of(&meta, &Default::default()).await;
+    let text = String::from_utf8(json.clone()).unwrap();
+    let (_reference_store, reference) = load_fresh::<S>(&json).await;
+
+    for threads in [1, 3] {
+        let dump = binary_of(&meta, threads).await;
+        let summary = binary_dump_summary(&dump[..]).unwrap();
+        let lines = |kind: &str| {
+            let tag = format!("\"k\":\"{kind}\"");
+            u64::try_from(text.lines().filter(|l| l.contains(&tag)).count()).unwrap()
+        };
+        assert_eq!(summary.records["inodes"], lines("node"), "{summary:?}");
+        assert_eq!(summary.records["entries"], lines("entry"), "{summary:?}");
+        assert_eq!(summary.meta_version, crate::META_VERSION);
+
+        let target = S::create();
+        let loaded = Meta::new(target.client(), super::test_options());
+        let stats = load_binary_into(&loaded, &dump).await.unwrap();
+        assert_eq!(stats.nodes, lines("node"));
+        loaded.load().await.unwrap();
+        assert_eq!(
+            String::from_utf8(dump_of(&loaded, &Default::default()).await).unwrap(),
+            text,
+            "{threads} scans: the loaded volume dumps to the original's JSON"
+        );
+        assert_eq!(
+            loaded.statfs().await.unwrap(),
+            reference.statfs().await.unwrap()
+        );
+        assert_eq!(
+            loaded.list_quotas().await.unwrap(),
+            meta.list_quotas().await.unwrap()
+        );
+        let check = loaded.check_namespace(false, |_| {}).await.unwrap();
+        assert_eq!(check.problems, vec![]);
+        assert!(
+            load_binary_into(&loaded, &dump).await.is_err(),
+            "a non-empty engine is refused"
+        );
+    }
+}
+
+pub async fn binary_dumps_leave_out_what_only_sessions_keep<S: TestStore>() {
+    let store = S::create();
+    let meta = super::volume_with(&store, super::test_format(0)).await;
+    meta.new_session(SessionInfo {
+        host: "dumper".into(),
+        ..SessionInfo::default()
+    })
+    .await
+    .unwrap();
+    let kept = touch(&meta, Ino::ROOT, "kept").await;
+    let open = touch(&meta, Ino::ROOT, "open-then-unlinked").await;
+    meta.open(&Ctx::root(), open.ino, 0).await.unwrap();
+    meta.unlink(&Ctx::root(), Ino::ROOT, b"open-then-unlinked")
+        .await
+        .unwrap();
+    assert!(meta.getattr(open.ino).await.is_ok(), "sustained while open");
+    meta.flush_usage().await.unwrap();
+    let dump = binary_of(&meta, 2).await;
+    let target = S::create();
+    let loaded = Meta::new(target.client(), super::test_options());
+    load_binary_into(&loaded, &dump).await.unwrap();
+    loaded.load().await.unwrap();
+    assert!(loaded.list_sessions().await.unwrap().is_empty());
+    assert_eq!(errno_of(loaded.getattr(open.ino).await), Errno::ENOENT);
+    assert!(loaded.getattr(kept.ino).await.is_ok());
+    assert_eq!(loaded.statfs().await.unwrap().used_inodes, 1);
+    let check = loaded.check_namespace(false, |_| {}).await.unwrap();
+    assert_eq!(check.problems, vec![]);
+}
+
+pub async fn damaged_binary_dumps_are_refused<S: TestStore>() {
+    let store = S::create();
+    let meta = super::volume_with(&store, super::test_format(1)).await;
+    rich_volume(&meta).await;
+    let dump = binary_of(&meta, 2).await;
+    let json = dump_of(&meta, &Default::default()).await;
+    let mut flipped = dump.clone();
+    let middle = flipped.len() / 2;
+    flipped[middle] ^= 0x10;
+    let cases: [(&str, &[u8]); 5] = [
+        ("cut before its end frame", &dump[..dump.len() - 20]),
+        ("cut after a frame", &dump[..dump.len() / 3]),
+        ("a flipped bit", &flipped),
+        ("a JSON dump", &json),
+        ("nothing", b""),
+    ];
+    for (what, bytes) in cases {
+        let target = S::create();
+        let loading = Meta::new(target.client(), super::test_options());
+        let err = load_binary_into(&loading, bytes).await.unwrap_err();
+        assert!(err.to_string().contains("binary dump"), "{what}: {err}");
+        assert!(
+            loading.load().await.is_err(),
+            "{what}: no volume after a refused load"
+        );
+    }
+}

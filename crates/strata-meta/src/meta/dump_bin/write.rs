@@ -1,0 +1,259 @@
+//! Writing a binary dump (dump v2): the volume's records copied as they are in the
+//! engine, read by several scans at once — the inode key range split into shards by
+//! inode number, each other kind of record one range — each page of a scan becoming one
+//! compressed frame. Sessions, locks and the deletion queues are left out, and so are
+//! inodes kept alive only by a session's open file (as a tree walk would): a loaded dump
+//! is the volume as its namespace stands. Counters are read last, so the id counters are
+//! past every id the dump holds.
+
+use std::collections::HashSet;
+use std::io::Write;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use strata_types::Ino;
+
+use super::frame::{self, FrameKind};
+use super::{BinaryEnd, BinaryHeader, DUMP_BIN_VERSION, Tally};
+use crate::codec;
+use crate::error::{MetaError, Result};
+use crate::keys;
+use crate::kv::{Key, Value};
+use crate::meta::{DumpStats, Meta, NEXT_INODE};
+
+/// Rows per scan (and so per frame).
+const PAGE: usize = 4096;
+/// Inode shards per thread: enough that one large directory's shard does not leave the
+/// other threads idle for long.
+const SHARDS_PER_THREAD: u64 = 8;
+/// Record kinds copied beside the inodes, one range each (counters are read last).
+/// Settings (`C`) are not among them: the format record is the header, and the cache
+/// group's secret is a secret (a loaded volume makes a new one).
+const OTHER_RANGES: [(&[u8], &[u8]); 5] = [
+    (b"H", b"I"), // compaction hints
+    (b"K", b"L"), // shared slices' reference counts
+    (b"Q", b"R"), // quotas
+    (b"R", b"S"), // access control lists
+    (b"U", b"V"), // directory usage
+];
+
+/// How to write a binary dump.
+#[derive(Clone, Debug)]
+pub struct BinaryDumpOptions {
+    /// Scans at once.
+    pub threads: usize,
+    /// Keep the object store's secret key in the header.
+    pub keep_secret_key: bool,
+}
+
+/// One key range being read page by page.
+struct Cursor {
+    start: Key,
+    end: Key,
+}
+
+impl Meta {
+    /// Write a binary dump of the whole volume to `out`; `progress` is told the running
+    /// count of inodes.
+    pub async fn dump_binary(
+        &self,
+        out: &mut (dyn Write + Send),
+        opts: &BinaryDumpOptions,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> Result<DumpStats> {
+        frame::write_magic(out)?;
+        write_frame(out, FrameKind::Header, &self.binary_header(opts)?)?;
+        let kept_alive = self.kept_alive_inodes().await?;
+        let mut writer = FrameWriter {
+            out,
+            tally: Tally::default(),
+            frames: 0,
+            kept_alive,
+        };
+        let mut ranges = self.inode_shards(opts.threads).await?;
+        ranges.extend(OTHER_RANGES.iter().map(|(s, e)| Cursor {
+            start: s.to_vec(),
+            end: e.to_vec(),
+        }));
+        self.copy_ranges(ranges, opts.threads, &mut writer, progress)
+            .await?;
+        let counters = vec![Cursor {
+            start: b"N".to_vec(),
+            end: b"O".to_vec(),
+        }];
+        self.copy_ranges(counters, 1, &mut writer, progress).await?;
+        let end = BinaryEnd {
+            pairs: writer.tally.pairs,
+            frames: writer.frames,
+            inodes: writer.tally.inodes,
+            entries: writer.tally.entries,
+        };
+        let stats = writer.tally.stats();
+        write_frame(writer.out, FrameKind::End, &end)?;
+        Ok(stats)
+    }
+
+    fn binary_header(&self, opts: &BinaryDumpOptions) -> Result<BinaryHeader> {
+        let mut format = (*self.current_format()?).clone();
+        if !opts.keep_secret_key {
+            format.secret_key = None;
+        }
+        let format = serde_json::to_value(&format)
+            .map_err(|e| MetaError::Invalid(format!("format record: {e}")))?;
+        Ok(BinaryHeader {
+            strata_dump: DUMP_BIN_VERSION,
+            format,
+        })
+    }
+
+    /// Inodes that only an open file keeps (unlinked, sustained by a session).
+    async fn kept_alive_inodes(&self) -> Result<HashSet<u64>> {
+        let mut inodes = HashSet::new();
+        let mut cursor = Cursor {
+            start: b"SS".to_vec(),
+            end: b"ST".to_vec(),
+        };
+        loop {
+            let rows = self.scan_page(&cursor).await?;
+            for (key, _) in &rows {
+                let ino = keys::be_u64(key, 10)
+                    .ok_or_else(|| MetaError::corrupt(key, "short sustained-inode key"))?;
+                inodes.insert(ino);
+            }
+            if !advance(&mut cursor, &rows) {
+                return Ok(inodes);
+            }
+        }
+    }
+
+    /// The inode key range in about `threads * SHARDS_PER_THREAD` shards of equal spans
+    /// of inode numbers; the last one reaches the end of the range (reserved inodes).
+    async fn inode_shards(&self, threads: usize) -> Result<Vec<Cursor>> {
+        let next = self
+            .txn(|tx| {
+                Box::pin(async move {
+                    let key = keys::counter(NEXT_INODE);
+                    let value = tx.get(&key).await?;
+                    codec::decode_counter(&key, value.as_deref())
+                })
+            })
+            .await?;
+        let next = u64::try_from(next).unwrap_or(0).max(2);
+        let shards = u64::try_from(threads.max(1))
+            .unwrap_or(1)
+            .saturating_mul(SHARDS_PER_THREAD);
+        let span = next.div_ceil(shards).max(1);
+        let mut cursors = Vec::new();
+        let mut lo = 0u64;
+        while lo < next {
+            let hi = lo.saturating_add(span);
+            cursors.push(Cursor {
+                start: keys::inode_prefix(Ino(lo)),
+                end: if hi >= next {
+                    b"B".to_vec()
+                } else {
+                    keys::inode_prefix(Ino(hi))
+                },
+            });
+            lo = hi;
+        }
+        Ok(cursors)
+    }
+
+    /// Copy every range into frames, `threads` scans at once.
+    async fn copy_ranges(
+        &self,
+        ranges: Vec<Cursor>,
+        threads: usize,
+        writer: &mut FrameWriter<'_>,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> Result<()> {
+        let mut waiting = ranges.into_iter();
+        let mut reading = FuturesUnordered::new();
+        let page = |cursor: Cursor| async move {
+            let rows = self.scan_page(&cursor).await;
+            (cursor, rows)
+        };
+        for cursor in waiting.by_ref().take(threads.max(1)) {
+            reading.push(page(cursor));
+        }
+        while let Some((mut cursor, rows)) = reading.next().await {
+            let rows = rows?;
+            writer.write_rows(&rows)?;
+            progress(writer.tally.inodes);
+            if advance(&mut cursor, &rows) {
+                reading.push(page(cursor));
+            } else if let Some(next) = waiting.next() {
+                reading.push(page(next));
+            }
+        }
+        Ok(())
+    }
+
+    /// The next page of `cursor`'s range, read without the client's cache.
+    async fn scan_page(&self, cursor: &Cursor) -> Result<Vec<(Key, Value)>> {
+        self.uncached_txn(|tx| {
+            let (start, end) = (cursor.start.clone(), cursor.end.clone());
+            Box::pin(async move { Ok(tx.scan(&start, &end, PAGE, false).await?) })
+        })
+        .await
+    }
+}
+
+/// Move `cursor` past `rows`; false when the range is done.
+fn advance(cursor: &mut Cursor, rows: &[(Key, Value)]) -> bool {
+    match rows.last() {
+        Some((last, _)) if rows.len() == PAGE => {
+            cursor.start = [&last[..], &[0u8][..]].concat();
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Where frames go, and what went.
+struct FrameWriter<'o> {
+    out: &'o mut (dyn Write + Send),
+    tally: Tally,
+    frames: u64,
+    kept_alive: HashSet<u64>,
+}
+
+impl FrameWriter<'_> {
+    /// One page's rows as one frame (none if every row was left out).
+    fn write_rows(&mut self, rows: &[(Key, Value)]) -> Result<()> {
+        let mut raw = Vec::with_capacity(rows.len() * 64);
+        for (key, value) in rows {
+            if self.left_out(key) {
+                continue;
+            }
+            self.tally.count(key);
+            frame::push_pair(&mut raw, key, value)?;
+        }
+        if raw.is_empty() {
+            return Ok(());
+        }
+        let sealed = frame::seal(FrameKind::Pairs, &raw)?;
+        self.out
+            .write_all(&sealed)
+            .map_err(|e| MetaError::Invalid(format!("writing the dump: {e}")))?;
+        self.frames += 1;
+        Ok(())
+    }
+
+    fn left_out(&self, key: &[u8]) -> bool {
+        key.first() == Some(&b'A')
+            && keys::be_u64(key, 1).is_some_and(|ino| self.kept_alive.contains(&ino))
+    }
+}
+
+fn write_frame(
+    out: &mut (dyn Write + Send),
+    kind: FrameKind,
+    body: &impl serde::Serialize,
+) -> Result<()> {
+    let raw =
+        serde_json::to_vec(body).map_err(|e| MetaError::Invalid(format!("dump encoding: {e}")))?;
+    out.write_all(&frame::seal(kind, &raw)?)
+        .map_err(|e| MetaError::Invalid(format!("writing the dump: {e}")))
+}
