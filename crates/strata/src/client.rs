@@ -63,9 +63,9 @@ pub struct ClientArgs {
     /// Skip background jobs (data deletion, compaction, trash purge, metadata backup)
     #[arg(long)]
     pub no_bgjob: bool,
-    /// Back metadata up into the bucket (meta/dump-*.json.gz) this often, across all
-    /// clients: 1h, 30m, 90s, or seconds; 0 turns it off. Volumes over a million inodes
-    /// are skipped (use `strata dump`)
+    /// Back metadata up into the bucket (meta/dump-*.bin, a binary dump that `strata
+    /// load` reads) this often, across all clients: 1h, 30m, 90s, or seconds; 0 turns it
+    /// off. Volumes of any size: the dump is streamed, writers are not stopped
     #[arg(long, default_value = "1h", value_parser = units::parse_duration)]
     pub backup_meta: Duration,
     /// Session heartbeat interval: 12s, 1m, ... (a plain number is seconds); a client

@@ -666,7 +666,7 @@ fn the_mount_backs_metadata_up_into_the_bucket() {
         .collect();
     found.sort();
     let newest = found.last().expect("a backup in the bucket").clone();
-    assert!(newest.to_str().unwrap().ends_with(".json.gz"), "{newest:?}");
+    assert!(newest.to_str().unwrap().ends_with(".bin"), "{newest:?}");
     let target = format!("sqlite3://{}", vol.dir.path().join("restored.db").display());
     strata_ok(&["load", &target, newest.to_str().unwrap()]);
     let restored = Volume::existing(&target);
