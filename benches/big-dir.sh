@@ -12,7 +12,7 @@
 # Usage: benches/big-dir.sh [WORKDIR]
 #   STRATA=path/to/strata (default target/release/strata), FILES=1000000, SETTLE=70
 #   META=URL of an empty engine (default: SQLite in WORKDIR); RM=1 also times rm -rf.
-#   MOUNT_FLAGS="..." extra flags for `strata mount`; KEEP=1 leaves it mounted.
+#   MOUNT_FLAGS="..." extra flags for `strata mount`; KEEP=1 leaves it mounted; DU=0 skips du.
 # Needs root (drops caches, resets the peak RSS).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,7 +42,7 @@ echo "== populate $FILES files in /flat ($META)"
   ${MOUNT_FLAGS:-} >/dev/null
 for _ in $(seq 1 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
 mountpoint -q "$MNT" || { echo "did not mount" >&2; exit 1; }
-PID=$(pgrep -f "strata mount $META $MNT" | head -1)
+PID=$(pgrep -f "strata mount .* $MNT( |$)" | head -1)
 [ -n "$PID" ] || { echo "no mount process" >&2; exit 1; }
 stat "$MNT/flat" >/dev/null
 START=$(kib "$PID" VmRSS)
@@ -66,7 +66,7 @@ count() { [ "$(ls -f "$MNT/flat" | wc -l)" -eq $(( FILES + 2 )) ] || { echo "wro
 step "ls -f" count
 step "ls -l" ls -l "$MNT/flat"
 step "find" find "$MNT/flat"
-step "du -s" du -s "$MNT/flat"
+if [ "${DU:-1}" = 1 ]; then step "du -s" du -s "$MNT/flat"; fi
 step "ls -l" ls -l "$MNT/flat"
 echo "== after the listings (RSS over time)"
 for t in $(seq 5 5 "$SETTLE"); do
