@@ -150,9 +150,12 @@ impl<R: Read> FrameReader<R> {
     /// A reader of `input`, whose first bytes must be the magic.
     pub fn new(mut input: R) -> Result<FrameReader<R>> {
         let mut magic = [0u8; 8];
-        input
-            .read_exact(&mut magic)
-            .map_err(|e| invalid(format!("reading the magic: {e}")))?;
+        input.read_exact(&mut magic).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => {
+                invalid("not a binary dump (shorter than its 8-byte magic)")
+            }
+            _ => invalid(format!("reading: {e}")),
+        })?;
         if &magic != MAGIC {
             return Err(invalid(
                 "not a binary dump (its first bytes are not STRDUMP2)",
@@ -296,6 +299,8 @@ mod tests {
         }
         assert!(read_all(&file[..MAGIC.len()]).unwrap().is_empty());
         assert!(read_all(b"STRDUMP1").is_err());
+        let short = read_all(b"STR").unwrap_err().to_string();
+        assert!(short.contains("not a binary dump"), "{short}");
     }
 
     #[test]
