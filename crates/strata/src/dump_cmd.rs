@@ -31,7 +31,7 @@ pub struct DumpArgs {
     /// Dump only this directory's tree (it becomes the root of the dump)
     #[arg(long)]
     subdir: Option<String>,
-    /// Keep the object store's secret key in the dump (omitted by default)
+    /// Keep the object store's secret key and session token in the dump (omitted by default)
     #[arg(long)]
     keep_secret_key: bool,
     /// Write the binary format (dump v2): the engine's records in compressed, checksummed
@@ -46,7 +46,7 @@ pub struct DumpArgs {
 #[derive(Debug, Args)]
 pub struct LoadArgs {
     /// Metadata engine URL of an empty database to load into (with --stat: the dump)
-    meta_url: String,
+    meta_url: MetaUrl,
     /// The dump to read (JSON lines, gzip or binary, told apart by its first bytes);
     /// standard input when absent
     file: Option<PathBuf>,
@@ -166,10 +166,7 @@ pub fn run_load(a: LoadArgs) -> Result<()> {
     if a.stat {
         return stat_binary(&a);
     }
-    let meta_url: MetaUrl = a
-        .meta_url
-        .parse()
-        .map_err(|e| anyhow::anyhow!("{}: {e}", a.meta_url))?;
+    let meta_url = &a.meta_url;
     let raw: Box<dyn Read + Send> = match &a.file {
         Some(path) => Box::new(File::open(path).with_context(|| format!("{}", path.display()))?),
         None => Box::new(std::io::stdin()),
@@ -188,10 +185,7 @@ pub fn run_load(a: LoadArgs) -> Result<()> {
     };
     let rt = wiring::runtime()?;
     rt.block_on(async {
-        let meta = Meta::new(
-            wiring::open_engine(&meta_url).await?,
-            MetaOptions::default(),
-        );
+        let meta = Meta::new(wiring::open_engine(meta_url).await?, MetaOptions::default());
         let progress = Arc::new(Progress::default());
         progress.stage(
             if binary {
@@ -211,7 +205,7 @@ pub fn run_load(a: LoadArgs) -> Result<()> {
         };
         drop(view);
         let stats = loaded.map_err(|e| anyhow::anyhow!("load into {meta_url}: {e}"))?;
-        report_loaded(&meta, &meta_url, &stats).await
+        report_loaded(&meta, meta_url, &stats).await
     })
 }
 
@@ -231,7 +225,11 @@ async fn report_loaded(meta: &Meta, meta_url: &MetaUrl, stats: &DumpStats) -> Re
 
 /// `load FILE --binary --stat`: what a binary dump holds, checked whole.
 fn stat_binary(a: &LoadArgs) -> Result<()> {
-    let path = a.file.clone().unwrap_or_else(|| PathBuf::from(&a.meta_url));
+    // `load FILE --stat`: the first argument is the dump, not an engine.
+    let path = a
+        .file
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(a.meta_url.expose()));
     let file = File::open(&path).with_context(|| format!("{}", path.display()))?;
     let summary = strata_meta::binary_dump_summary(BufReader::with_capacity(1 << 20, file))
         .with_context(|| format!("{}", path.display()))?;

@@ -3,7 +3,7 @@
 //! original's), sessions and what only they keep alive are left out, and a damaged,
 //! cut-off or foreign file is refused with nothing half loaded.
 
-use strata_types::{Errno, Ino};
+use strata_types::{Errno, Ino, Secret};
 
 use super::lifecycle::{dump_of, load_fresh, rich_volume};
 use super::{TestStore, errno_of, touch};
@@ -28,7 +28,13 @@ async fn load_binary_into(meta: &Meta, dump: &[u8]) -> crate::Result<crate::Dump
 
 pub async fn binary_dumps_round_trip<S: TestStore>() {
     let store = S::create();
-    let meta = super::volume_with(&store, super::test_format(1)).await;
+    let format = crate::Format {
+        access_key: Some("ak".into()),
+        secret_key: Some(Secret::new("hunter2")),
+        session_token: Some(Secret::new("token-7")),
+        ..super::test_format(1)
+    };
+    let meta = super::volume_with(&store, format).await;
     let made = rich_volume(&meta).await;
     meta.set_quota(QuotaTarget::Dir(made[0]), Some(1 << 30), Some(100))
         .await
@@ -56,7 +62,12 @@ pub async fn binary_dumps_round_trip<S: TestStore>() {
         let loaded = Meta::new(target.client(), super::test_options());
         let stats = load_binary_into(&loaded, &dump).await.unwrap();
         assert_eq!(stats.nodes, lines("node"));
-        loaded.load().await.unwrap();
+        let format = loaded.load().await.unwrap();
+        assert_eq!(format.access_key.as_deref(), Some("ak"));
+        assert!(
+            format.secret_key.is_none() && format.session_token.is_none(),
+            "secrets are left out by default"
+        );
         assert_eq!(
             String::from_utf8(dump_of(&loaded, &Default::default()).await).unwrap(),
             text,

@@ -186,13 +186,19 @@ impl Meta {
         Ok(stats)
     }
 
-    async fn dump_header(&self, opts: &DumpOptions) -> Result<DumpLine> {
+    /// The format record as a dump (either kind) carries it: the object store's secret
+    /// key and session token removed unless asked to keep them.
+    pub(super) fn dumped_format(&self, keep_secret_key: bool) -> Result<serde_json::Value> {
         let mut format = (*self.current_format()?).clone();
-        if !opts.keep_secret_key {
+        if !keep_secret_key {
             format.secret_key = None;
+            format.session_token = None;
         }
-        let format = serde_json::to_value(&format)
-            .map_err(|e| MetaError::Invalid(format!("format record: {e}")))?;
+        serde_json::to_value(&format).map_err(|e| MetaError::Invalid(format!("format record: {e}")))
+    }
+
+    async fn dump_header(&self, opts: &DumpOptions) -> Result<DumpLine> {
+        let format = self.dumped_format(opts.keep_secret_key)?;
         let names = [NEXT_INODE, NEXT_SLICE, NEXT_SESSION];
         let values = self
             .txn(|tx| {

@@ -23,7 +23,7 @@ pub struct ChunkRecord {
 pub type ScanCursor = Option<Key>;
 
 /// The first key strictly after `key`.
-fn after(key: &[u8]) -> Key {
+pub(super) fn after(key: &[u8]) -> Key {
     let mut k = key.to_vec();
     k.push(0);
     k

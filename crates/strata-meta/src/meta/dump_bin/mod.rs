@@ -62,6 +62,16 @@ impl Tally {
         }
     }
 
+    /// The end frame that `frames` pairs frames holding these records call for.
+    fn end(&self, frames: u64) -> BinaryEnd {
+        BinaryEnd {
+            pairs: self.pairs,
+            frames,
+            inodes: self.inodes,
+            entries: self.entries,
+        }
+    }
+
     fn stats(&self) -> DumpStats {
         DumpStats {
             nodes: self.inodes,

@@ -69,6 +69,94 @@ fn kind_of(key: &[u8]) -> Option<&'static str> {
     Some(kind)
 }
 
+/// A binary dump read in order: the header when opened, then each pairs frame's records
+/// (checked to be of kinds a dump holds, and counted), then the end frame, checked
+/// against what came, with nothing after it.
+struct DumpFrames<R> {
+    reader: FrameReader<R>,
+    format: Format,
+    tally: Tally,
+    frames: u64,
+    stored_bytes: u64,
+    raw_bytes: u64,
+    end: BinaryEnd,
+}
+
+impl<R: Read> DumpFrames<R> {
+    /// Check the magic and read the header.
+    fn open(input: R) -> Result<DumpFrames<R>> {
+        let mut reader = FrameReader::new(input)?;
+        let first = reader
+            .next_frame()?
+            .ok_or_else(|| invalid("the file is empty after its magic"))?;
+        if first.kind != FrameKind::Header {
+            return Err(invalid("the first frame is not the header"));
+        }
+        let raw = first.open()?;
+        Ok(DumpFrames {
+            format: header_format(&raw)?,
+            stored_bytes: first.size(),
+            raw_bytes: u64::try_from(raw.len()).unwrap_or(u64::MAX),
+            reader,
+            tally: Tally::default(),
+            frames: 0,
+            end: BinaryEnd::default(),
+        })
+    }
+
+    /// Give `each` the kind, key and value of every record of the next pairs frame; false
+    /// once the end frame has been read and checked.
+    fn next_pairs(
+        &mut self,
+        mut each: impl FnMut(&'static str, &[u8], &[u8]) -> Result<()>,
+    ) -> Result<bool> {
+        let stored = self
+            .reader
+            .next_frame()?
+            .ok_or_else(|| invalid("it ends without its end frame (cut off?)"))?;
+        let raw = stored.open()?;
+        self.stored_bytes += stored.size();
+        self.raw_bytes += u64::try_from(raw.len()).unwrap_or(u64::MAX);
+        match stored.kind {
+            FrameKind::Header => Err(invalid(format!(
+                "a second header at byte {}",
+                stored.offset
+            ))),
+            FrameKind::End => {
+                self.end =
+                    serde_json::from_slice(&raw).map_err(|e| invalid(format!("end frame: {e}")))?;
+                let found = self.tally.end(self.frames);
+                if self.end != found {
+                    return Err(invalid(format!(
+                        "the end frame counts {:?} but the dump holds {found:?}",
+                        self.end
+                    )));
+                }
+                if self.reader.next_frame()?.is_some() {
+                    return Err(invalid("frames after the end frame"));
+                }
+                Ok(false)
+            }
+            FrameKind::Pairs => {
+                self.frames += 1;
+                for (key, value) in frame::pairs(&raw)? {
+                    let kind = kind_of(key).ok_or_else(|| unexpected(key))?;
+                    self.tally.count(key);
+                    each(kind, key, value)?;
+                }
+                Ok(true)
+            }
+        }
+    }
+}
+
+fn unexpected(key: &[u8]) -> MetaError {
+    invalid(format!(
+        "a record of a kind no dump holds: {:?}",
+        String::from_utf8_lossy(&key[..key.len().min(12)])
+    ))
+}
+
 /// What a binary dump holds, read without an engine.
 #[derive(Clone, Debug, Default)]
 pub struct BinaryDumpSummary {
@@ -86,92 +174,21 @@ pub struct BinaryDumpSummary {
 /// Read a whole binary dump and say what it holds; an error if it is damaged, cut off or
 /// holds a record of a kind no dump holds.
 pub fn binary_dump_summary(input: impl Read) -> Result<BinaryDumpSummary> {
-    let mut reader = FrameReader::new(input)?;
-    let mut summary = BinaryDumpSummary::default();
-    let mut tally = Tally::default();
-    let mut frames = 0u64;
-    let end = read_frames(&mut reader, |kind, raw, size| {
-        summary.stored_bytes += size;
-        summary.raw_bytes += u64::try_from(raw.len()).unwrap_or(u64::MAX);
-        match kind {
-            FrameKind::Header => {
-                let format = header_format(raw)?;
-                summary.volume = format.name;
-                summary.meta_version = format.meta_version;
-            }
-            FrameKind::Pairs => {
-                frames += 1;
-                for (key, _) in frame::pairs(raw)? {
-                    let kind = kind_of(key).ok_or_else(|| unexpected(key))?;
-                    *summary.records.entry(kind).or_default() += 1;
-                    tally.count(key);
-                }
-            }
-            FrameKind::End => {}
-        }
+    let mut frames = DumpFrames::open(input)?;
+    let mut records = BTreeMap::new();
+    while frames.next_pairs(|kind, _, _| {
+        *records.entry(kind).or_default() += 1;
         Ok(())
-    })?;
-    check_end(&end, &tally, frames)?;
-    summary.frames = frames;
-    summary.end = end;
-    Ok(summary)
-}
-
-fn unexpected(key: &[u8]) -> MetaError {
-    invalid(format!(
-        "a record of a kind no dump holds: {:?}",
-        String::from_utf8_lossy(&key[..key.len().min(12)])
-    ))
-}
-
-/// Walk the frames: the header first, pairs, the end last and nothing after it. `each`
-/// gets every frame's kind, raw bytes and size in the file; the end frame is returned.
-fn read_frames<R: Read>(
-    reader: &mut FrameReader<R>,
-    mut each: impl FnMut(FrameKind, &[u8], u64) -> Result<()>,
-) -> Result<BinaryEnd> {
-    let mut seen_header = false;
-    while let Some(stored) = reader.next_frame()? {
-        let raw = stored.open()?;
-        let (kind, at) = (stored.kind, stored.offset);
-        match (kind, seen_header) {
-            (FrameKind::Header, false) => seen_header = true,
-            (_, false) => return Err(invalid("the first frame is not the header")),
-            (FrameKind::Header, true) => {
-                return Err(invalid(format!("a second header at byte {at}")));
-            }
-            (FrameKind::Pairs, true) | (FrameKind::End, true) => {}
-        }
-        each(kind, &raw, stored.size())?;
-        if kind == FrameKind::End {
-            let end: BinaryEnd =
-                serde_json::from_slice(&raw).map_err(|e| invalid(format!("end frame: {e}")))?;
-            if reader.next_frame()?.is_some() {
-                return Err(invalid("frames after the end frame"));
-            }
-            return Ok(end);
-        }
-    }
-    Err(invalid(if seen_header {
-        "it ends without its end frame (cut off?)"
-    } else {
-        "the file is empty after its magic"
-    }))
-}
-
-fn check_end(end: &BinaryEnd, tally: &Tally, frames: u64) -> Result<()> {
-    let found = BinaryEnd {
-        pairs: tally.pairs,
-        frames,
-        inodes: tally.inodes,
-        entries: tally.entries,
-    };
-    if *end != found {
-        return Err(invalid(format!(
-            "the end frame counts {end:?} but the dump holds {found:?}"
-        )));
-    }
-    Ok(())
+    })? {}
+    Ok(BinaryDumpSummary {
+        volume: frames.format.name,
+        meta_version: frames.format.meta_version,
+        frames: frames.frames,
+        stored_bytes: frames.stored_bytes,
+        raw_bytes: frames.raw_bytes,
+        records,
+        end: frames.end,
+    })
 }
 
 /// Counters recomputed while loading.
@@ -276,102 +293,42 @@ impl Meta {
         threads: usize,
         progress: &mut (dyn FnMut(u64) + Send),
     ) -> Result<(Format, DumpStats)> {
-        let mut reader = FrameReader::new(input)?;
-        let mut format = None;
-        let mut tally = Tally::default();
+        let mut frames = DumpFrames::open(input)?;
         let mut recount = Recount::default();
-        let mut frames = 0u64;
         let mut batch: Vec<(Key, Value)> = Vec::with_capacity(BATCH);
         let mut writing = FuturesUnordered::new();
         // Every batch sent is awaited, also after a bad frame: none is left half done.
-        let mut sent: Result<()> = Ok(());
-        let read = loop {
-            let stored = match reader.next_frame() {
-                Ok(Some(stored)) => stored,
-                Ok(None) => break Err(invalid("it ends without its end frame (cut off?)")),
-                Err(e) => break Err(e),
-            };
-            let raw = match stored.open() {
-                Ok(raw) => raw,
-                Err(e) => break Err(e),
-            };
-            match (stored.kind, &format) {
-                (FrameKind::Header, None) => match header_format(&raw) {
-                    Ok(f) => format = Some(f),
-                    Err(e) => break Err(e),
-                },
-                (_, None) => break Err(invalid("the first frame is not the header")),
-                (FrameKind::Header, Some(_)) => break Err(invalid("a second header")),
-                (FrameKind::End, Some(_)) => break end_of(&raw, &mut reader, &tally, frames),
-                (FrameKind::Pairs, Some(_)) => {
-                    frames += 1;
-                    let taken = take_pairs(&raw, &mut tally, &mut recount, &mut batch);
-                    if let Err(e) = taken {
-                        break Err(e);
-                    }
-                    while batch.len() >= BATCH {
-                        let rest = batch.split_off(BATCH);
-                        let full = std::mem::replace(&mut batch, rest);
-                        if writing.len() >= threads.max(1)
-                            && let Some(done) = writing.next().await
-                        {
-                            sent = sent.and(done);
-                        }
-                        writing.push(self.put_batch(full));
-                    }
-                    progress(tally.inodes);
+        let read: Result<()> = async {
+            while frames.next_pairs(|_, key, value| {
+                if recount.take(key, value)? {
+                    batch.push((key.to_vec(), value.to_vec()));
                 }
+                Ok(())
+            })? {
+                while batch.len() >= BATCH {
+                    let rest = batch.split_off(BATCH);
+                    let full = std::mem::replace(&mut batch, rest);
+                    if writing.len() >= threads.max(1)
+                        && let Some(done) = writing.next().await
+                    {
+                        done?;
+                    }
+                    writing.push(self.put_batch(full));
+                }
+                progress(frames.tally.inodes);
             }
-            if sent.is_err() {
-                break Ok(());
-            }
-        };
+            Ok(())
+        }
+        .await;
+        let mut written = Ok(());
         while let Some(done) = writing.next().await {
-            sent = sent.and(done);
+            written = written.and(done);
         }
         read?;
-        sent?;
-        let Some(format) = format else {
-            return Err(invalid("no header"));
-        };
+        written?;
         self.put_batch(batch).await?;
         self.put_batch(recount.finish()?).await?;
-        progress(tally.inodes);
-        Ok((format, tally.stats()))
+        progress(frames.tally.inodes);
+        Ok((frames.format, frames.tally.stats()))
     }
-}
-
-/// Check one pairs frame's records and queue them for writing.
-fn take_pairs(
-    raw: &[u8],
-    tally: &mut Tally,
-    recount: &mut Recount,
-    batch: &mut Vec<(Key, Value)>,
-) -> Result<()> {
-    for (key, value) in frame::pairs(raw)? {
-        if kind_of(key).is_none() {
-            return Err(unexpected(key));
-        }
-        tally.count(key);
-        if recount.take(key, value)? {
-            batch.push((key.to_vec(), value.to_vec()));
-        }
-    }
-    Ok(())
-}
-
-/// The end frame: its counts match what came, and nothing follows it.
-fn end_of<R: Read>(
-    raw: &[u8],
-    reader: &mut FrameReader<R>,
-    tally: &Tally,
-    frames: u64,
-) -> Result<()> {
-    let end: BinaryEnd =
-        serde_json::from_slice(raw).map_err(|e| invalid(format!("end frame: {e}")))?;
-    check_end(&end, tally, frames)?;
-    if reader.next_frame()?.is_some() {
-        return Err(invalid("frames after the end frame"));
-    }
-    Ok(())
 }

@@ -14,11 +14,12 @@ use futures::stream::FuturesUnordered;
 use strata_types::Ino;
 
 use super::frame::{self, FrameKind};
-use super::{BinaryEnd, BinaryHeader, DUMP_BIN_VERSION, Tally};
+use super::{BinaryHeader, DUMP_BIN_VERSION, Tally};
 use crate::codec;
 use crate::error::{MetaError, Result};
 use crate::keys;
 use crate::kv::{Key, Value};
+use crate::meta::scan::after;
 use crate::meta::{DumpStats, Meta, NEXT_INODE};
 
 /// Rows per scan (and so per frame).
@@ -82,27 +83,16 @@ impl Meta {
             end: b"O".to_vec(),
         }];
         self.copy_ranges(counters, 1, &mut writer, progress).await?;
-        let end = BinaryEnd {
-            pairs: writer.tally.pairs,
-            frames: writer.frames,
-            inodes: writer.tally.inodes,
-            entries: writer.tally.entries,
-        };
+        let end = writer.tally.end(writer.frames);
         let stats = writer.tally.stats();
         write_frame(writer.out, FrameKind::End, &end)?;
         Ok(stats)
     }
 
     fn binary_header(&self, opts: &BinaryDumpOptions) -> Result<BinaryHeader> {
-        let mut format = (*self.current_format()?).clone();
-        if !opts.keep_secret_key {
-            format.secret_key = None;
-        }
-        let format = serde_json::to_value(&format)
-            .map_err(|e| MetaError::Invalid(format!("format record: {e}")))?;
         Ok(BinaryHeader {
             strata_dump: DUMP_BIN_VERSION,
-            format,
+            format: self.dumped_format(opts.keep_secret_key)?,
         })
     }
 
@@ -204,7 +194,7 @@ impl Meta {
 fn advance(cursor: &mut Cursor, rows: &[(Key, Value)]) -> bool {
     match rows.last() {
         Some((last, _)) if rows.len() == PAGE => {
-            cursor.start = [&last[..], &[0u8][..]].concat();
+            cursor.start = after(last);
             true
         }
         _ => false,
