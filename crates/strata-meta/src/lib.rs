@@ -23,8 +23,9 @@ pub use meta::{
     DUMP_VERSION, DirEntry, DumpLine, DumpNode, DumpOptions, DumpStats, Entry, FallocateMode,
     GroupMember, LockKind, MAX_SLICES_PER_CHUNK, MAY_EXEC, MAY_READ, MAY_WRITE, Meta, MetaOptions,
     NamespaceProblem, NamespaceReport, Opened, PopulateLayout, PopulateShape, PopulateSpec,
-    Population, PosixLock, Quota, QuotaTarget, Raw, RenameFlags, RestoreOutcome, ScanCursor,
-    SessionDetail, SessionInfo, SetAttr, SliceDeletion, StatFs, SubtreeUsage, TRASH_NAME, TimeSet,
-    TrashEntry, WriteOutcome, XattrFlags, absent_xattr_is_enodata, binary_dump_summary,
-    days_from_civil, hour_name, is_binary, now_ns, parse_hour_name, trash_entry_name,
+    Population, PosixLock, Quota, QuotaTarget, Raw, RemoveOptions, RenameFlags, RestoreOutcome,
+    ScanCursor, SessionDetail, SessionInfo, SetAttr, SliceDeletion, StatFs, SubtreeUsage,
+    TRASH_NAME, TimeSet, TrashEntry, TrashUse, WriteOutcome, XattrFlags, absent_xattr_is_enodata,
+    binary_dump_summary, days_from_civil, hour_name, is_binary, now_ns, parse_hour_name,
+    trash_entry_name,
 };

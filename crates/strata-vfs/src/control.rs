@@ -51,7 +51,16 @@ struct ControlOutput {
 }
 
 impl ControlHandle {
+    /// Queue a reply line for the reader and wake it.
     fn push(&self, reply: &ControlReply, last: bool) {
+        self.append(reply, last);
+        self.ready.notify_one();
+    }
+
+    /// Queue a reply line without waking anyone: for the progress line a read itself
+    /// makes (a wake-up here would be kept as a permit by `notify_one` and end the next
+    /// read's wait at once, turning the tool's reads into a busy loop).
+    fn append(&self, reply: &ControlReply, last: bool) {
         let mut line = serde_json::to_vec(reply).unwrap_or_else(|e| {
             format!("{{\"reply\":\"failed\",\"errno\":5,\"message\":\"{e}\"}}").into_bytes()
         });
@@ -59,8 +68,6 @@ impl ControlHandle {
         let mut out = self.output.lock();
         out.bytes.extend_from_slice(&line);
         out.finished |= last;
-        drop(out);
-        self.ready.notify_one();
     }
 
     fn progress_line(&self) -> ControlReply {
@@ -144,7 +151,7 @@ impl Vfs {
         let mut out = handle.output.lock();
         if out.bytes.is_empty() && !out.finished {
             drop(out);
-            handle.push(&handle.progress_line(), false);
+            handle.append(&handle.progress_line(), false);
             out = handle.output.lock();
         }
         let take = size.min(out.bytes.len());
@@ -185,7 +192,23 @@ impl Vfs {
         };
         let front = |ino: u64| self.from_front(ino);
         match op {
-            ControlOp::Rmr { parent, name } => self.control_rmr(&job, front(parent), &name).await,
+            ControlOp::Rmr {
+                parent,
+                name,
+                threads,
+                skip_trash,
+            } => {
+                let options = strata_meta::RemoveOptions {
+                    threads,
+                    trash: if skip_trash {
+                        strata_meta::TrashUse::Never
+                    } else {
+                        strata_meta::TrashUse::Volume
+                    },
+                };
+                self.control_rmr(&job, (front(parent), &name), options)
+                    .await
+            }
             ControlOp::Clone {
                 src,
                 parent,
@@ -239,5 +262,32 @@ fn failed(errno: Errno, message: String) -> ControlReply {
     ControlReply::Failed {
         errno: errno.0,
         message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With nothing new to say, each read waits for the progress interval: the tool's
+    /// read loop costs a wake-up per interval, not a busy loop of FUSE round trips.
+    #[tokio::test(start_paused = true)]
+    async fn reads_without_news_wait_the_progress_interval() {
+        let vfs = crate::testing::memory_vfs().await;
+        let fh = vfs.open_control();
+        for read in 0..3 {
+            let started = tokio::time::Instant::now();
+            let line = vfs.read_control(fh, 4096).await.expect("an open handle");
+            assert!(
+                line.starts_with(b"{\"reply\":\"progress\""),
+                "read {read}: {line:?}"
+            );
+            assert!(
+                started.elapsed() >= PROGRESS_EVERY,
+                "read {read} returned after {:?}",
+                started.elapsed()
+            );
+        }
+        vfs.release_control(fh);
     }
 }

@@ -32,14 +32,14 @@ impl Vfs {
     pub(crate) async fn control_rmr(
         &self,
         job: &Job<'_>,
-        parent: Ino,
-        name: &[u8],
+        (parent, name): (Ino, &[u8]),
+        options: strata_meta::RemoveOptions,
     ) -> Result<ControlResult, Failure> {
         self.writable().map_err(errno_failure)?;
         job.progress.stage("removing", 0);
         let removed = self
             .meta
-            .remove_tree(job.ctx, parent, name, &mut job.step())
+            .remove_tree(job.ctx, (parent, name), options, &mut job.step())
             .await;
         // What is gone must not linger in the kernel's cache, whatever the outcome.
         self.invalidate_entry(parent, name).await;
@@ -180,16 +180,7 @@ impl Vfs {
             .access(ctx, dir, MAY_READ | MAY_EXEC)
             .await
             .map_err(meta_failure)?;
-        let mut subdirs = Vec::new();
-        let mut pages = self.meta.entry_pages(dir, false);
-        while let Some(page) = pages.next(&self.meta).await.map_err(meta_failure)? {
-            subdirs.extend(
-                page.into_iter()
-                    .filter(|e| e.kind == FileType::Directory)
-                    .map(|e| (e.name, e.ino)),
-            );
-        }
-        Ok(subdirs)
+        self.meta.subdirectories(dir).await.map_err(meta_failure)
     }
 
     pub(crate) async fn control_compact(

@@ -7,6 +7,11 @@ use serde::{Deserialize, Serialize};
 
 /// The version of the request and reply lines.
 pub const CONTROL_PROTOCOL: u32 = 1;
+/// Removals at once of an `rmr` request that does not say.
+fn rmr_threads() -> usize {
+    strata_meta::RemoveOptions::RMR.threads
+}
+
 /// A request line.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ControlRequest {
@@ -20,8 +25,16 @@ pub struct ControlRequest {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum ControlOp {
-    /// Remove `parent/name` and everything below it (through the trash).
-    Rmr { parent: u64, name: Vec<u8> },
+    /// Remove `parent/name` and everything below it, `threads` entries at once (a
+    /// request without it: 50), through the trash unless `skip_trash` (root only).
+    Rmr {
+        parent: u64,
+        name: Vec<u8>,
+        #[serde(default = "rmr_threads")]
+        threads: usize,
+        #[serde(default)]
+        skip_trash: bool,
+    },
     /// Copy `src` to `parent/name` sharing its data.
     Clone {
         src: u64,

@@ -21,7 +21,7 @@ use crate::wiring;
 pub struct GcArgs {
     /// Metadata engine URL of the volume (e.g. sqlite3:///var/lib/strata.db)
     meta_url: MetaUrl,
-    /// Delete leaked objects and finish pending deletions (default: only report)
+    /// Delete leaked objects, purge expired trash hours and finish pending deletions (default: only report)
     #[arg(long)]
     delete: bool,
     /// Also compact every chunk made of more than one slice
@@ -116,8 +116,8 @@ pub fn run_gc(a: GcArgs) -> Result<()> {
         );
         if a.delete {
             println!(
-                "pending deletions finished: {} files, {} slices",
-                r.files_freed, r.slices_freed
+                "expired trash entries purged: {}; pending deletions finished: {} files, {} slices",
+                r.trash_purged, r.files_freed, r.slices_freed
             );
         }
         println!(

@@ -38,6 +38,13 @@ pub struct RmrArgs {
     /// the volume keeps one; you may remove only what `rm -r` would let you)
     #[arg(required = true)]
     paths: Vec<PathBuf>,
+    /// Entries removed at once (1–255; JuiceFS's flag)
+    #[arg(short = 'p', long, default_value_t = 50,
+          value_parser = clap::value_parser!(u8).range(1..))]
+    threads: u8,
+    /// Delete for good instead of moving into the trash (root only; JuiceFS's flag)
+    #[arg(long)]
+    skip_trash: bool,
 }
 
 /// Nanoseconds since the epoch of a UTC time given as a date, date and time, or Unix
@@ -179,6 +186,8 @@ pub fn run_rmr(a: RmrArgs) -> Result<()> {
         let op = ControlOp::Rmr {
             parent: parent_meta.ino(),
             name: name.as_bytes().to_vec(),
+            threads: usize::from(a.threads),
+            skip_trash: a.skip_trash,
         };
         match control::request(&mount, op).with_context(|| format!("{}", abs.display()))? {
             ControlResult::Removed { entries } => {

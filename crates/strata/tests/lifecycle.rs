@@ -316,6 +316,35 @@ fn rmr_removes_a_tree_through_the_trash() {
 }
 
 #[test]
+fn rmr_skip_trash_deletes_for_good() {
+    let vol = volume_with_trash();
+    let m = vol.mount("mnt");
+    sh(
+        &m.path,
+        "mkdir -p s/sub && for i in $(seq 1 150); do echo $i > s/f$i; done; echo y > s/sub/g",
+    );
+    let (ok, out) = strata(&["rmr", "-p", "0", m.path.join("s").to_str().unwrap()]);
+    assert!(
+        !ok && out.contains("0 is not in 1..=255"),
+        "0 removals at once is refused: {out}"
+    );
+    let out = strata_ok(&[
+        "rmr",
+        "--skip-trash",
+        "-p",
+        "4",
+        m.path.join("s").to_str().unwrap(),
+    ]);
+    assert!(out.contains("(153 entries)"), "{out}");
+    assert_eq!(sh(&m.path, "ls -A | grep -v '^.trash$' || true"), "");
+    let out = strata_ok(&["restore", &vol.meta_url]);
+    assert!(
+        out.contains("restored 0 entries"),
+        "nothing went to the trash: {out}"
+    );
+}
+
+#[test]
 fn dump_and_load_move_a_volume_to_redis() {
     let vol = volume_with_trash();
     strata_ok(&[

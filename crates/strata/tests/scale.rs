@@ -83,3 +83,104 @@ fn listing_a_million_entries_grows_the_mount_by_at_most_32_mib() {
     );
     eprintln!("mount RSS {start} KiB, peak while listing {peak} KiB (+{growth})");
 }
+
+/// Files of the volume the tools run on (leaf directories of 1,000 under /wide).
+const TOOL_FILES: u64 = 200_000;
+/// The largest peak RSS any tool's process may reach on it.
+const TOOL_RSS_LIMIT_KIB: u64 = 64 * 1024;
+
+/// The largest peak RSS of this process's finished children so far, KiB.
+fn children_peak_kib() -> u64 {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let usage = getrusage(UsageWho::RUSAGE_CHILDREN).unwrap();
+    u64::try_from(usage.max_rss()).unwrap()
+}
+
+/// Entries a `strata rmr` line reports: "removed PATH (N entries)".
+fn removed_entries(out: &str) -> u64 {
+    let count = out
+        .rsplit_once('(')
+        .and_then(|(_, rest)| rest.split_once(' '))
+        .map(|(n, _)| n)
+        .unwrap_or_else(|| panic!("no entry count in {out:?}"));
+    count.parse().unwrap()
+}
+
+#[test]
+fn tools_finish_on_200k_files_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let meta_url = format!("sqlite3://{}", dir.path().join("meta.db").display());
+    let bucket = dir.path().join("bucket");
+    let files = TOOL_FILES.to_string();
+    strata_ok(&[
+        "bench",
+        "populate",
+        &meta_url,
+        "tools",
+        "--files",
+        &files,
+        "--shape",
+        "wide",
+        "--bucket",
+        bucket.to_str().unwrap(),
+    ]);
+    strata_ok(&["config", &meta_url, "--trash-days", "1"]);
+    let leaves = TOOL_FILES / 1000;
+    let inodes = TOOL_FILES + leaves + 1; // the files, their directories and /wide
+
+    strata_ok(&["fsck", &meta_url]);
+    strata_ok(&["gc", &meta_url]);
+    let limit = (2 * TOOL_FILES).to_string();
+    strata_ok(&[
+        "quota", "set", &meta_url, "--path", "/wide", "--inodes", &limit,
+    ]);
+    let check = strata_ok(&["quota", "check", &meta_url]);
+    assert!(
+        check.contains(&(inodes - 1).to_string()),
+        "quota check counts the files and directories under /wide: {check}"
+    );
+
+    let vol = Volume::existing(&meta_url);
+    let m = vol.mount("m");
+    let pid = mount_pid(&m.path);
+    let summary = strata_ok(&["summary", m.path.to_str().unwrap(), "--depth", "1"]);
+    assert!(
+        summary.contains(&files),
+        "summary counts every file: {summary}"
+    );
+    let start = status_kib(pid, "VmRSS");
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+    let wide = m.path.join("wide");
+    let out = strata_ok(&["rmr", wide.to_str().unwrap()]);
+    assert_eq!(removed_entries(&out), inodes, "{out}");
+    assert!(!wide.exists());
+    let hour = std::fs::read_dir(m.path.join(".trash"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .next()
+        .expect("a trash hour");
+    let in_trash = std::fs::read_dir(&hour).unwrap().count();
+    assert_eq!(
+        u64::try_from(in_trash).unwrap(),
+        inodes,
+        "all of it in the trash"
+    );
+    // What the trash's expiry does to an hour, done now.
+    let out = strata_ok(&["rmr", hour.to_str().unwrap()]);
+    assert_eq!(removed_entries(&out), inodes + 1, "{out}");
+    let peak = status_kib(pid, "VmHWM");
+    let growth = peak.saturating_sub(start);
+    assert!(
+        growth <= GROWTH_LIMIT_KIB,
+        "removing {inodes} entries grew the mount from {start} KiB to {peak} KiB"
+    );
+    m.unmount();
+    strata_ok(&["fsck", &meta_url]);
+    strata_ok(&["gc", &meta_url, "--delete"]);
+    let tools_peak = children_peak_kib();
+    assert!(
+        tools_peak <= TOOL_RSS_LIMIT_KIB,
+        "a tool reached {tools_peak} KiB on {TOOL_FILES} files"
+    );
+    eprintln!("rmr and expiry grew the mount by {growth} KiB; tools' peak {tools_peak} KiB");
+}

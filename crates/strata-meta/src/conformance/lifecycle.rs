@@ -7,7 +7,7 @@ use super::{TestStore, mkdir, names, slice, touch, volume};
 use crate::codec;
 use crate::keys;
 use crate::kv::{RetryPolicy, run_txn};
-use crate::meta::{Ctx, Meta};
+use crate::meta::{Ctx, Meta, RemoveOptions};
 
 /// Overwrite one key with `value`, bypassing the file-system logic (to break things).
 async fn poke(meta: &Meta, key: Vec<u8>, value: Vec<u8>) {
@@ -235,7 +235,7 @@ pub async fn remove_tree_goes_through_the_trash<S: TestStore>() {
     }
     let mut seen = 0;
     let removed = meta
-        .remove_tree(&root, Ino::ROOT, b"top", &mut |n| {
+        .remove_tree(&root, (Ino::ROOT, b"top"), RemoveOptions::RMR, &mut |n| {
             seen += n;
             true
         })

@@ -16,6 +16,7 @@ pub mod lifecycle;
 pub mod lost_answers;
 pub mod namespace;
 pub mod posix;
+pub mod remove;
 pub mod round_trips;
 pub mod special;
 
@@ -222,6 +223,9 @@ macro_rules! meta_conformance_tests {
             special::open_directories_outlive_their_removal,
             special::data_commits_never_override_later_times,
             special::remove_tree_checks_what_rm_r_checks,
+            remove::many_removals_at_once_leave_the_counters_right,
+            remove::skipping_the_trash_is_for_root, remove::an_error_stops_the_walk_and_is_returned,
+            remove::hard_links_in_one_batch_keep_the_counts_right, remove::files_go_in_batches,
             round_trips::listing_and_changes_are_one_call_each,
             round_trips::stale_assumptions_are_caught,
             round_trips::unchanged_lookups_cost_nothing,

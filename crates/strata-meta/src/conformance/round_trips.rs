@@ -213,7 +213,7 @@ async fn chmod(meta: &Meta, ino: Ino, mode: u16) {
 
 /// A client on a counting engine, with inode batches large enough that no allocation
 /// falls inside a counted step.
-async fn counted_volume<S: TestStore>(store: &S) -> (Meta, Arc<Counting>) {
+pub(super) async fn counted_volume<S: TestStore>(store: &S) -> (Meta, Arc<Counting>) {
     counted_volume_with(store, test_options()).await
 }
 

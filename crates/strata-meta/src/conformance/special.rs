@@ -6,7 +6,7 @@
 use strata_types::{Errno, FileType, Ino};
 
 use super::{TestStore, client, errno_of, mkdir, names, slice, touch, volume};
-use crate::meta::{Ctx, RenameFlags, SessionInfo, SetAttr, TimeSet};
+use crate::meta::{Ctx, RemoveOptions, RenameFlags, SessionInfo, SetAttr, TimeSet};
 
 async fn session(meta: &crate::Meta) {
     meta.new_session(SessionInfo {
@@ -211,7 +211,9 @@ pub async fn remove_tree_checks_what_rm_r_checks<S: TestStore>() {
     touch(&meta, locked.ino, "inside").await;
     touch(&meta, top.ino, "mine").await;
     let err = meta
-        .remove_tree(&user, Ino::ROOT, b"top", &mut |_| true)
+        .remove_tree(&user, (Ino::ROOT, b"top"), RemoveOptions::RMR, &mut |_| {
+            true
+        })
         .await
         .expect_err("root's unreadable directory stops the user");
     assert_eq!(err.errno(), Errno::EACCES);
@@ -221,7 +223,9 @@ pub async fn remove_tree_checks_what_rm_r_checks<S: TestStore>() {
         "nothing inside went"
     );
     let removed = meta
-        .remove_tree(&root, Ino::ROOT, b"top", &mut |_| true)
+        .remove_tree(&root, (Ino::ROOT, b"top"), RemoveOptions::RMR, &mut |_| {
+            true
+        })
         .await
         .unwrap();
     assert!(removed >= 3, "root may");
@@ -230,7 +234,9 @@ pub async fn remove_tree_checks_what_rm_r_checks<S: TestStore>() {
     touch(&meta, d.ino, "a").await;
     touch(&meta, d.ino, "b").await;
     let err = meta
-        .remove_tree(&root, Ino::ROOT, b"stop", &mut |_| false)
+        .remove_tree(&root, (Ino::ROOT, b"stop"), RemoveOptions::RMR, &mut |_| {
+            false
+        })
         .await
         .expect_err("stopped");
     assert_eq!(err.errno(), Errno::EINTR);

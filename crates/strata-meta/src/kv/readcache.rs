@@ -63,8 +63,6 @@ use views::Views;
 
 /// The memory budget of a cache when none is given (`MetaOptions::cache_size`).
 pub const DEFAULT_BUDGET: usize = 32 << 20;
-/// Invalidations remembered per key at most (older ones raise the floor instead).
-const MAX_HISTORY: usize = 100_000;
 /// Commits that returned after one still outstanding, remembered at most.
 const MAX_OUT_OF_ORDER: usize = 4096;
 /// Commits with an uncertain outcome remembered at most.
@@ -127,6 +125,9 @@ struct State {
     /// are dropped, and all of them when that did not free a quarter.
     limits: budget::Limits,
     entries: HashMap<Key, Entry, RandomState>,
+    /// The most values `entries` had room for since it last shrank: its size, which
+    /// removals' marks hide from `capacity()`.
+    entries_room: usize,
     /// Bumped by every invalidation and every change of the feed's state.
     generation: u64,
     /// Trust holds until then (extended by each beat of ours the feed returns).
@@ -215,7 +216,7 @@ impl State {
         let generation = self.generation;
         self.invalidated.insert(key.to_vec(), (generation, commit));
         self.history.push_back((generation, key.to_vec()));
-        while self.history.len() > MAX_HISTORY {
+        while self.history.len() > self.limits.history {
             let Some((at, old)) = self.history.pop_front() else {
                 break;
             };
@@ -308,7 +309,7 @@ impl ReadCache {
         let limits = budget::Limits::within(budget);
         let state = State {
             limits,
-            ranges: ranges::Ranges::with_limit(limits.rows),
+            ranges: ranges::Ranges::with_limit(limits.rows, limits.history),
             wholes: whole::Wholes::with_limit(limits.rows),
             ..State::default()
         };
@@ -497,9 +498,7 @@ impl ReadCache {
             if !(self.cacheable)(key) {
                 continue;
             }
-            if state.entries.len() >= state.limits.entries {
-                state.make_room(now);
-            }
+            state.before_insert(now);
             let trusted = state.may_trust(key, since, commit);
             state.versions += 1;
             let version = state.versions;
@@ -765,7 +764,9 @@ impl ReadCache {
         state
             .entries
             .retain(|_, e| budget::worth_keeping(e, now, trusting));
-        budget::shrink_if_sparse(&mut state.entries);
+        if budget::shrink_if_sparse(&mut state.entries) {
+            state.entries_room = state.entries.capacity();
+        }
         budget::shrink_if_sparse(&mut state.invalidated);
         if state.history.len() < state.history.capacity() / 4 {
             let keep = state.history.len() * 2;

@@ -30,10 +30,27 @@ pub struct SliceDeletion {
     pub queued_at: Nanos,
 }
 
+/// Whether a removal goes through the trash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrashUse {
+    /// Into the trash when the volume keeps one (what `unlink` and `rmdir` do).
+    Volume,
+    /// Deleted for good even when the volume keeps a trash (`rmr --skip-trash`).
+    Never,
+}
+
 /// Chunks deleted per transaction when freeing a file's data.
 const CHUNKS_PER_TXN: usize = 64;
 
 impl Meta {
+    /// The trash hour a removal goes to, if any.
+    pub(crate) async fn trash_for(&self, trash: TrashUse) -> Result<Option<Ino>> {
+        match trash {
+            TrashUse::Volume => self.trash_dir().await,
+            TrashUse::Never => Ok(None),
+        }
+    }
+
     /// The trash directory for entries removed now (one per hour, `YYYY-MM-DD-HH`, UTC),
     /// created on first use; `None` when the volume keeps no trash.
     pub(crate) async fn trash_dir(&self) -> Result<Option<Ino>> {

@@ -20,6 +20,7 @@ mod locks;
 mod namespace;
 mod populate;
 mod quota;
+mod remove;
 mod rename;
 mod scan;
 mod session;
@@ -39,7 +40,7 @@ pub use access::{MAY_EXEC, MAY_READ, MAY_WRITE};
 pub use attr::{SetAttr, StatFs, TimeSet};
 pub use check::{NamespaceProblem, NamespaceReport, SubtreeUsage};
 pub use data::{CompactCandidate, FallocateMode, WriteOutcome};
-pub use delete::{SliceDeletion, hour_name, trash_entry_name};
+pub use delete::{SliceDeletion, TrashUse, hour_name, trash_entry_name};
 pub use dump::{DUMP_VERSION, DumpLine, DumpNode, DumpOptions, DumpStats, Raw};
 pub use dump_bin::{
     BinaryDumpOptions, BinaryDumpSummary, DUMP_BIN_VERSION, binary_dump_summary, is_binary,
@@ -49,6 +50,7 @@ pub use locks::{LockKind, PosixLock};
 pub use namespace::{DirEntry, Entry};
 pub use populate::{PopulateLayout, PopulateShape, PopulateSpec, Population};
 pub use quota::{Quota, QuotaTarget};
+pub use remove::RemoveOptions;
 pub use rename::RenameFlags;
 pub use scan::{ChunkRecord, ScanCursor};
 pub use session::{Opened, SessionDetail, SessionInfo};

@@ -1,9 +1,10 @@
 //! Namespace operations: lookup, mknod/mkdir/symlink, link, unlink, rmdir, rename,
 //! readdir and readlink, with Linux's rules and errno choices.
 
-use strata_types::{Attr, Errno, FileType, Ino, MAX_SYMLINK_LEN};
+use strata_types::{Attr, Errno, FileType, Ino, MAX_SYMLINK_LEN, Nanos};
 
 use super::access::{MAY_EXEC, MAY_WRITE, check_access, check_sticky};
+use super::delete::{TrashUse, Unlinked};
 use super::{
     Ctx, Dir, Meta, TRASH_NAME, check_name, decode_dir, decode_inode, get_dir, get_inode,
     must_get_inode, now_ns, put_inode, space_of,
@@ -360,26 +361,32 @@ impl Meta {
 
     /// Remove the non-directory entry `parent/name`.
     pub async fn unlink(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<()> {
+        self.unlink_with(ctx, parent, name, TrashUse::Volume).await
+    }
+
+    /// `unlink`, through the trash or not as `trash` says.
+    pub(crate) async fn unlink_with(
+        &self,
+        ctx: &Ctx,
+        parent: Ino,
+        name: &[u8],
+        trash: TrashUse,
+    ) -> Result<()> {
         check_name(name)?;
-        let trash = self.trash_dir().await?;
+        let trash = self.trash_for(trash).await?;
         let unlinked = self
             .write_txn(|tx| {
                 Box::pin(async move {
                     let dir = get_dir(tx, parent).await?;
                     check_access(&self.acls, tx, ctx, &dir.core, MAY_WRITE | MAY_EXEC).await?;
-                    let Some((kind, ino)) = get_entry(tx, parent, name).await? else {
+                    let now = now_ns();
+                    let Some((space, unlinked)) =
+                        self.unlink_entry(tx, ctx, &dir, name, trash, now).await?
+                    else {
                         return posix(Errno::ENOENT);
                     };
-                    if kind == FileType::Directory {
-                        return posix(Errno::EISDIR);
-                    }
-                    let mut child = must_get_inode(tx, ino).await?;
-                    check_sticky(ctx, &dir.core, &child.core)?;
-                    let now = now_ns();
-                    tx.delete(keys::dentry(parent, name));
-                    let space = space_of(child.core.kind, child.fields.length);
                     self.touch_dir(tx, parent, now, 0, -space, -1).await?;
-                    self.drop_name(tx, &dir, name, &mut child, trash, now).await
+                    Ok(unlinked)
                 })
             })
             .await?;
@@ -387,14 +394,54 @@ impl Meta {
         Ok(())
     }
 
+    /// `unlink`'s work on the non-directory entry `name` of `dir` once the directory's
+    /// own checks passed: the sticky check, the entry deleted, and its inode's fate (the
+    /// caller updates `dir`'s counters). The space the entry took and that fate, or
+    /// `None` when there is no such entry.
+    pub(crate) async fn unlink_entry(
+        &self,
+        tx: &mut Txn<'_>,
+        ctx: &Ctx,
+        dir: &Dir,
+        name: &[u8],
+        trash: Option<Ino>,
+        now: Nanos,
+    ) -> Result<Option<(i64, Unlinked)>> {
+        let Some((kind, ino)) = get_entry(tx, dir.ino, name).await? else {
+            return Ok(None);
+        };
+        if kind == FileType::Directory {
+            return posix(Errno::EISDIR);
+        }
+        let mut child = must_get_inode(tx, ino).await?;
+        check_sticky(ctx, &dir.core, &child.core)?;
+        tx.delete(keys::dentry(dir.ino, name));
+        let space = space_of(child.core.kind, child.fields.length);
+        let unlinked = self
+            .drop_name(tx, dir, name, &mut child, trash, now)
+            .await?;
+        Ok(Some((space, unlinked)))
+    }
+
     /// Remove the empty directory `parent/name`.
     pub async fn rmdir(&self, ctx: &Ctx, parent: Ino, name: &[u8]) -> Result<()> {
+        self.rmdir_with(ctx, parent, name, TrashUse::Volume).await
+    }
+
+    /// `rmdir`, through the trash or not as `trash` says.
+    pub(crate) async fn rmdir_with(
+        &self,
+        ctx: &Ctx,
+        parent: Ino,
+        name: &[u8],
+        trash: TrashUse,
+    ) -> Result<()> {
         match name {
             b"." => return posix(Errno::EINVAL),
             b".." => return posix(Errno::ENOTEMPTY),
             _ => check_name(name)?,
         }
-        let trash = self.trash_dir().await?;
+        let trash = self.trash_for(trash).await?;
         let unlinked = self
             .write_txn(|tx| {
                 Box::pin(async move {

@@ -1,6 +1,6 @@
 //! The trash as a whole: listing what it holds (with deletion time and original place),
 //! restoring entries to where they were, purging hours older than the volume's trash
-//! days, and removing whole trees (`rmr`, purge) entry by entry.
+//! days (through [`Meta::remove_tree`]).
 //!
 //! Entries live in `/.trash/YYYY-MM-DD-HH/{parent}-{ino}-{name}` (see docs/FORMAT.md); the
 //! inode's ctime is the moment it was deleted.
@@ -8,7 +8,8 @@
 use strata_types::{Errno, FileType, Ino, Nanos};
 
 use super::namespace::{get_entry, in_trash};
-use super::{Ctx, MAY_EXEC, MAY_READ, Meta, get_dir, must_get_inode, now_ns, put_inode, space_of};
+use super::remove::RemoveOptions;
+use super::{Ctx, Meta, get_dir, must_get_inode, now_ns, put_inode, space_of};
 use crate::codec;
 use crate::error::{MetaError, Result, posix};
 use crate::keys;
@@ -189,65 +190,13 @@ impl Meta {
             };
             if start + HOUR_NS + keep <= now {
                 removed += self
-                    .remove_tree(&Ctx::root(), Ino::TRASH, name.as_bytes(), &mut |_| true)
+                    .remove_tree(
+                        &Ctx::root(),
+                        (Ino::TRASH, name.as_bytes()),
+                        RemoveOptions::PURGE,
+                        &mut |_| true,
+                    )
                     .await?;
-            }
-        }
-        Ok(removed)
-    }
-
-    /// Remove `parent/name` and everything under it, entry by entry (through the trash
-    /// when the volume keeps one, unless it already is in the trash), with the permission
-    /// checks `rm -r` meets: each directory must be readable and searchable to be listed,
-    /// and each removal is checked as `unlink`/`rmdir` check it. Returns the number of
-    /// entries removed; `done` is told after each and stops the walk (EINTR) by returning
-    /// false.
-    pub async fn remove_tree(
-        &self,
-        ctx: &Ctx,
-        parent: Ino,
-        name: &[u8],
-        done: &mut (dyn FnMut(u64) -> bool + Send),
-    ) -> Result<u64> {
-        let entry = self.lookup(ctx, parent, name).await?;
-        if entry.attr.kind != FileType::Directory {
-            self.unlink(ctx, parent, name).await?;
-            done(1);
-            return Ok(1);
-        }
-        let mut step = |n| {
-            if done(n) { Ok(()) } else { posix(Errno::EINTR) }
-        };
-        let mut removed = 0;
-        // Directories still to empty, deepest last; each with its parent and name.
-        let mut stack = vec![(parent, name.to_vec(), entry.ino, false)];
-        while let Some((dir_parent, dir_name, dir, expanded)) = stack.pop() {
-            if expanded {
-                match self.rmdir(ctx, dir_parent, &dir_name).await {
-                    Ok(()) | Err(MetaError::Posix(Errno::ENOENT)) => {}
-                    Err(e) => return Err(e),
-                }
-                removed += 1;
-                step(1)?;
-                continue;
-            }
-            self.access(ctx, dir, MAY_READ | MAY_EXEC).await?;
-            stack.push((dir_parent, dir_name, dir, true));
-            let mut pages = self.entry_pages(dir, false);
-            while let Some(page) = pages.next(self).await? {
-                for e in &page {
-                    if e.kind == FileType::Directory {
-                        // Removed when its turn comes, after its own entries.
-                        stack.push((dir, e.name.clone(), e.ino, false));
-                        continue;
-                    }
-                    match self.unlink(ctx, dir, &e.name).await {
-                        Ok(()) | Err(MetaError::Posix(Errno::ENOENT)) => {}
-                        Err(e) => return Err(e),
-                    }
-                    removed += 1;
-                    step(1)?;
-                }
             }
         }
         Ok(removed)

@@ -1,6 +1,7 @@
 //! `gc`: find objects in the bucket that no slice references (leaked by crashed writers,
 //! by interrupted deletions or by bugs), report them, and delete them only when asked.
-//! Also finishes pending deletions. Objects younger than the safety window are never
+//! With `--delete` it also purges expired trash hours and finishes pending deletions (as
+//! JuiceFS's `gc --delete` does). Objects younger than the safety window are never
 //! touched: their writer may not have committed yet.
 //!
 //! Order matters for safety on a live volume: the bucket is listed first, then metadata
@@ -59,6 +60,8 @@ pub struct GcReport {
     pub leaked_bytes: u64,
     pub deleted: u64,
     pub delete_failures: u64,
+    /// Entries of expired trash hours deleted for good.
+    pub trash_purged: u64,
     /// Pending deletions finished: files whose chunks were freed, slices whose blocks went.
     pub files_freed: u64,
     pub slices_freed: u64,
@@ -76,6 +79,8 @@ pub async fn collect_garbage(
 ) -> Result<GcReport> {
     let mut report = GcReport::default();
     if opts.delete {
+        progress.stage("purging expired trash", 0);
+        report.trash_purged = meta.purge_trash(strata_meta::now_ns()).await?;
         finish_pending_deletions(meta, store, opts, progress, &mut report).await?;
     }
     let listed = list_objects(store, opts, progress, &mut report).await?;

@@ -25,9 +25,6 @@ use foldhash::fast::RandomState;
 use super::{Seen, TRUSTED_FOR};
 use crate::kv::{Key, Value};
 
-/// Changed keys remembered at most (older ones raise the floor instead).
-const MAX_MARKS: usize = 100_000;
-
 /// The rows of one range read, shared with every transaction that uses them.
 pub type Rows = Arc<[(Key, Value)]>;
 
@@ -48,6 +45,8 @@ pub(super) struct Ranges {
     rows: usize,
     /// Rows kept at most over all pages.
     max_rows: usize,
+    /// Changed keys remembered at most (older ones raise the floor instead).
+    max_marks: usize,
     /// Keys changed, with the generation of the change, oldest first.
     marks: VecDeque<(u64, Key)>,
     /// Pages read by a transaction that started before this generation are not kept.
@@ -56,17 +55,19 @@ pub(super) struct Ranges {
 
 impl Default for Ranges {
     fn default() -> Ranges {
-        Ranges::with_limit(super::budget::Limits::default().rows)
+        let limits = super::budget::Limits::default();
+        Ranges::with_limit(limits.rows, limits.history)
     }
 }
 
 impl Ranges {
-    /// No pages, keeping at most `max_rows` rows.
-    pub(super) fn with_limit(max_rows: usize) -> Ranges {
+    /// No pages, keeping at most `max_rows` rows and remembering `max_marks` changes.
+    pub(super) fn with_limit(max_rows: usize, max_marks: usize) -> Ranges {
         Ranges {
             groups: BTreeMap::new(),
             rows: 0,
             max_rows,
+            max_marks,
             marks: VecDeque::new(),
             floor: 0,
         }
@@ -120,7 +121,7 @@ impl Ranges {
     /// `key` changed at `generation`: drop every page whose range holds it.
     pub(super) fn changed(&mut self, key: &[u8], generation: u64) {
         self.marks.push_back((generation, key.to_vec()));
-        while self.marks.len() > MAX_MARKS {
+        while self.marks.len() > self.max_marks {
             if let Some((at, _)) = self.marks.pop_front() {
                 self.floor = self.floor.max(at + 1);
             }
@@ -334,7 +335,7 @@ mod tests {
 
     #[test]
     fn a_full_cache_keeps_its_newest_pages() {
-        let mut r = Ranges::with_limit(8);
+        let mut r = Ranges::with_limit(8, 1024);
         let then = Instant::now();
         let later = then + std::time::Duration::from_secs(1);
         r.store(
