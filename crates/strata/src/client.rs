@@ -88,7 +88,7 @@ pub struct ClientArgs {
     #[arg(long, default_value = "0s", value_parser = units::parse_duration)]
     pub open_cache: Duration,
     /// Memory the metadata cache may take on Redis, PostgreSQL and etcd (values,
-    /// listing pages, directories this client made): 32M, 100M, ... (a plain number is
+    /// listing pages, directories this client made, recent changes): 32M, 100M, ... (a plain number is
     /// MiB). Past it, values no longer recent go first; a listing of any size stays
     /// within it, and what a listing took is given back within a minute
     #[arg(long, default_value = "32M", value_parser = units::mib)]

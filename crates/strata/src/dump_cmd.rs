@@ -60,6 +60,10 @@ pub struct LoadArgs {
     /// Batches written at once when loading a binary dump
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=256))]
     threads: u16,
+    /// First erase what an interrupted load or populate left in the engine (records
+    /// without a volume); an engine holding a volume is still refused
+    #[arg(long)]
+    force: bool,
 }
 
 pub fn run_dump(a: DumpArgs) -> Result<()> {
@@ -186,6 +190,12 @@ pub fn run_load(a: LoadArgs) -> Result<()> {
     let rt = wiring::runtime()?;
     rt.block_on(async {
         let meta = Meta::new(wiring::open_engine(meta_url).await?, MetaOptions::default());
+        if a.force {
+            let erased = meta.erase_leftovers().await?;
+            if erased > 0 {
+                eprintln!("erased {erased} records an interrupted load left");
+            }
+        }
         let progress = Arc::new(Progress::default());
         progress.stage(
             if binary {

@@ -147,3 +147,36 @@ pub async fn damaged_binary_dumps_are_refused<S: TestStore>() {
         );
     }
 }
+
+/// What an interrupted load leaves (records, no volume) is named as such and erased on
+/// request; a volume is never erased that way.
+pub async fn leftovers_of_an_interrupted_load_are_erased_on_request<S: TestStore>() {
+    let store = S::create();
+    let meta = super::volume_with(&store, super::test_format(1)).await;
+    rich_volume(&meta).await;
+    meta.flush_usage().await.unwrap();
+    let dump = binary_of(&meta, 2).await;
+    let target = S::create();
+    let loading = Meta::new(target.client(), super::test_options());
+    // Records without a format record, as a load stopped half way leaves them.
+    for i in 0..3u8 {
+        super::lifecycle::poke(&loading, vec![b'A', 0, 0, 0, 0, 0, 0, 0, i, b'I'], vec![1]).await;
+    }
+    let err = load_binary_into(&loading, &dump).await.unwrap_err();
+    assert!(err.to_string().contains("--force"), "{err}");
+    let erased = loading.erase_leftovers().await.unwrap();
+    assert!(
+        erased >= 3,
+        "the three records, and any the engine keeps beside them: {erased}"
+    );
+    load_binary_into(&loading, &dump).await.unwrap();
+    loading.load().await.expect("the volume loaded");
+    assert_eq!(
+        dump_of(&loading, &Default::default()).await,
+        dump_of(&meta, &Default::default()).await,
+        "the same volume"
+    );
+    let err = loading.erase_leftovers().await.unwrap_err();
+    assert!(err.to_string().contains("holds a volume"), "{err}");
+    loading.load().await.expect("the volume is still there");
+}

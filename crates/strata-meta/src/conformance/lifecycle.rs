@@ -10,7 +10,7 @@ use crate::kv::{RetryPolicy, run_txn};
 use crate::meta::{Ctx, Meta, RemoveOptions};
 
 /// Overwrite one key with `value`, bypassing the file-system logic (to break things).
-async fn poke(meta: &Meta, key: Vec<u8>, value: Vec<u8>) {
+pub(super) async fn poke(meta: &Meta, key: Vec<u8>, value: Vec<u8>) {
     run_txn(meta.engine().as_ref(), &RetryPolicy::default(), |tx| {
         let (key, value) = (key.clone(), value.clone());
         Box::pin(async move {

@@ -218,6 +218,7 @@ macro_rules! meta_conformance_tests {
             lifecycle::populated_volumes_check_clean,
             dump_binary::binary_dumps_round_trip, dump_binary::damaged_binary_dumps_are_refused,
             dump_binary::binary_dumps_leave_out_what_only_sessions_keep,
+            dump_binary::leftovers_of_an_interrupted_load_are_erased_on_request,
             special::tmpfiles_live_until_closed_or_linked,
             special::rename_whiteout_leaves_a_char_device,
             special::open_directories_outlive_their_removal,

@@ -54,6 +54,14 @@ fn bad(line: usize, what: impl std::fmt::Display) -> MetaError {
     MetaError::Invalid(format!("dump line {line}: {what}"))
 }
 
+/// What a load's target engine holds.
+enum Contents {
+    Nothing,
+    /// Records but no format record: an interrupted load or populate.
+    Leftovers,
+    Volume,
+}
+
 impl Meta {
     /// Load a dump into this client's engine, which must be empty. `progress` is told the
     /// running count of lines.
@@ -136,17 +144,53 @@ impl Meta {
         Ok(loader.stats)
     }
 
-    pub(super) async fn ensure_empty(&self) -> Result<()> {
-        let any = self
-            .txn(|tx| Box::pin(async move { Ok(tx.scan(b"", &[0xff; 4], 1, false).await?) }))
+    /// What the engine holds: nothing, records of no volume, or a volume.
+    async fn contents(&self) -> Result<Contents> {
+        let (any, format) = self
+            .txn(|tx| {
+                Box::pin(async move {
+                    let any = tx.scan(b"", &[0xff; 4], 1, false).await?;
+                    let format = tx.get(&keys::setting("format")).await?;
+                    Ok((!any.is_empty(), format.is_some()))
+                })
+            })
             .await?;
-        if !any.is_empty() {
-            return Err(MetaError::Invalid(
-                "the target engine is not empty; load (or populate) only into an empty database"
+        Ok(match (any, format) {
+            (_, true) => Contents::Volume,
+            (true, false) => Contents::Leftovers,
+            (false, false) => Contents::Nothing,
+        })
+    }
+
+    pub(super) async fn ensure_empty(&self) -> Result<()> {
+        match self.contents().await? {
+            Contents::Nothing => Ok(()),
+            Contents::Volume => Err(MetaError::Invalid(
+                "the target engine holds a volume; load (or populate) only into an empty \
+                 database (`strata destroy` removes a volume)"
                     .into(),
-            ));
+            )),
+            Contents::Leftovers => Err(MetaError::Invalid(
+                "the target engine holds records but no volume (what an interrupted load or \
+                 populate leaves); `strata load --force` erases them first"
+                    .into(),
+            )),
         }
-        Ok(())
+    }
+
+    /// Erase what an interrupted load or populate left (records without a volume's
+    /// format record), so a load can start again; a volume is never erased. Returns the
+    /// records erased.
+    pub async fn erase_leftovers(&self) -> Result<u64> {
+        match self.contents().await? {
+            Contents::Nothing => Ok(0),
+            Contents::Volume => Err(MetaError::Invalid(
+                "the target engine holds a volume, which --force does not erase \
+                 (`strata destroy` removes a volume)"
+                    .into(),
+            )),
+            Contents::Leftovers => self.erase_everything(&mut |_| {}).await,
+        }
     }
 
     pub(super) async fn put_batch(&self, batch: Vec<(Key, Value)>) -> Result<()> {
