@@ -388,6 +388,11 @@ fn dump_and_load_move_a_volume_to_redis() {
     assert!(out.contains("loaded volume e2e-vol"), "{out}");
     let (ok, out) = strata(&["load", &redis, dump.to_str().unwrap()]);
     assert!(!ok && out.contains("not empty"), "{out}");
+    let (ok, out) = strata(&["load", &redis, dump.to_str().unwrap(), "--force"]);
+    assert!(
+        !ok && out.contains("holds a volume"),
+        "--force never erases a volume: {out}"
+    );
 
     strata_ok(&["config", &redis, "--secret-key", "hunter2"]);
     let on_redis = Volume::existing(&redis);

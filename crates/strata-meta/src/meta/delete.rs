@@ -1,12 +1,14 @@
 //! What happens when an inode loses a name: trash, sustained (open but unlinked) or
 //! deleted; and the deletion queues that later free file chunks and slice data.
 
-use strata_types::{FileType, Ino, Nanos, Slice};
+use strata_types::{Errno, FileType, Ino, Nanos, Slice};
 
+use super::access::check_sticky;
 use super::namespace::{add_link_parent, get_entry, in_trash};
-use super::{Dir, Meta, get_dir, get_inode, now_ns, put_inode, space_of};
+use super::remove::TrashUse;
+use super::{Ctx, Dir, Meta, get_dir, get_inode, must_get_inode, now_ns, put_inode, space_of};
 use crate::codec::{self, Inode, usage_slot};
-use crate::error::{MetaError, Result};
+use crate::error::{MetaError, Result, posix};
 use crate::keys;
 use crate::kv::{Txn, prefix_end};
 
@@ -28,15 +30,6 @@ pub struct SliceDeletion {
     pub size: u32,
     /// When its last reference went away (ns).
     pub queued_at: Nanos,
-}
-
-/// Whether a removal goes through the trash.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TrashUse {
-    /// Into the trash when the volume keeps one (what `unlink` and `rmdir` do).
-    Volume,
-    /// Deleted for good even when the volume keeps a trash (`rmr --skip-trash`).
-    Never,
 }
 
 /// Chunks deleted per transaction when freeing a file's data.
@@ -111,6 +104,35 @@ impl Meta {
             .await?;
         *cached = Some((name, ino));
         Ok(Some(ino))
+    }
+
+    /// `unlink`'s work on the non-directory entry `name` of `dir` once the directory's
+    /// own checks passed: the sticky check, the entry deleted, and its inode's fate (the
+    /// caller updates `dir`'s counters). The space the entry took and that fate, or
+    /// `None` when there is no such entry.
+    pub(crate) async fn unlink_entry(
+        &self,
+        tx: &mut Txn<'_>,
+        ctx: &Ctx,
+        dir: &Dir,
+        name: &[u8],
+        trash: Option<Ino>,
+        now: Nanos,
+    ) -> Result<Option<(i64, Unlinked)>> {
+        let Some((kind, ino)) = get_entry(tx, dir.ino, name).await? else {
+            return Ok(None);
+        };
+        if kind == FileType::Directory {
+            return posix(Errno::EISDIR);
+        }
+        let mut child = must_get_inode(tx, ino).await?;
+        check_sticky(ctx, &dir.core, &child.core)?;
+        tx.delete(keys::dentry(dir.ino, name));
+        let space = space_of(child.core.kind, child.fields.length);
+        let unlinked = self
+            .drop_name(tx, dir, name, &mut child, trash, now)
+            .await?;
+        Ok(Some((space, unlinked)))
     }
 
     /// Decide the fate of `child`, whose entry `name` in `dir` was just removed (the caller

@@ -166,13 +166,13 @@ impl Meta {
         match self.contents().await? {
             Contents::Nothing => Ok(()),
             Contents::Volume => Err(MetaError::Invalid(
-                "the target engine holds a volume; load (or populate) only into an empty \
-                 database (`strata destroy` removes a volume)"
+                "the target engine is not empty: it holds a volume; load (or populate) only \
+                 into an empty database (`strata destroy` removes a volume)"
                     .into(),
             )),
             Contents::Leftovers => Err(MetaError::Invalid(
-                "the target engine holds records but no volume (what an interrupted load or \
-                 populate leaves); `strata load --force` erases them first"
+                "the target engine is not empty: it holds records but no volume (what an \
+                 interrupted load or populate leaves); `strata load --force` erases them first"
                     .into(),
             )),
         }

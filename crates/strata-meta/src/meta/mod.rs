@@ -40,7 +40,7 @@ pub use access::{MAY_EXEC, MAY_READ, MAY_WRITE};
 pub use attr::{SetAttr, StatFs, TimeSet};
 pub use check::{NamespaceProblem, NamespaceReport, SubtreeUsage};
 pub use data::{CompactCandidate, FallocateMode, WriteOutcome};
-pub use delete::{SliceDeletion, TrashUse, hour_name, trash_entry_name};
+pub use delete::{SliceDeletion, hour_name, trash_entry_name};
 pub use dump::{DUMP_VERSION, DumpLine, DumpNode, DumpOptions, DumpStats, Raw};
 pub use dump_bin::{
     BinaryDumpOptions, BinaryDumpSummary, DUMP_BIN_VERSION, binary_dump_summary, is_binary,
@@ -50,7 +50,7 @@ pub use locks::{LockKind, PosixLock};
 pub use namespace::{DirEntry, Entry};
 pub use populate::{PopulateLayout, PopulateShape, PopulateSpec, Population};
 pub use quota::{Quota, QuotaTarget};
-pub use remove::RemoveOptions;
+pub use remove::{RemoveOptions, TrashUse};
 pub use rename::RenameFlags;
 pub use scan::{ChunkRecord, ScanCursor};
 pub use session::{Opened, SessionDetail, SessionInfo};

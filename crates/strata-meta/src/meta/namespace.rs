@@ -1,10 +1,10 @@
 //! Namespace operations: lookup, mknod/mkdir/symlink, link, unlink, rmdir, rename,
 //! readdir and readlink, with Linux's rules and errno choices.
 
-use strata_types::{Attr, Errno, FileType, Ino, MAX_SYMLINK_LEN, Nanos};
+use strata_types::{Attr, Errno, FileType, Ino, MAX_SYMLINK_LEN};
 
 use super::access::{MAY_EXEC, MAY_WRITE, check_access, check_sticky};
-use super::delete::{TrashUse, Unlinked};
+use super::remove::TrashUse;
 use super::{
     Ctx, Dir, Meta, TRASH_NAME, check_name, decode_dir, decode_inode, get_dir, get_inode,
     must_get_inode, now_ns, put_inode, space_of,
@@ -392,35 +392,6 @@ impl Meta {
             .await?;
         self.after_unlink(unlinked);
         Ok(())
-    }
-
-    /// `unlink`'s work on the non-directory entry `name` of `dir` once the directory's
-    /// own checks passed: the sticky check, the entry deleted, and its inode's fate (the
-    /// caller updates `dir`'s counters). The space the entry took and that fate, or
-    /// `None` when there is no such entry.
-    pub(crate) async fn unlink_entry(
-        &self,
-        tx: &mut Txn<'_>,
-        ctx: &Ctx,
-        dir: &Dir,
-        name: &[u8],
-        trash: Option<Ino>,
-        now: Nanos,
-    ) -> Result<Option<(i64, Unlinked)>> {
-        let Some((kind, ino)) = get_entry(tx, dir.ino, name).await? else {
-            return Ok(None);
-        };
-        if kind == FileType::Directory {
-            return posix(Errno::EISDIR);
-        }
-        let mut child = must_get_inode(tx, ino).await?;
-        check_sticky(ctx, &dir.core, &child.core)?;
-        tx.delete(keys::dentry(dir.ino, name));
-        let space = space_of(child.core.kind, child.fields.length);
-        let unlinked = self
-            .drop_name(tx, dir, name, &mut child, trash, now)
-            .await?;
-        Ok(Some((space, unlinked)))
     }
 
     /// Remove the empty directory `parent/name`.

@@ -14,10 +14,18 @@ use futures::stream::FuturesUnordered;
 use strata_types::{Errno, FileType, Ino};
 
 use super::access::check_access;
-use super::delete::TrashUse;
 use super::{Ctx, MAY_EXEC, MAY_READ, MAY_WRITE, Meta, get_dir, now_ns};
 use crate::error::{MetaError, Result, posix};
 use crate::keys;
+
+/// Whether a removal goes through the trash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrashUse {
+    /// Into the trash when the volume keeps one (what `unlink` and `rmdir` do).
+    Volume,
+    /// Deleted for good even when the volume keeps a trash (`rmr --skip-trash`).
+    Never,
+}
 
 /// Files of one directory removed per transaction.
 pub const BATCH_ENTRIES: usize = 64;
