@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// The version of the request and reply lines.
 pub const CONTROL_PROTOCOL: u32 = 1;
-/// Removals at once of an `rmr` request that does not say.
+/// Removal transactions at once of an `rmr` request that does not say.
 fn rmr_threads() -> usize {
     strata_meta::RemoveOptions::RMR.threads
 }
@@ -25,7 +25,7 @@ pub struct ControlRequest {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum ControlOp {
-    /// Remove `parent/name` and everything below it, `threads` entries at once (a
+    /// Remove `parent/name` and everything below it, `threads` transactions at once (a
     /// request without it: 50), through the trash unless `skip_trash` (root only).
     Rmr {
         parent: u64,

@@ -38,7 +38,8 @@ pub struct RmrArgs {
     /// the volume keeps one; you may remove only what `rm -r` would let you)
     #[arg(required = true)]
     paths: Vec<PathBuf>,
-    /// Entries removed at once (1–255; JuiceFS's flag)
+    /// Removal transactions at once, each taking up to 64 files of one directory (1–255;
+    /// JuiceFS's flag)
     #[arg(short = 'p', long, default_value_t = 50,
           value_parser = clap::value_parser!(u8).range(1..))]
     threads: u8,

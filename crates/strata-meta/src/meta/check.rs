@@ -470,9 +470,13 @@ impl Meta {
         let mut total = SubtreeUsage::default();
         let mut stack = vec![dir];
         while let Some(d) = stack.pop() {
-            let (bytes, inodes) = self.dir_usage(d).await?;
+            let (bytes, inodes, nlink) = self.usage_and_links(d).await?;
             total.bytes += bytes;
-            let subdirs = self.subdirectories(d).await?;
+            let subdirs = if nlink > 2 {
+                self.list_subdirectories(d).await?
+            } else {
+                Vec::new()
+            };
             let count = i64::try_from(subdirs.len()).unwrap_or(i64::MAX);
             stack.extend(subdirs.into_iter().map(|(_, ino)| ino));
             total.dirs += count;
@@ -489,6 +493,33 @@ impl Meta {
         if self.getattr(dir).await?.nlink <= 2 {
             return Ok(Vec::new());
         }
+        self.list_subdirectories(dir).await
+    }
+
+    /// A directory's usage record (bytes, inodes of its direct children) and its link
+    /// count, in one engine read.
+    async fn usage_and_links(&self, dir: Ino) -> Result<(i64, i64, u32)> {
+        self.txn(|tx| {
+            Box::pin(async move {
+                let ks = [keys::dir_usage(dir), keys::inode_fields(dir)];
+                let vals = tx.get_many(&ks).await?;
+                let (Some(usage), Some(fields)) = (&vals[0], &vals[1]) else {
+                    return Err(MetaError::Posix(strata_types::Errno::ENOENT));
+                };
+                let slots = codec::decode_slots(&ks[0], usage, usage_slot::COUNT)?;
+                let fields = InodeFields::decode(&ks[1], fields)?;
+                Ok((
+                    slots[usage_slot::BYTES],
+                    slots[usage_slot::INODES],
+                    fields.nlink,
+                ))
+            })
+        })
+        .await
+    }
+
+    /// Every subdirectory of `dir`, by listing all its entries.
+    async fn list_subdirectories(&self, dir: Ino) -> Result<Vec<(Vec<u8>, Ino)>> {
         let mut subdirs = Vec::new();
         let mut pages = self.entry_pages(dir, false);
         while let Some(page) = pages.next(self).await? {

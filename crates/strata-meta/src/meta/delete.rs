@@ -3,14 +3,14 @@
 
 use strata_types::{Errno, FileType, Ino, Nanos, Slice};
 
-use super::access::check_sticky;
+use super::access::{MAY_EXEC, MAY_WRITE, check_access, check_sticky};
 use super::namespace::{add_link_parent, get_entry, in_trash};
 use super::remove::TrashUse;
 use super::{Ctx, Dir, Meta, get_dir, get_inode, must_get_inode, now_ns, put_inode, space_of};
 use crate::codec::{self, Inode, usage_slot};
 use crate::error::{MetaError, Result, posix};
 use crate::keys;
-use crate::kv::{Txn, prefix_end};
+use crate::kv::{Key, Txn, prefix_end};
 
 /// The fate of an inode that lost a name, reported out of the transaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,11 +106,70 @@ impl Meta {
         Ok(Some(ino))
     }
 
+    /// `unlink` of the non-directory entries `names` of `parent` in one transaction (one
+    /// name for `unlink`, a batch for `rmr`): the directory's checks once, then each
+    /// entry's. With the inode each name was listed with, the records are read in one
+    /// engine call first. Entries already gone are skipped; ENOENT when none was there.
+    pub(crate) async fn unlink_names(
+        &self,
+        ctx: &Ctx,
+        parent: Ino,
+        names: &[(&[u8], Option<Ino>)],
+        trash: TrashUse,
+    ) -> Result<()> {
+        let trash = self.trash_for(trash).await?;
+        let unlinked = self
+            .write_txn(|tx| {
+                Box::pin(async move {
+                    let dir = get_dir(tx, parent).await?;
+                    check_access(&self.acls, tx, ctx, &dir.core, MAY_WRITE | MAY_EXEC).await?;
+                    let listed: Vec<Key> = names
+                        .iter()
+                        .filter_map(|(name, ino)| Some((name, (*ino)?)))
+                        .flat_map(|(name, ino)| {
+                            [
+                                keys::dentry(parent, name),
+                                keys::inode_core(ino),
+                                keys::inode_fields(ino),
+                            ]
+                        })
+                        .collect();
+                    if !listed.is_empty() {
+                        tx.get_many(&listed).await?;
+                    }
+                    let now = now_ns();
+                    let mut unlinked = Vec::with_capacity(names.len());
+                    let mut space = 0;
+                    for (name, _) in names {
+                        // Each entry read again, not taken from the first read: an earlier
+                        // one may have been another name of its inode.
+                        if let Some((taken, fate)) =
+                            self.unlink_entry(tx, ctx, &dir, name, trash, now).await?
+                        {
+                            space += taken;
+                            unlinked.push(fate);
+                        }
+                    }
+                    if unlinked.is_empty() {
+                        return posix(Errno::ENOENT);
+                    }
+                    let entries = i64::try_from(unlinked.len()).unwrap_or(i64::MAX);
+                    self.touch_dir(tx, parent, now, 0, -space, -entries).await?;
+                    Ok(unlinked)
+                })
+            })
+            .await?;
+        for fate in unlinked {
+            self.after_unlink(fate);
+        }
+        Ok(())
+    }
+
     /// `unlink`'s work on the non-directory entry `name` of `dir` once the directory's
     /// own checks passed: the sticky check, the entry deleted, and its inode's fate (the
     /// caller updates `dir`'s counters). The space the entry took and that fate, or
     /// `None` when there is no such entry.
-    pub(crate) async fn unlink_entry(
+    async fn unlink_entry(
         &self,
         tx: &mut Txn<'_>,
         ctx: &Ctx,

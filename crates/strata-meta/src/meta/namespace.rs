@@ -373,25 +373,7 @@ impl Meta {
         trash: TrashUse,
     ) -> Result<()> {
         check_name(name)?;
-        let trash = self.trash_for(trash).await?;
-        let unlinked = self
-            .write_txn(|tx| {
-                Box::pin(async move {
-                    let dir = get_dir(tx, parent).await?;
-                    check_access(&self.acls, tx, ctx, &dir.core, MAY_WRITE | MAY_EXEC).await?;
-                    let now = now_ns();
-                    let Some((space, unlinked)) =
-                        self.unlink_entry(tx, ctx, &dir, name, trash, now).await?
-                    else {
-                        return posix(Errno::ENOENT);
-                    };
-                    self.touch_dir(tx, parent, now, 0, -space, -1).await?;
-                    Ok(unlinked)
-                })
-            })
-            .await?;
-        self.after_unlink(unlinked);
-        Ok(())
+        self.unlink_names(ctx, parent, &[(name, None)], trash).await
     }
 
     /// Remove the empty directory `parent/name`.

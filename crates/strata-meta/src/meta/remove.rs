@@ -13,10 +13,8 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use strata_types::{Errno, FileType, Ino};
 
-use super::access::check_access;
-use super::{Ctx, MAY_EXEC, MAY_READ, MAY_WRITE, Meta, get_dir, now_ns};
+use super::{Ctx, MAY_EXEC, MAY_READ, Meta};
 use crate::error::{MetaError, Result, posix};
-use crate::keys;
 
 /// Whether a removal goes through the trash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,8 +91,9 @@ impl Meta {
     /// Remove `parent/name` and everything under it, entry by entry (through the trash
     /// when `options` and the volume say so, unless it already is in the trash), with the
     /// permission checks `rm -r` meets: each directory must be readable and searchable to
-    /// be listed, and each removal is checked as `unlink`/`rmdir` check it. Up to
-    /// `options.threads` entries of a directory are removed at once. Returns the number of
+    /// be listed, and each removal is checked as `unlink`/`rmdir` check it. The files of
+    /// a directory go [`BATCH_ENTRIES`] per transaction, up to `options.threads`
+    /// transactions at once; directories one at a time. Returns the number of
     /// entries removed; `done` is told after each and stops the walk (EINTR) by returning
     /// false. On an error no new removal starts, the ones under way finish, and the first
     /// error is returned.
@@ -176,7 +175,11 @@ impl Meta {
         trash: TrashUse,
     ) -> Result<u64> {
         let count = u64::try_from(batch.len()).unwrap_or(u64::MAX);
-        if batch.len() > 1 && self.unlink_batch(ctx, dir, batch, trash).await.is_ok() {
+        let names: Vec<(&[u8], Option<Ino>)> = batch
+            .iter()
+            .map(|(name, ino)| (name.as_slice(), Some(*ino)))
+            .collect();
+        if batch.len() > 1 && self.unlink_names(ctx, dir, &names, trash).await.is_ok() {
             return Ok(count);
         }
         for (name, _) in batch {
@@ -186,55 +189,5 @@ impl Meta {
             }
         }
         Ok(count)
-    }
-
-    /// `unlink` of every file of `batch` in `parent`, in one transaction: the same checks
-    /// and effects, the entries' records read in one engine call. An entry already gone
-    /// is skipped; a directory (renamed in since the listing) fails the batch.
-    async fn unlink_batch(
-        &self,
-        ctx: &Ctx,
-        parent: Ino,
-        batch: &[(Vec<u8>, Ino)],
-        trash: TrashUse,
-    ) -> Result<()> {
-        let trash = self.trash_for(trash).await?;
-        let unlinked = self
-            .write_txn(|tx| {
-                Box::pin(async move {
-                    let dir = get_dir(tx, parent).await?;
-                    check_access(&self.acls, tx, ctx, &dir.core, MAY_WRITE | MAY_EXEC).await?;
-                    let mut wanted = Vec::with_capacity(batch.len() * 3);
-                    for (name, ino) in batch {
-                        wanted.push(keys::dentry(parent, name));
-                        wanted.push(keys::inode_core(*ino));
-                        wanted.push(keys::inode_fields(*ino));
-                    }
-                    tx.get_many(&wanted).await?;
-                    let now = now_ns();
-                    let mut unlinked = Vec::with_capacity(batch.len());
-                    let (mut space, mut entries) = (0, 0);
-                    for (name, _) in batch {
-                        // Each entry read again, not taken from the first read: an earlier
-                        // one may have been another name of its inode.
-                        if let Some((taken, fate)) =
-                            self.unlink_entry(tx, ctx, &dir, name, trash, now).await?
-                        {
-                            space += taken;
-                            entries += 1;
-                            unlinked.push(fate);
-                        }
-                    }
-                    if entries > 0 {
-                        self.touch_dir(tx, parent, now, 0, -space, -entries).await?;
-                    }
-                    Ok(unlinked)
-                })
-            })
-            .await?;
-        for outcome in unlinked {
-            self.after_unlink(outcome);
-        }
-        Ok(())
     }
 }
