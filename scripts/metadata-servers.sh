@@ -3,8 +3,10 @@
 # scripts/test.sh, which stops them on exit through the SERVERS array):
 #   Redis 127.0.0.1:16379 (append-only file, fsync every write)
 #   PostgreSQL 127.0.0.1:15432 (user strata, password strata-pg, database strata_test)
+#   PgBouncer 127.0.0.1:16432 in front of it, pool_mode = transaction
 #   etcd, three members: clients 127.0.0.1:12379, :22379, :32379
-# and export STRATA_TEST_REDIS, STRATA_TEST_POSTGRES, STRATA_TEST_ETCD for the tests.
+# and export STRATA_TEST_REDIS, STRATA_TEST_POSTGRES, STRATA_TEST_PGBOUNCER (the same
+# database through PgBouncer, `?pooler=transaction`), STRATA_TEST_ETCD for the tests.
 # All three start at once; the script returns when each answers. Where the caller defines
 # `started PID`, each server's pid goes through it (scripts/test.sh records them in a file).
 
@@ -57,5 +59,31 @@ PGPASSWORD=strata-pg psql -q -h 127.0.0.1 -p 15432 -U strata -d postgres -c 'cre
 # The postmaster itself (the pid above is runuser's): stopping it is what stops PostgreSQL.
 server_started "$(head -1 "$WORK/pg/data/postmaster.pid")"
 export STRATA_TEST_POSTGRES="postgres://strata:strata-pg@127.0.0.1:15432/strata_test"
+
+echo "== starting PgBouncer on 127.0.0.1:16432 (transaction pooling)"
+mkdir -p "$WORK/pgbouncer"
+echo '"strata" "strata-pg"' > "$WORK/pgbouncer/users.txt"
+chmod 600 "$WORK/pgbouncer/users.txt"
+cat > "$WORK/pgbouncer/pgbouncer.ini" <<INI
+[databases]
+* = host=127.0.0.1 port=15432
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = 16432
+unix_socket_dir =
+auth_type = scram-sha-256
+auth_file = $WORK/pgbouncer/users.txt
+pool_mode = transaction
+max_client_conn = 4000
+default_pool_size = 40
+logfile = $WORK/pgbouncer/pgbouncer.log
+pidfile = $WORK/pgbouncer/pgbouncer.pid
+INI
+if [ "$PG_USER" = postgres ]; then chown -R postgres "$WORK/pgbouncer"; fi
+PGBOUNCER=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
+as_pg "$PGBOUNCER" -d "$WORK/pgbouncer/pgbouncer.ini" >"$WORK/pgbouncer.out" 2>&1
+wait_for PgBouncer "$WORK/pgbouncer/pgbouncer.log" 80 env PGPASSWORD=strata-pg psql -h 127.0.0.1 -p 16432 -U strata -d strata_test -c 'select 1'
+server_started "$(cat "$WORK/pgbouncer/pgbouncer.pid")"
+export STRATA_TEST_PGBOUNCER="postgres://strata:strata-pg@127.0.0.1:16432/strata_test?pooler=transaction"
 export STRATA_TEST_ETCD="127.0.0.1:12379,127.0.0.1:22379,127.0.0.1:32379"
 wait_for etcd "$WORK/etcd1.log" 120 env ETCDCTL_API=3 etcdctl --endpoints="$STRATA_TEST_ETCD" endpoint health

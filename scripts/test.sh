@@ -42,6 +42,8 @@ command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || need_apt+=(etcd-client)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 command -v psql >/dev/null 2>&1 || need_apt+=(postgresql-client)
+# PostgreSQL through a transaction pooler (the conformance suite runs through it too).
+command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || need_apt+=(pgbouncer)
 command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
 command -v rclone >/dev/null 2>&1 || need_apt+=(rclone)
 command -v s3cmd >/dev/null 2>&1 || need_apt+=(s3cmd)

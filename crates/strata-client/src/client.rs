@@ -265,6 +265,17 @@ impl Client {
                 store: raw,
             }),
         );
+        // Commits made before the change feed is up are never announced to this client,
+        // and what they wrote stayed untrusted by its cache: every later lookup of such a
+        // file was a round trip (1,000 files created at once after opening: 9k stats/s
+        // instead of 180k). The feed's first beat normally comes back within
+        // milliseconds; a feed that does not come up is no reason not to serve.
+        if !meta.wait_for_feed(FEED_WAIT).await {
+            tracing::warn!(
+                "the metadata change feed did not come up within {FEED_WAIT:?}: serving \
+                 without a trusted metadata cache until it does"
+            );
+        }
         Ok(Client {
             meta,
             format,
@@ -588,6 +599,9 @@ fn same_device(path: &Path, other: &Path) -> bool {
     };
     matches!((device(path), device(other)), (Some(a), Some(b)) if a == b)
 }
+
+/// How long opening a client waits for the metadata change feed's first beat.
+const FEED_WAIT: Duration = Duration::from_secs(3);
 
 /// How long a session may stay silent before other clients clean it: five heartbeats.
 pub fn session_timeout(heartbeat: Duration) -> Duration {

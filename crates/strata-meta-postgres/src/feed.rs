@@ -73,8 +73,8 @@ impl PostgresEngine {
 
     pub(crate) async fn notify_beat(&self, seq: u64) -> Result<(), KvError> {
         let mut conn = self.pool.get().await?;
-        let sent = timed(conn.client.execute(
-            &conn.stmts.notify,
+        let sent = timed(conn.execute(
+            crate::stmt::Sql::Notify,
             &[&self.beat_channel(), &seq.to_string()],
         ))
         .await;

@@ -21,13 +21,14 @@ mod pipelined;
 mod pool;
 mod settle;
 mod sql;
+mod stmt;
 
 use std::time::Duration;
 
 use async_trait::async_trait;
 use strata_meta::kv::{
     ChangeFeed, CommitRequest, Key, KvEngine, KvError, KvSnapshot, Link, LinkedScan, ReadCheck,
-    Value, Write, encode_change, new_origin, take_prefix_param, within,
+    Value, Write, encode_change, new_origin, take_prefix_param, take_query_param, within,
 };
 use strata_types::{Secret, redact_url};
 use tokio_postgres::Row;
@@ -35,6 +36,7 @@ use tokio_postgres::error::SqlState;
 use tokio_util::sync::CancellationToken;
 
 use crate::pool::{Pool, Pooled};
+use crate::stmt::Sql;
 
 /// How long connecting may take before the engine is unavailable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -50,6 +52,10 @@ pub struct PostgresUrl {
     /// The connection URL for the client library, password included (hidden when printed).
     pub conninfo: Secret,
     pub prefix: String,
+    /// `?pooler=transaction`: the server is reached through a transaction pooler
+    /// (PgBouncer `pool_mode = transaction`): statements are sent unnamed, nothing relies
+    /// on session state, and the client follows no change feed (`LISTEN` needs a session).
+    pub pooler: bool,
 }
 
 impl PostgresUrl {
@@ -62,10 +68,12 @@ impl PostgresUrl {
             )));
         }
         let (conninfo, prefix) = take_prefix_param(url, "strata", valid_prefix)?;
+        let (conninfo, pooler) = take_pooler_param(&conninfo)?;
         let prefix = prefix.to_lowercase();
         Ok(PostgresUrl {
             conninfo: Secret::new(conninfo),
             prefix,
+            pooler,
         })
     }
 
@@ -73,6 +81,25 @@ impl PostgresUrl {
     pub fn table(&self) -> String {
         format!("strata_{}", self.prefix)
     }
+}
+
+/// Take `pooler=MODE` out of a URL's query: true for `transaction` (and `statement`:
+/// PgBouncer's modes where consecutive statements may reach different server
+/// connections), false for `session` or `none` (a session pooler behaves as the server).
+fn take_pooler_param(url: &str) -> Result<(String, bool), KvError> {
+    let (url, mode) = take_query_param(url, "pooler");
+    let pooler = match mode.as_deref() {
+        None | Some("session" | "none") => false,
+        Some("transaction" | "statement") => true,
+        Some(other) => {
+            let base = url.split_once('?').map_or(&url[..], |(b, _)| b);
+            return Err(KvError::Engine(format!(
+                "bad pooler={other:?} in {}: expected transaction, session or none",
+                redact_url(base)
+            )));
+        }
+    };
+    Ok((url, pooler))
 }
 
 fn valid_prefix(p: &str) -> bool {
@@ -83,8 +110,10 @@ fn valid_prefix(p: &str) -> bool {
 #[derive(Debug)]
 pub struct PostgresEngine {
     pool: Pool,
-    /// This client's id in the change feed.
+    /// This client's id in the change feed (its announcements carry it).
     origin: u64,
+    /// Reached through a transaction pooler: no feed to follow ([`PostgresUrl::pooler`]).
+    pooler: bool,
     /// Cancelled when the client shuts down ([`KvEngine::begin_closing`]): settling a
     /// lost commit stops waiting for an unreachable server.
     closing: CancellationToken,
@@ -101,8 +130,9 @@ impl PostgresEngine {
             .parse()
             .map_err(|e| KvError::Engine(format!("bad PostgreSQL URL: {e}")))?;
         Ok(PostgresEngine {
-            pool: Pool::new(config, url.table(), POOL_SIZE),
+            pool: Pool::new(config, url.table(), POOL_SIZE, url.pooler),
             origin: new_origin(),
+            pooler: url.pooler,
             closing: CancellationToken::new(),
         })
     }
@@ -183,12 +213,8 @@ async fn scan_rows(
         return Ok(Vec::new());
     }
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let stmt = if reverse {
-        &conn.stmts.scan_desc
-    } else {
-        &conn.stmts.scan_asc
-    };
-    let rows = timed(conn.client.query(stmt, &[&start, &end, &limit])).await?;
+    let sql = if reverse { Sql::ScanDesc } else { Sql::ScanAsc };
+    let rows = timed(conn.query(sql, &[&start, &end, &limit])).await?;
     pairs(rows)
 }
 
@@ -197,7 +223,7 @@ async fn get_rows(conn: &Pooled, keys: &[Key]) -> Result<Vec<Option<Value>>, KvE
     if keys.is_empty() {
         return Ok(Vec::new());
     }
-    let rows = timed(conn.client.query(&conn.stmts.get_many, &[&keys])).await?;
+    let rows = timed(conn.query(Sql::GetMany, &[&keys])).await?;
     let found: std::collections::HashMap<Key, Value> = pairs(rows)?.into_iter().collect();
     Ok(keys.iter().map(|k| found.get(k).cloned()).collect())
 }
@@ -211,7 +237,7 @@ struct PostgresSnapshot {
 impl KvSnapshot for PostgresSnapshot {
     async fn get(&mut self, key: &[u8]) -> Result<Option<Value>, KvError> {
         let conn = self.pool.get().await?;
-        let row = timed(conn.client.query_opt(&conn.stmts.get, &[&key])).await?;
+        let row = timed(conn.query_opt(Sql::Get, &[&key])).await?;
         row.map(|r| r.try_get(0).map_err(pg_error)).transpose()
     }
 
@@ -232,11 +258,8 @@ impl KvSnapshot for PostgresSnapshot {
         let (prefixes, suffixes): (Vec<Key>, Vec<Key>) = link.targets.iter().cloned().unzip();
         let offset = i32::try_from(link.offset)
             .map_err(|_| KvError::Engine(format!("link offset {}", link.offset)))?;
-        let rows = timed(conn.client.query(
-            &conn.stmts.linked,
-            &[&keys, holder, &offset, &prefixes, &suffixes],
-        ))
-        .await?;
+        let rows =
+            timed(conn.query(Sql::Linked, &[&keys, holder, &offset, &prefixes, &suffixes])).await?;
         let found: std::collections::HashMap<Key, Value> = pairs(rows)?.into_iter().collect();
         let mut values: Vec<Option<Value>> = keys.iter().map(|k| found.get(k).cloned()).collect();
         // The number came from the same snapshot, so these are the keys the server read.
@@ -265,7 +288,7 @@ impl KvSnapshot for PostgresSnapshot {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
             [&keys, &start, &end, &limit, &offset, &prefixes, &suffixes];
-        let rows = timed(conn.client.query(&conn.stmts.scan_linked, &params)).await?;
+        let rows = timed(conn.query(Sql::ScanLinked, &params)).await?;
         let mut parts: [Vec<(Key, Value)>; 3] = Default::default();
         for row in rows {
             let part: i16 = row.try_get(0).map_err(pg_error)?;
@@ -428,10 +451,15 @@ impl KvEngine for PostgresEngine {
     }
 
     fn origin(&self) -> u64 {
-        self.origin
+        // Through a pooler this client follows no feed (it still announces its commits,
+        // for clients connected directly).
+        if self.pooler { 0 } else { self.origin }
     }
 
     async fn subscribe(&self) -> Result<Option<Box<dyn ChangeFeed>>, KvError> {
+        if self.pooler {
+            return Ok(None);
+        }
         Ok(Some(Box::new(self.open_feed().await?)))
     }
 
@@ -454,31 +482,28 @@ pub(crate) struct Writes<'a> {
 impl Writes<'_> {
     /// Send the upsert, the delete and the announcement together (pipelined).
     async fn apply(&self, conn: &Pooled) -> Result<(), KvError> {
-        let (client, stmts) = (&conn.client, &conn.stmts);
         let upsert = async {
             if self.put_keys.is_empty() {
                 return Ok(0);
             }
-            timed(client.execute(&stmts.upsert, &[&self.put_keys, &self.put_values])).await
+            timed(conn.execute(Sql::Upsert, &[&self.put_keys, &self.put_values])).await
         };
         let delete = async {
             if self.deletes.is_empty() {
                 return Ok(0);
             }
-            timed(client.execute(&stmts.delete, &[&self.deletes])).await
+            timed(conn.execute(Sql::Delete, &[&self.deletes])).await
         };
         let announce = async {
             match &self.notice {
-                Some((channel, text)) => {
-                    timed(client.execute(&stmts.notify, &[channel, text])).await
-                }
+                Some((channel, text)) => timed(conn.execute(Sql::Notify, &[channel, text])).await,
                 None => Ok(0),
             }
         };
         let mark = async {
             match &self.mark {
                 Some((marker, state, fence)) => {
-                    timed(client.query_one(&stmts.mark, &[&&marker[..], state, fence]))
+                    timed(conn.query_one(Sql::Mark, &[&&marker[..], state, fence]))
                         .await
                         .map(|_| ())
                 }
@@ -546,5 +571,16 @@ mod tests {
         assert_eq!(d.table(), "strata_strata");
         assert!(PostgresUrl::parse("redis://h").is_err());
         assert!(PostgresUrl::parse("postgres://h/db?prefix=a;drop").is_err());
+        assert!(!u.pooler);
+        let p = PostgresUrl::parse("postgres://u:p@h:6432/db?pooler=transaction&prefix=v").unwrap();
+        assert!(p.pooler);
+        assert_eq!(p.conninfo.expose(), "postgres://u:p@h:6432/db");
+        assert_eq!(p.table(), "strata_v");
+        let s = PostgresUrl::parse("postgres://h/db?sslmode=disable&pooler=session").unwrap();
+        assert!(!s.pooler);
+        assert_eq!(s.conninfo.expose(), "postgres://h/db?sslmode=disable");
+        let bad = PostgresUrl::parse("postgres://u:secret@h/db?pooler=yes").unwrap_err();
+        assert!(bad.to_string().contains("pooler"), "{bad}");
+        assert!(!bad.to_string().contains("secret"), "{bad}");
     }
 }

@@ -12,6 +12,7 @@ use strata_meta::kv::{Key, KvError, ReadCheck, within};
 use tokio_postgres::error::SqlState;
 
 use crate::pool::Pooled;
+use crate::stmt::Sql;
 use crate::{QUERY_TIMEOUT, Writes, pg_error, timed};
 
 /// Whether a commit can be pipelined: its reads are all point reads.
@@ -38,15 +39,15 @@ pub(crate) async fn commit_pipelined(
     // Until the COMMIT has answered, the connection is inside a transaction: if this
     // future is dropped on the way, the pool closes it instead of reusing it.
     conn.in_transaction = true;
-    let client = &conn.client;
-    let stmts = &conn.stmts;
+    let shared = &*conn;
+    let client = &shared.client;
     let begin = timed(client.batch_execute("BEGIN ISOLATION LEVEL SERIALIZABLE"));
     let check = within(QUERY_TIMEOUT, "PostgreSQL", async {
         if keys.is_empty() {
             return Ok(());
         }
-        match client
-            .query_one(&stmts.check_points, &[&keys, &values, &present])
+        match shared
+            .query_one(Sql::CheckPoints, &[&keys, &values, &present])
             .await
         {
             Ok(_) => Ok(()),
@@ -54,7 +55,7 @@ pub(crate) async fn commit_pipelined(
             Err(e) => Err(pg_error(e)),
         }
     });
-    let applied = writes.apply(conn);
+    let applied = writes.apply(shared);
     let commit = timed(client.batch_execute("COMMIT"));
     let (begun, checked, applied, committed) = futures::join!(begin, check, applied, commit);
     // Whatever happened, a COMMIT the server answered ended the transaction.

@@ -1,4 +1,5 @@
-//! A small pool of PostgreSQL connections, each with its statements prepared. A connection
+//! A small pool of PostgreSQL connections, each with its statements prepared (or, through
+//! a transaction pooler, sent unnamed: `stmt.rs`). A connection
 //! is made when none is idle (up to the pool size); one that broke is dropped, not reused,
 //! and so is one given back in the middle of a transaction (its user was cancelled between
 //! `BEGIN` and `COMMIT`/`ROLLBACK`): reused, it would run the next user's statements inside
@@ -12,35 +13,10 @@ use parking_lot::Mutex;
 
 use strata_meta::kv::{KvError, within};
 use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
-use tokio_postgres::{Client, Config, NoTls, Statement};
+use tokio_postgres::{Client, Config, NoTls};
 
+use crate::stmt::{Sql, Statements};
 use crate::{CONNECT_TIMEOUT, pg_error};
-
-/// The prepared statements of one connection.
-pub(crate) struct Statements {
-    pub get: Statement,
-    pub get_many: Statement,
-    /// `$1` keys, `$2` the key holding a little-endian `u64` at byte `$3` (0-based), `$4`
-    /// and `$5` prefixes and suffixes: the rows of the keys and of `prefix || number
-    /// big-endian || suffix`, in one statement (one snapshot).
-    pub linked: Statement,
-    /// `$1` keys, rows `$2 <= k < $3` (at most `$4`), and the rows each of those links
-    /// to (number at byte `$5`, `$6`/`$7` prefixes and suffixes), in one statement: each
-    /// row's first column says which part it is (0 keys, 1 range, 2 linked).
-    pub scan_linked: Statement,
-    pub scan_asc: Statement,
-    pub scan_desc: Statement,
-    pub upsert: Statement,
-    pub delete: Statement,
-    /// `pg_notify($1, $2)`: a change announcement or a beat.
-    pub notify: Statement,
-    /// The check of a pipelined commit (`pipelined.rs`).
-    pub check_points: Statement,
-    /// Sets this connection's commit marker (`settle.rs`): `$1` the connection's marker
-    /// id, `$2` the commit's state, `$3` its fence; divides by zero (aborting the
-    /// transaction) when the commit was fenced off.
-    pub mark: Statement,
-}
 
 /// One connection and its statements.
 pub(crate) struct Conn {
@@ -58,6 +34,9 @@ pub(crate) struct Conn {
 struct Inner {
     config: Config,
     table: String,
+    /// The statements' texts when the server is reached through a transaction pooler
+    /// (statements unnamed, no session state); `None` when connected directly.
+    pooled_texts: Option<Arc<[String; Sql::COUNT]>>,
     idle: Mutex<Vec<Conn>>,
     slots: Arc<Semaphore>,
     table_ready: OnceCell<()>,
@@ -119,9 +98,12 @@ impl Drop for Pooled {
 }
 
 impl Pool {
-    pub fn new(config: Config, table: String, size: usize) -> Pool {
+    /// `pooler`: the server is reached through a transaction pooler (PgBouncer's
+    /// `pool_mode = transaction`).
+    pub fn new(config: Config, table: String, size: usize, pooler: bool) -> Pool {
         Pool {
             inner: Arc::new(Inner {
+                pooled_texts: pooler.then(|| Statements::texts(&table)),
                 config,
                 table,
                 idle: Mutex::new(Vec::new()),
@@ -182,13 +164,22 @@ impl Pool {
             .table_ready
             .get_or_try_init(|| create_table(&client, &self.inner.table))
             .await?;
-        // Every statement reads the table by key. A volume's table starts empty, and a
-        // plan cached while it was small kept scanning it whole after it grew (lookups
-        // fell from ~3,000/s to ~700/s until the next ANALYZE); without sequential scans
-        // the cached plans use the primary key at any size.
-        timed_setup(&client, "SET enable_seqscan = off").await?;
-        let stmts = prepare(&client, &self.inner.table).await?;
-        let backend = crate::sql::backend_of(&client).await?;
+        let (stmts, backend) = match &self.inner.pooled_texts {
+            // Through a pooler: no session state (the next statement may run on another
+            // server connection), and no server process to end after a lost answer (the
+            // fence alone settles it).
+            Some(texts) => (Statements::Unnamed(texts.clone()), None),
+            None => {
+                // Every statement reads the table by key. A volume's table starts empty,
+                // and a plan cached while it was small kept scanning it whole after it
+                // grew (lookups fell from ~3,000/s to ~700/s until the next ANALYZE);
+                // without sequential scans the cached plans use the primary key at any
+                // size. (Unnamed statements are planned at each run, with current sizes.)
+                timed_setup(&client, "SET enable_seqscan = off").await?;
+                let stmts = Statements::prepare(&client, &self.inner.table).await?;
+                (stmts, crate::sql::backend_of(&client).await?)
+            }
+        };
         Ok(Conn {
             client,
             stmts,
@@ -249,67 +240,4 @@ async fn create_table(client: &Client, table: &str) -> Result<(), KvError> {
         }
     }
     Ok(())
-}
-
-async fn prepare(client: &Client, table: &str) -> Result<Statements, KvError> {
-    let p = |sql: String| async move { client.prepare(&sql).await.map_err(pg_error) };
-    Ok(Statements {
-        get: p(format!("SELECT v FROM {table} WHERE k = $1")).await?,
-        get_many: p(format!("SELECT k, v FROM {table} WHERE k = ANY($1)")).await?,
-        linked: p(linked_sql(table)).await?,
-        scan_linked: p(scan_linked_sql(table)).await?,
-        scan_asc: p(format!(
-            "SELECT k, v FROM {table} WHERE k >= $1 AND k < $2 ORDER BY k LIMIT $3"
-        ))
-        .await?,
-        scan_desc: p(format!(
-            "SELECT k, v FROM {table} WHERE k >= $1 AND k < $2 ORDER BY k DESC LIMIT $3"
-        ))
-        .await?,
-        upsert: p(format!(
-            "INSERT INTO {table} (k, v) SELECT * FROM UNNEST($1::bytea[], $2::bytea[]) \
-             ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"
-        ))
-        .await?,
-        delete: p(format!("DELETE FROM {table} WHERE k = ANY($1)")).await?,
-        notify: p("SELECT pg_notify($1, $2)".to_string()).await?,
-        check_points: p(crate::sql::check_points_sql(table)).await?,
-        mark: p(crate::sql::mark_sql(table)).await?,
-    })
-}
-
-/// See [`Statements::scan_linked`]: a page of readdirplus (the directory, its entries and
-/// their inodes) in one statement, so one snapshot and one round trip.
-fn scan_linked_sql(table: &str) -> String {
-    let number = (1..=8)
-        .rev()
-        .map(|i| format!("substring(page.v from $5::int + {i} for 1)"))
-        .collect::<Vec<_>>()
-        .join(" || ");
-    format!(
-        "WITH page AS (SELECT k, v FROM {table} WHERE k >= $2 AND k < $3 ORDER BY k LIMIT $4) \
-         SELECT 0::int2, k, v FROM {table} WHERE k = ANY($1::bytea[]) \
-         UNION ALL SELECT 1::int2, k, v FROM page \
-         UNION ALL SELECT 2::int2, k, v FROM {table} WHERE k = ANY(ARRAY( \
-           SELECT u.p || {number} || u.s FROM page, \
-             UNNEST($6::bytea[], $7::bytea[]) AS u(p, s) \
-           WHERE length(page.v) >= $5::int + 8))"
-    )
-}
-
-/// See [`Statements::linked`]: one index scan for the keys and the linked keys, which a
-/// sub-select computes from the holder's value (its number's eight bytes reversed one by
-/// one: bytea has no reverse).
-fn linked_sql(table: &str) -> String {
-    let number = (1..=8)
-        .rev()
-        .map(|i| format!("substring(v from $3::int + {i} for 1)"))
-        .collect::<Vec<_>>()
-        .join(" || ");
-    format!(
-        "SELECT k, v FROM {table} WHERE k = ANY($1::bytea[] || ARRAY( \
-           SELECT u.p || h.n || u.s FROM \
-             (SELECT {number} AS n FROM {table} WHERE k = $2 AND length(v) >= $3::int + 8) h, \
-             UNNEST($4::bytea[], $5::bytea[]) AS u(p, s)))"
-    )
 }

@@ -30,6 +30,7 @@
 use std::time::{Duration, Instant};
 
 use strata_meta::kv::{KvError, LostCommit as Verdict, record_lost_commit, within};
+use tokio_postgres::types::Type;
 use tokio_util::sync::CancellationToken;
 
 use crate::pg_error;
@@ -115,10 +116,10 @@ async fn fence(pool: &Pool, lost: LostCommit) -> Result<bool, KvError> {
     if let Some((pid, start)) = lost.backend {
         let ended = conn
             .client
-            .query(
+            .query_typed(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
                  WHERE pid = $1 AND (extract(epoch FROM backend_start) * 1000000)::int8 = $2",
-                &[&pid, &start],
+                &[(&pid, Type::INT4), (&start, Type::INT8)],
             )
             .await;
         match ended {
@@ -142,14 +143,16 @@ async fn fence(pool: &Pool, lost: LostCommit) -> Result<bool, KvError> {
         conn.client
             .batch_execute("BEGIN; SET LOCAL lock_timeout = '2s'")
             .await?;
+        // Unnamed statements: through a pooler a named one could outlive this
+        // transaction on the server connection and collide with another client's.
         conn.client
-            .execute(
+            .execute_typed(
                 &format!(
                     "INSERT INTO {markers} (conn, state, at) VALUES ($1, $2, now()) \
                      ON CONFLICT (conn) DO UPDATE SET state = EXCLUDED.state, at = EXCLUDED.at \
                      WHERE {markers}.state < EXCLUDED.state"
                 ),
-                &[&&lost.marker[..], &fenced],
+                &[(&&lost.marker[..], Type::BYTEA), (&fenced, Type::INT8)],
             )
             .await?;
         // The verdict is the state, not whether this fence changed it: an earlier
@@ -157,12 +160,12 @@ async fn fence(pool: &Pool, lost: LostCommit) -> Result<bool, KvError> {
         // that finds `2n` must still say "not applied".
         let state: i64 = conn
             .client
-            .query_one(
+            .query_typed_one(
                 &format!("SELECT state FROM {markers} WHERE conn = $1"),
-                &[&&lost.marker[..]],
+                &[(&&lost.marker[..], Type::BYTEA)],
             )
             .await?
-            .get(0);
+            .try_get(0)?;
         conn.client.batch_execute("COMMIT").await?;
         Ok::<i64, tokio_postgres::Error>(state)
     }

@@ -6,6 +6,7 @@
 use super::*;
 use crate::PostgresUrl;
 use crate::pool::Pooled;
+use crate::stmt::Sql;
 
 fn pool() -> Pool {
     let server = std::env::var("STRATA_TEST_POSTGRES").expect(
@@ -15,7 +16,7 @@ fn pool() -> Pool {
     let prefix = format!("t{}", uuid::Uuid::new_v4().simple());
     let url = PostgresUrl::parse(&format!("{server}{sep}prefix={prefix}")).unwrap();
     let config: tokio_postgres::Config = url.conninfo.expose().parse().unwrap();
-    Pool::new(config, url.table(), 4)
+    Pool::new(config, url.table(), 4, false)
 }
 
 /// Begin a commit on `conn` (its `n`-th) that writes `key`, up to but not including
@@ -30,12 +31,10 @@ async fn begin_zombie(conn: &mut Pooled, key: &[u8]) -> LostCommit {
         .await
         .unwrap();
     let value: &[u8] = b"zombie";
-    conn.client
-        .execute(&conn.stmts.upsert, &[&vec![key], &vec![value]])
+    conn.execute(Sql::Upsert, &[&vec![key], &vec![value]])
         .await
         .unwrap();
-    conn.client
-        .query_one(&conn.stmts.mark, &[&&conn.marker[..], &state, &fence])
+    conn.query_one(Sql::Mark, &[&&conn.marker[..], &state, &fence])
         .await
         .unwrap();
     LostCommit {
@@ -47,11 +46,7 @@ async fn begin_zombie(conn: &mut Pooled, key: &[u8]) -> LostCommit {
 
 async fn present(pool: &Pool, key: &[u8]) -> bool {
     let conn = pool.get().await.unwrap();
-    conn.client
-        .query_opt(&conn.stmts.get, &[&key])
-        .await
-        .unwrap()
-        .is_some()
+    conn.query_opt(Sql::Get, &[&key]).await.unwrap().is_some()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -139,13 +134,11 @@ async fn a_zombie_arriving_after_the_fence_is_aborted() {
         .unwrap();
     let (state, fence) = states(1).unwrap();
     let value: &[u8] = b"late";
-    late.client
-        .execute(&late.stmts.upsert, &[&vec![&b"k3"[..]], &vec![value]])
+    late.execute(Sql::Upsert, &[&vec![&b"k3"[..]], &vec![value]])
         .await
         .unwrap();
     let marked = late
-        .client
-        .query_one(&late.stmts.mark, &[&&late.marker[..], &state, &fence])
+        .query_one(Sql::Mark, &[&&late.marker[..], &state, &fence])
         .await;
     let err = marked.unwrap_err();
     assert_eq!(

@@ -15,7 +15,7 @@ pub(crate) fn markers_table(table: &str) -> String {
     format!("{table}$commits")
 }
 
-/// See [`crate::pool::Statements::mark`].
+/// See [`crate::stmt::Sql::Mark`].
 pub(crate) fn mark_sql(table: &str) -> String {
     let markers = markers_table(table);
     format!(
@@ -58,4 +58,43 @@ pub(crate) async fn backend_of(client: &Client) -> Result<Option<(i32, i64)>, Kv
         )),
         None => None,
     })
+}
+
+/// See [`crate::stmt::Sql::ScanLinked`]: a page of readdirplus (the directory, its entries and
+/// their inodes) in one statement, so one snapshot and one round trip.
+pub(crate) fn scan_linked_sql(table: &str) -> String {
+    let number = big_endian_number("page.v", "$5");
+    format!(
+        "WITH page AS (SELECT k, v FROM {table} WHERE k >= $2 AND k < $3 ORDER BY k LIMIT $4) \
+         SELECT 0::int2, k, v FROM {table} WHERE k = ANY($1::bytea[]) \
+         UNION ALL SELECT 1::int2, k, v FROM page \
+         UNION ALL SELECT 2::int2, k, v FROM {table} WHERE k = ANY(ARRAY( \
+           SELECT u.p || {number} || u.s FROM page, \
+             UNNEST($6::bytea[], $7::bytea[]) AS u(p, s) \
+           WHERE length(page.v) >= $5::int + 8))"
+    )
+}
+
+/// See [`crate::stmt::Sql::Linked`]: one index scan for the keys and the linked keys, which a
+/// sub-select computes from the holder's value (its number's eight bytes reversed one by
+/// one: bytea has no reverse).
+pub(crate) fn linked_sql(table: &str) -> String {
+    let number = big_endian_number("v", "$3");
+    format!(
+        "SELECT k, v FROM {table} WHERE k = ANY($1::bytea[] || ARRAY( \
+           SELECT u.p || h.n || u.s FROM \
+             (SELECT {number} AS n FROM {table} WHERE k = $2 AND length(v) >= $3::int + 8) h, \
+             UNNEST($4::bytea[], $5::bytea[]) AS u(p, s)))"
+    )
+}
+
+/// SQL for the little-endian `u64` in `value` at the byte offset in parameter `offset`
+/// (0-based), as eight big-endian bytes: its bytes one by one in reverse (bytea has no
+/// reverse).
+fn big_endian_number(value: &str, offset: &str) -> String {
+    (1..=8)
+        .rev()
+        .map(|i| format!("substring({value} from {offset}::int + {i} for 1)"))
+        .collect::<Vec<_>>()
+        .join(" || ")
 }

@@ -97,7 +97,8 @@ async fn heartbeat_loop(vfs: Arc<Vfs>, every: Duration, stop: CancellationToken)
         if let Err(e) = vfs.meta().heartbeat().await {
             tracing::warn!("session heartbeat failed: {e}");
         }
-        if let Err(e) = vfs.meta().clean_stale_sessions(strata_meta::now_ns()).await {
+        let now = strata_meta::now_ns();
+        if let Err(e) = vfs.meta().clean_stale_sessions_if_due(now, every).await {
             tracing::warn!("cleaning stale sessions failed: {e}");
         }
     }

@@ -115,6 +115,76 @@ pub async fn stale_sessions_are_cleaned<S: TestStore>() {
     survivor.heartbeat().await.unwrap();
 }
 
+/// Stale sessions are cleaned once per interval for the whole volume (whoever comes first),
+/// a dead session's sustained files in batches, and a cleaning stamp from a clock far
+/// ahead does not stop cleaning.
+pub async fn stale_session_cleaning_is_shared<S: TestStore>() {
+    let store = S::create();
+    // `survivor` has no session of its own (as an admin command); `other` has.
+    let survivor = volume(&store).await;
+    let other = client(&store).await;
+    other.new_session(info("other")).await.unwrap();
+    let crashed = client(&store).await;
+    crashed.new_session(info("crashed")).await.unwrap();
+    let root = Ctx::root();
+    let mut held = Vec::new();
+    for i in 0..300 {
+        let name = format!("open-{i}");
+        let f = touch(&crashed, Ino::ROOT, &name).await;
+        crashed.open(&root, f.ino, 0).await.unwrap();
+        crashed
+            .unlink(&root, Ino::ROOT, name.as_bytes())
+            .await
+            .unwrap();
+        held.push(f.ino);
+    }
+    let hour = Duration::from_secs(3600);
+    let minutes = |m: i64| m * 60 * 1_000_000_000;
+    let t0 = crate::now_ns();
+    // Due (never cleaned), but nobody is stale yet.
+    assert_eq!(
+        survivor
+            .clean_stale_sessions_if_due(t0, hour)
+            .await
+            .unwrap(),
+        0
+    );
+    // The crashed session is stale half an hour later, but a cleaning started within the
+    // hour: another client's call does not scan.
+    let t1 = t0 + minutes(30);
+    assert_eq!(
+        other.clean_stale_sessions_if_due(t1, hour).await.unwrap(),
+        0
+    );
+    assert_eq!(survivor.list_sessions().await.unwrap().len(), 2);
+    // Past the interval the next caller cleans it, sustained files and all.
+    let t2 = t0 + minutes(61);
+    assert_eq!(
+        other.clean_stale_sessions_if_due(t2, hour).await.unwrap(),
+        1
+    );
+    assert_eq!(survivor.list_sessions().await.unwrap().len(), 1);
+    for ino in held {
+        assert_eq!(errno_of(survivor.getattr(ino).await), Errno::ENOENT);
+    }
+    // A stamp far in the future (a client with a wrong clock; it cleans `other`, silent
+    // in this clock's terms) does not stop cleaning.
+    assert_eq!(
+        survivor
+            .clean_stale_sessions_if_due(t0 + minutes(600), hour)
+            .await
+            .unwrap(),
+        1
+    );
+    let late = client(&store).await;
+    late.new_session(info("late")).await.unwrap();
+    let t3 = t0 + minutes(130);
+    assert_eq!(
+        other.clean_stale_sessions_if_due(t3, hour).await.unwrap(),
+        1
+    );
+}
+
 pub async fn flocks_conflict<S: TestStore>() {
     let store = S::create();
     let a = volume(&store).await;

@@ -92,15 +92,26 @@ pub fn take_prefix_param(
     default: &str,
     valid: impl Fn(&str) -> bool,
 ) -> Result<(String, String), KvError> {
+    let (url, prefix) = take_query_param(url, "prefix");
+    match prefix {
+        None => Ok((url, default.to_string())),
+        Some(p) if valid(&p) => Ok((url, p)),
+        Some(p) => {
+            let base = url.split_once('?').map_or(&url[..], |(b, _)| b);
+            Err(KvError::Engine(format!("bad prefix {p:?} in {base}")))
+        }
+    }
+}
+
+/// Take every `name=VALUE` parameter out of a URL's query: the URL without them, and the
+/// last VALUE given.
+pub fn take_query_param(url: &str, name: &str) -> (String, Option<String>) {
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
-    let mut prefix = default.to_string();
+    let mut value = None;
     let mut rest = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
-            Some(("prefix", v)) if valid(v) => prefix = v.to_string(),
-            Some(("prefix", v)) => {
-                return Err(KvError::Engine(format!("bad prefix {v:?} in {base}")));
-            }
+            Some((n, v)) if n == name => value = Some(v.to_string()),
             _ => rest.push(pair),
         }
     }
@@ -109,7 +120,7 @@ pub fn take_prefix_param(
     } else {
         format!("{base}?{}", rest.join("&"))
     };
-    Ok((url, prefix))
+    (url, value)
 }
 
 /// The smallest key greater than every key starting with `prefix`.

@@ -315,7 +315,7 @@ impl Meta {
                     if inode.fields.nlink > 0 {
                         return Ok(Unlinked::Nothing);
                     }
-                    delete_sustained(tx, sid, &inode).await
+                    delete_sustained(tx, sid, &inode, self.keeps_xattr_flags()).await
                 })
             })
             .await?;
@@ -417,8 +417,9 @@ pub(crate) async fn delete_sustained(
     tx: &mut Txn<'_>,
     sid: u64,
     inode: &Inode,
+    flags_kept: bool,
 ) -> Result<Unlinked> {
-    delete_inode_records(tx, inode, false).await?;
+    delete_inode_records(tx, inode, flags_kept).await?;
     if sid != 0 {
         tx.delete(keys::sustained(sid, inode.ino));
     }

@@ -148,6 +148,12 @@ impl Meta {
         });
     }
 
+    /// Whether read-only operations may answer from this client's metadata cache right
+    /// now (the feed is up and its beats come back).
+    pub fn cache_trusted(&self) -> bool {
+        self.read_cache.as_ref().is_some_and(|c| c.is_trusting())
+    }
+
     /// Wait (at most `limit`) until the cache is trusted; at once when this client does
     /// not follow a feed. False if the feed did not come up in time.
     pub async fn wait_for_feed(&self, limit: Duration) -> bool {

@@ -49,6 +49,36 @@ pub struct SessionDetail {
     pub locked: Vec<Ino>,
 }
 
+/// Sustained inodes of a dead session deleted per transaction.
+const SUSTAINED_BATCH: usize = 256;
+/// Counter record: when a client last started cleaning stale sessions (ns).
+const LAST_SESSION_CLEANUP: &str = "lastSessionCleanup";
+
+/// Delete a session's sustained inodes `batch` (their records read in one engine call):
+/// each one's `SS` record goes, and the inode with it unless it has links again.
+async fn delete_sustained_batch(
+    tx: &mut Txn<'_>,
+    sid: u64,
+    batch: &[Ino],
+    flags_kept: bool,
+) -> Result<Vec<Unlinked>> {
+    let records: Vec<Key> = batch
+        .iter()
+        .flat_map(|&ino| [keys::inode_core(ino), keys::inode_fields(ino)])
+        .collect();
+    tx.get_many(&records).await?;
+    let mut unlinked = Vec::with_capacity(batch.len());
+    for &ino in batch {
+        tx.delete(keys::sustained(sid, ino));
+        if let Some(inode) = get_inode(tx, ino).await?
+            && inode.fields.nlink == 0
+        {
+            unlinked.push(delete_sustained(tx, sid, &inode, flags_kept).await?);
+        }
+    }
+    Ok(unlinked)
+}
+
 /// Open-flag bits that matter for access checks.
 const O_ACCMODE: u32 = 3;
 const O_WRONLY: u32 = 1;
@@ -183,28 +213,52 @@ impl Meta {
         Ok(stale.len())
     }
 
+    /// [`Meta::clean_stale_sessions`], unless some client started a cleaning less than
+    /// `every` ago (the volume's `lastSessionCleanup` record): each heartbeat of each client
+    /// costs the engine one small transaction, and the scan of every session runs about
+    /// once per `every` for the whole volume, not once per client. Returns how many
+    /// sessions this call cleaned.
+    pub async fn clean_stale_sessions_if_due(
+        &self,
+        now: Nanos,
+        every: std::time::Duration,
+    ) -> Result<usize> {
+        let every = i64::try_from(every.as_nanos()).unwrap_or(i64::MAX);
+        let due = self
+            .txn(|tx| {
+                Box::pin(async move {
+                    let key = keys::counter(LAST_SESSION_CLEANUP);
+                    let last = codec::decode_counter(&key, tx.get(&key).await?.as_deref())?;
+                    // A stamp from a clock far ahead does not stop cleaning for long.
+                    let recent =
+                        last <= now.saturating_add(every) && now.saturating_sub(last) < every;
+                    if !recent {
+                        tx.put(key, codec::encode_slots(&[now]));
+                    }
+                    Ok(!recent)
+                })
+            })
+            .await?;
+        if !due {
+            return Ok(0);
+        }
+        self.clean_stale_sessions(now).await
+    }
+
     async fn clean_session(&self, sid: u64) -> Result<()> {
         release_session_locks(self, sid).await?;
+        let flags_kept = self.keeps_xattr_flags();
         loop {
-            let batch = self.sustained_inodes(sid, 64).await?;
+            let batch = self.sustained_inodes(sid, SUSTAINED_BATCH).await?;
             if batch.is_empty() {
                 break;
             }
-            for ino in batch {
-                let unlinked = self
-                    .txn(|tx| {
-                        Box::pin(async move {
-                            tx.delete(keys::sustained(sid, ino));
-                            match get_inode(tx, ino).await? {
-                                Some(inode) if inode.fields.nlink == 0 => {
-                                    delete_sustained(tx, sid, &inode).await
-                                }
-                                _ => Ok(Unlinked::Nothing),
-                            }
-                        })
-                    })
-                    .await?;
-                self.after_unlink(unlinked);
+            let batch = &batch;
+            let unlinked = self
+                .txn(|tx| Box::pin(delete_sustained_batch(tx, sid, batch, flags_kept)))
+                .await?;
+            for fate in unlinked {
+                self.after_unlink(fate);
             }
         }
         self.txn(|tx| {

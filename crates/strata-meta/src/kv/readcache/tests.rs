@@ -501,3 +501,36 @@ fn values_of_own_commits_are_answered_together_once_the_feed_delivered_each() {
     cache.invalidate(Some(std::slice::from_ref(&dir)), Some(4));
     assert!(cache.get_trusted(&all).is_some());
 }
+
+#[test]
+fn own_commits_made_before_the_feed_came_up_do_not_block_trust_for_ever() {
+    let cache = ReadCache::new(only_a, DEFAULT_BUDGET);
+    let (entry, record, dir) = (k("A-entry"), k("A-record"), k("A-dir"));
+    let put = |key: &Key, v: &[u8]| (key.clone(), Write::Put(v.to_vec()));
+    // A create committed while the feed is still coming up: its announcement was sent
+    // before this client subscribed, and never arrives.
+    let g = cache.stamp();
+    cache.committed(
+        &[put(&entry, b"e1"), put(&record, b"r1"), put(&dir, b"d1")],
+        Some(g),
+        1,
+    );
+    cache.returned(1, true);
+    cache.beat_returned(Duration::from_secs(5), None);
+    let all = [entry.clone(), record.clone(), dir.clone()];
+    // Read again, all three in one snapshot, after the feed came up.
+    let g = cache.stamp();
+    cache.remember_all(
+        [
+            (&entry[..], Some(&b"e1"[..])),
+            (&record[..], Some(&b"r1"[..])),
+            (&dir[..], Some(&b"d1"[..])),
+        ],
+        Some(g),
+        true,
+    );
+    assert!(
+        cache.get_trusted(&all).is_some(),
+        "read in one snapshot after the feed came up: trusted together"
+    );
+}
