@@ -206,7 +206,7 @@ prepare_servers() {
   await_seaweedfs
   await_azurite
   declare -p PATH STRATA_TEST_SEAWEEDFS STRATA_TEST_AZURITE STRATA_TEST_REDIS \
-    STRATA_TEST_POSTGRES STRATA_TEST_ETCD > "$WORK/servers.env"
+    STRATA_TEST_POSTGRES STRATA_TEST_PGBOUNCER STRATA_TEST_ETCD > "$WORK/servers.env"
   echo "== [$(elapsed)] test servers ready"
 }
 ( set -euo pipefail; prepare_servers ) > "$WORK/prepare.log" 2>&1 &

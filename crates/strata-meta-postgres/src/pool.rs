@@ -13,9 +13,9 @@ use parking_lot::Mutex;
 
 use strata_meta::kv::{KvError, within};
 use tokio::sync::{OnceCell, OwnedSemaphorePermit, Semaphore};
-use tokio_postgres::{Client, Config, NoTls};
+use tokio_postgres::{Client, Config, Error, NoTls, Row};
 
-use crate::stmt::{Sql, Statements};
+use crate::stmt::{Params, Sql, Statements};
 use crate::{CONNECT_TIMEOUT, pg_error};
 
 /// One connection and its statements.
@@ -29,6 +29,25 @@ pub(crate) struct Conn {
     /// The server process serving this connection: its pid and start (microseconds since
     /// the epoch), so a commit it may still be running can be ended (`settle.rs`).
     pub backend: Option<(i32, i64)>,
+}
+
+/// The statements on this connection ([`Statements`]).
+impl Conn {
+    pub async fn query(&self, sql: Sql, params: Params<'_>) -> Result<Vec<Row>, Error> {
+        self.stmts.query(&self.client, sql, params).await
+    }
+
+    pub async fn query_one(&self, sql: Sql, params: Params<'_>) -> Result<Row, Error> {
+        self.stmts.query_one(&self.client, sql, params).await
+    }
+
+    pub async fn query_opt(&self, sql: Sql, params: Params<'_>) -> Result<Option<Row>, Error> {
+        self.stmts.query_opt(&self.client, sql, params).await
+    }
+
+    pub async fn execute(&self, sql: Sql, params: Params<'_>) -> Result<u64, Error> {
+        self.stmts.execute(&self.client, sql, params).await
+    }
 }
 
 struct Inner {

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::{Client, Error, Row, Statement};
 
-use crate::pool::Conn;
 use strata_meta::kv::KvError;
 
 /// One of the engine's statements.
@@ -164,64 +163,80 @@ impl Statements {
     }
 }
 
-type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+pub(crate) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 
-impl Conn {
-    fn typed<'a>(sql: Sql, params: Params<'a>) -> Vec<(&'a (dyn ToSql + Sync), Type)> {
-        params
-            .iter()
-            .zip(sql.types())
-            .map(|(p, t)| (*p, t.clone()))
-            .collect()
-    }
+fn typed<'a>(sql: Sql, params: Params<'a>) -> Vec<(&'a (dyn ToSql + Sync), Type)> {
+    params
+        .iter()
+        .zip(sql.types())
+        .map(|(p, t)| (*p, t.clone()))
+        .collect()
+}
 
-    /// The rows `sql` returns.
-    pub async fn query(&self, sql: Sql, params: Params<'_>) -> Result<Vec<Row>, Error> {
-        match &self.stmts {
-            Statements::Prepared(p) => self.client.query(&p[sql.index()], params).await,
+impl Statements {
+    /// The rows `sql` returns, run on `client`.
+    pub async fn query(
+        &self,
+        client: &Client,
+        sql: Sql,
+        params: Params<'_>,
+    ) -> Result<Vec<Row>, Error> {
+        match self {
+            Statements::Prepared(p) => client.query(&p[sql.index()], params).await,
             Statements::Unnamed(texts) => {
-                let text = &texts[sql.index()];
-                self.client
-                    .query_typed(text, &Self::typed(sql, params))
+                client
+                    .query_typed(&texts[sql.index()], &typed(sql, params))
                     .await
             }
         }
     }
 
     /// The one row `sql` returns (an error when it returns none or several).
-    pub async fn query_one(&self, sql: Sql, params: Params<'_>) -> Result<Row, Error> {
-        match &self.stmts {
-            Statements::Prepared(p) => self.client.query_one(&p[sql.index()], params).await,
+    pub async fn query_one(
+        &self,
+        client: &Client,
+        sql: Sql,
+        params: Params<'_>,
+    ) -> Result<Row, Error> {
+        match self {
+            Statements::Prepared(p) => client.query_one(&p[sql.index()], params).await,
             Statements::Unnamed(texts) => {
-                let text = &texts[sql.index()];
-                self.client
-                    .query_typed_one(text, &Self::typed(sql, params))
+                client
+                    .query_typed_one(&texts[sql.index()], &typed(sql, params))
                     .await
             }
         }
     }
 
     /// The row `sql` returns, if any.
-    pub async fn query_opt(&self, sql: Sql, params: Params<'_>) -> Result<Option<Row>, Error> {
-        match &self.stmts {
-            Statements::Prepared(p) => self.client.query_opt(&p[sql.index()], params).await,
+    pub async fn query_opt(
+        &self,
+        client: &Client,
+        sql: Sql,
+        params: Params<'_>,
+    ) -> Result<Option<Row>, Error> {
+        match self {
+            Statements::Prepared(p) => client.query_opt(&p[sql.index()], params).await,
             Statements::Unnamed(texts) => {
-                let text = &texts[sql.index()];
-                self.client
-                    .query_typed_opt(text, &Self::typed(sql, params))
+                client
+                    .query_typed_opt(&texts[sql.index()], &typed(sql, params))
                     .await
             }
         }
     }
 
     /// Run `sql`; the number of rows it changed.
-    pub async fn execute(&self, sql: Sql, params: Params<'_>) -> Result<u64, Error> {
-        match &self.stmts {
-            Statements::Prepared(p) => self.client.execute(&p[sql.index()], params).await,
+    pub async fn execute(
+        &self,
+        client: &Client,
+        sql: Sql,
+        params: Params<'_>,
+    ) -> Result<u64, Error> {
+        match self {
+            Statements::Prepared(p) => client.execute(&p[sql.index()], params).await,
             Statements::Unnamed(texts) => {
-                let text = &texts[sql.index()];
-                self.client
-                    .execute_typed(text, &Self::typed(sql, params))
+                client
+                    .execute_typed(&texts[sql.index()], &typed(sql, params))
                     .await
             }
         }
