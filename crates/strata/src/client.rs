@@ -77,7 +77,10 @@ pub struct ClientArgs {
     /// files from a cache that the engine's change feed keeps current (other clients'
     /// changes are seen within the feed's delay, typically under a millisecond; opens
     /// always read the engine unless --open-cache says otherwise). `--meta-cache=false`
-    /// reads the engine every time
+    /// reads the engine every time; consider it for fleets of hundreds of clients that
+    /// mostly write, since every commit is delivered to every client following the feed
+    /// (~20 µs of each one's CPU; docs/DESIGN.md). Off by itself through a transaction
+    /// pooler (PostgreSQL `?pooler=transaction`)
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
           action = clap::ArgAction::Set)]
     pub meta_cache: bool,
