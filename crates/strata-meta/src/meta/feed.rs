@@ -170,7 +170,7 @@ impl Meta {
     /// client's cache (one beat through the feed). Nothing to wait for when the cache is
     /// not trusted.
     pub async fn sync_changes(&self) -> Result<()> {
-        if !self.read_cache.as_ref().is_some_and(|c| c.is_trusting()) {
+        if !self.cache_trusted() {
             return Ok(());
         }
         let mut returned = self.beats.returned.subscribe();

@@ -69,11 +69,12 @@ async fn delete_sustained_batch(
     tx.get_many(&records).await?;
     let mut unlinked = Vec::with_capacity(batch.len());
     for &ino in batch {
-        tx.delete(keys::sustained(sid, ino));
-        if let Some(inode) = get_inode(tx, ino).await?
-            && inode.fields.nlink == 0
-        {
-            unlinked.push(delete_sustained(tx, sid, &inode, flags_kept).await?);
+        match get_inode(tx, ino).await? {
+            // Deletes the `SS` record with the inode.
+            Some(inode) if inode.fields.nlink == 0 => {
+                unlinked.push(delete_sustained(tx, sid, &inode, flags_kept).await?);
+            }
+            _ => tx.delete(keys::sustained(sid, ino)),
         }
     }
     Ok(unlinked)
