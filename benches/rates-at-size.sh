@@ -10,7 +10,8 @@
 # Usage: benches/rates-at-size.sh [WORKDIR]
 #   STRATA=path/to/strata (default target/release/strata), SIZES="10000 1000000 10000000",
 #   OPS=5000, LEAVES=50, META=engine URL prefix: "sqlite" (default, a file per size) or a
-#   Redis/PostgreSQL URL (a fresh ?prefix= per size is added).
+#   Redis/PostgreSQL URL (a fresh ?prefix= per size is added); KEEP=1 keeps the SQLite
+#   databases (for the tools at size).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 STRATA=${STRATA:-$ROOT/target/release/strata}
@@ -32,7 +33,12 @@ for size in $SIZES; do
     sep='?'; case $META in *\?*) sep='&';; esac
     url="$META${sep}prefix=rates$$-$size"
   fi
-  "$STRATA" bench populate "$url" rates --files "$size" --bucket "$WORK/data-$size" >/dev/null
+  /usr/bin/time -f "populate $size: %e s, peak RSS %M KiB" \
+    "$STRATA" bench populate "$url" rates --files "$size" --bucket "$WORK/data-$size" >/dev/null
+  if [ "$META" = sqlite ]; then
+    bytes=$(du -cb "$WORK/meta-$size.db"* | tail -1 | cut -f1)
+    echo "SQLite database: $bytes bytes, $(( bytes / size )) per file"
+  fi
   "$STRATA" mount "$url" "$MNT" -d --log "$WORK/mount-$size.log" --cache-dir "$WORK/cache" \
     --attr-cache 0 --entry-cache 0 --dir-entry-cache 0 >/dev/null
   for _ in $(seq 1 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
@@ -40,7 +46,7 @@ for size in $SIZES; do
   echo "{\"files\": $size, \"ops\": $(python3 "$ROOT/benches/rates_at_size.py" "$MNT" "$OPS" "$LEAVES" 7)}" \
     | tee -a "$WORK/results.jsonl"
   umount "$MNT"
-  [ "$META" = sqlite ] && rm -f "$WORK/meta-$size.db"*
+  [ "$META" = sqlite ] && [ "${KEEP:-0}" != 1 ] && rm -f "$WORK/meta-$size.db"*
 done
 
 python3 - "$WORK/results.jsonl" <<'PY'

@@ -80,8 +80,8 @@ enum Command {
     /// Find objects no file references (leaked) and finish pending deletions; deletes
     /// only with --delete.
     Gc(maint_cmd::GcArgs),
-    /// Check that every block of every file exists and that directory usage and link
-    /// counts add up; --repair fixes the counters.
+    /// Check that every block of every file exists, that directory usage and link counts
+    /// add up, and that every inode record has a name; --repair fixes the counters.
     Fsck(maint_cmd::FsckArgs),
     /// Fill the cache with the blocks of files or trees on a mounted volume before they are
     /// read (--check reports what is cached, --evict drops it); in a cache group each

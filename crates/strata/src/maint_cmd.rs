@@ -56,9 +56,8 @@ pub struct FsckArgs {
     #[arg(long)]
     external_sort_dir: Option<PathBuf>,
     /// Memory of each external sort's in-memory run, MiB; up to three sorts are alive at
-    /// once (listing, references, results), so the command's peak RSS is about 20 MB plus
-    /// 2–3 times this, whatever the number of objects (measured: 4 → 31 MB, 32 → 88 MB at
-    /// a million objects)
+    /// once (inodes reached by names, block references, listing), so the command's peak
+    /// RSS is about 20 MB plus 2–3 times this, whatever the size of the volume
     #[arg(long, default_value_t = 32)]
     sort_memory: usize,
 }

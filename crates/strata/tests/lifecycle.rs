@@ -139,6 +139,61 @@ fn fsck_names_the_file_whose_block_is_gone() {
     assert!(!out.contains("fine.bin"), "{out}");
 }
 
+/// Delete the root's entry `name` straight from the SQLite engine, leaving its inode
+/// record behind without a name (what a backup taken during writes can hold).
+fn drop_root_entry(vol: &Volume, name: &str) {
+    let db = vol.meta_url.strip_prefix("sqlite3://").unwrap();
+    let script = format!(
+        "import sqlite3, struct\n\
+         db = sqlite3.connect('{db}')\n\
+         key = b'A' + struct.pack('>Q', 1) + b'D' + b'{name}'\n\
+         assert db.execute('DELETE FROM kv WHERE k = ?', (key,)).rowcount == 1\n\
+         db.commit()\n"
+    );
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn fsck_finds_inode_records_without_a_name_and_keeps_them() {
+    let vol = Volume::new();
+    let m = vol.mount("mnt");
+    sh(
+        &m.path,
+        "mkdir -p kept/sub && head -c 300000 /dev/urandom > lost.bin && \
+         head -c 1000 /dev/urandom > kept/a && ln kept/a kept/sub/b && echo x > kept/sub/c",
+    );
+    drop(m);
+    let out = strata_ok(&["fsck", &vol.meta_url]);
+    assert!(
+        out.contains("volume is clean"),
+        "hard links and subdirectories are reached: {out}"
+    );
+
+    drop_root_entry(&vol, "lost.bin");
+    let (ok, out) = strata(&["fsck", &vol.meta_url]);
+    assert!(!ok, "an inode nothing leads to fails fsck: {out}");
+    assert!(
+        out.contains("a regular file of 300000 bytes with link count 1 has no name"),
+        "{out}"
+    );
+    assert_eq!(out.matches("has no name").count(), 1, "{out}");
+    let (ok, out) = strata(&["fsck", &vol.meta_url, "--repair"]);
+    assert!(!ok, "repair deletes no inode: {out}");
+    assert!(
+        out.contains("has no name"),
+        "the record is still there: {out}"
+    );
+}
+
 #[test]
 fn a_crash_mid_write_leaves_only_leaked_objects_for_gc() {
     let vol = Volume::new();

@@ -78,6 +78,57 @@ pub async fn scans_see_every_chunk_and_queued_slice<S: TestStore>() {
     assert!(next.is_none());
 }
 
+/// Every inode the walk reaches, once (names, hard links, the trash, files kept open by
+/// a session), and every inode record the scan finds: on a sound volume the same set.
+pub async fn namespace_walk_reaches_every_inode_record<S: TestStore>() {
+    let store = S::create();
+    let meta = super::volume_with(&store, super::test_format(1)).await;
+    meta.new_session(crate::SessionInfo::default())
+        .await
+        .unwrap();
+    let d = mkdir(&meta, Ino::ROOT, "d").await;
+    let f = touch(&meta, d.ino, "f").await;
+    let open = touch(&meta, d.ino, "open").await;
+    meta.open(&Ctx::root(), open.ino, 0).await.unwrap();
+    meta.unlink(&Ctx::root(), d.ino, b"open").await.unwrap();
+    meta.link(&Ctx::root(), f.ino, Ino::ROOT, b"f-link")
+        .await
+        .unwrap();
+    let trashed = touch(&meta, d.ino, "trashed").await;
+    meta.unlink(&Ctx::root(), d.ino, b"trashed").await.unwrap();
+    let tmp = meta.tmpfile(&Ctx::root(), d.ino, 0o600).await.unwrap();
+
+    let mut reached = Vec::new();
+    meta.check_namespace_with(false, |_| {}, |ino| reached.push(ino))
+        .await
+        .unwrap();
+    let count = reached.len();
+    reached.sort();
+    reached.dedup();
+    assert_eq!(reached.len(), count, "each inode reached once: {reached:?}");
+    for ino in [Ino::ROOT, d.ino, f.ino, open.ino, trashed.ino, tmp.ino] {
+        assert!(reached.contains(&ino), "{ino} reached: {reached:?}");
+    }
+    let mut records = Vec::new();
+    let mut cursor = None;
+    loop {
+        let (page, next) = meta.record_page(&cursor, 3).await.unwrap();
+        records.extend(page.inodes);
+        cursor = next;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    let mut sorted = records.clone();
+    sorted.sort();
+    assert_eq!(records, sorted, "records come in inode order");
+    assert_eq!(records, reached, "every record is reached, and only those");
+    for ino in [f.ino, open.ino, trashed.ino, tmp.ino] {
+        assert!(records.contains(&ino), "{ino} has a record: {records:?}");
+    }
+    meta.close_session().await.unwrap();
+}
+
 pub async fn namespace_check_finds_and_repairs_counters<S: TestStore>() {
     let store = S::create();
     let meta = volume(&store).await;

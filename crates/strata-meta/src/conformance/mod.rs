@@ -213,6 +213,7 @@ macro_rules! meta_conformance_tests {
             clients::lookups_answer_one_state,
             lifecycle::scans_see_every_chunk_and_queued_slice,
             lifecycle::namespace_check_finds_and_repairs_counters,
+            lifecycle::namespace_walk_reaches_every_inode_record,
             lifecycle::trash_restore_and_purge, lifecycle::remove_tree_goes_through_the_trash,
             lifecycle::dump_and_load_round_trip, lifecycle::dump_of_a_subdir_becomes_a_volume,
             lifecycle::quotas_limit_and_count, lifecycle::subdir_dumps_never_undercount_shared_slices,

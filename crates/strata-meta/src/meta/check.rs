@@ -12,7 +12,7 @@ use super::{Meta, get_inode, space_of};
 use crate::codec::{self, Inode, InodeCore, InodeFields, slot, usage_slot};
 use crate::error::{MetaError, Result};
 use crate::keys;
-use crate::kv::{FieldOp, FieldUpdate, prefix_end};
+use crate::kv::{FieldOp, FieldUpdate, Txn, prefix_end};
 
 /// Entries read per page while walking a directory.
 const PAGE: usize = 1000;
@@ -40,6 +40,15 @@ pub struct NamespaceReport {
     pub volume_repaired: bool,
 }
 
+/// What a namespace walk carries from one directory to the next.
+struct Walk<'a> {
+    /// Directories still to walk.
+    stack: &'a mut Vec<Ino>,
+    /// Multiply-linked files already counted.
+    seen_multi: &'a mut HashSet<Ino>,
+    on_reached: &'a mut (dyn FnMut(Ino) + Send),
+}
+
 /// Usage and link counts of one directory's children, summed while walking it.
 #[derive(Default)]
 struct DirTally {
@@ -57,32 +66,53 @@ impl Meta {
     pub async fn check_namespace(
         &self,
         repair: bool,
+        on_dir: impl FnMut(u64) + Send,
+    ) -> Result<NamespaceReport> {
+        self.check_namespace_with(repair, on_dir, |_| {}).await
+    }
+
+    /// [`Self::check_namespace`], telling `on_reached` once each inode the walk found a
+    /// name for (the root, the trash, each entry's inode; a hard-linked one once) and each
+    /// inode kept only by an open file after its last name went (a session's record). On
+    /// a sound volume these are exactly the inodes that have a record.
+    pub async fn check_namespace_with(
+        &self,
+        repair: bool,
         mut on_dir: impl FnMut(u64) + Send,
+        mut on_reached: impl FnMut(Ino) + Send,
     ) -> Result<NamespaceReport> {
         let mut report = NamespaceReport::default();
         let mut stack = vec![Ino::ROOT, Ino::TRASH];
+        on_reached(Ino::ROOT);
+        on_reached(Ino::TRASH);
         let mut seen_multi: HashSet<Ino> = HashSet::new();
         while let Some(dir) = stack.pop() {
             report.directories += 1;
-            let tally = self
-                .walk_dir(dir, &mut stack, &mut seen_multi, repair, &mut report)
-                .await?;
+            let mut walk = Walk {
+                stack: &mut stack,
+                seen_multi: &mut seen_multi,
+                on_reached: &mut on_reached,
+            };
+            let tally = self.walk_dir(dir, &mut walk, repair, &mut report).await?;
             on_dir(report.files);
             self.check_dir_counters(dir, &tally, repair, &mut report)
                 .await?;
         }
-        self.check_volume_counters(repair, &mut report).await?;
+        for ino in self.check_volume_counters(repair, &mut report).await? {
+            on_reached(ino);
+        }
         Ok(report)
     }
 
     /// Compare the volume counters with what the walk counted plus the inodes that are
-    /// unlinked but still open somewhere (they keep their space until closed).
+    /// unlinked but still open somewhere (they keep their space until closed). Returns
+    /// those inodes.
     async fn check_volume_counters(
         &self,
         repair: bool,
         report: &mut NamespaceReport,
-    ) -> Result<()> {
-        let (recorded, open_unlinked) = self
+    ) -> Result<Vec<Ino>> {
+        let (recorded, open_unlinked, kept) = self
             .txn(|tx| {
                 Box::pin(async move {
                     let ks = vec![
@@ -94,21 +124,17 @@ impl Meta {
                         codec::decode_counter(&ks[0], vals[0].as_deref())?,
                         codec::decode_counter(&ks[1], vals[1].as_deref())?,
                     );
-                    let rows = tx.scan(b"SS", b"ST", usize::MAX, false).await?;
-                    let mut inos: Vec<Ino> = rows
-                        .iter()
-                        .filter_map(|(k, _)| keys::be_u64(k, 10).map(Ino))
-                        .collect();
-                    inos.sort();
-                    inos.dedup();
+                    let inos = kept_by_sessions(tx).await?;
                     let mut open = (0, 0);
+                    let mut kept = Vec::new();
                     for ino in inos {
                         if let Some(i) = get_inode(tx, ino).await?.filter(|i| i.fields.nlink == 0) {
                             open.0 += space_of(i.core.kind, i.fields.length);
                             open.1 += 1;
+                            kept.push(ino);
                         }
                     }
-                    Ok((recorded, open))
+                    Ok((recorded, open, kept))
                 })
             })
             .await?;
@@ -133,7 +159,7 @@ impl Meta {
             .await?;
             report.volume_repaired = true;
         }
-        Ok(())
+        Ok(kept)
     }
 
     /// Read every entry of `dir`, check each child, and sum what the directory's
@@ -141,8 +167,7 @@ impl Meta {
     async fn walk_dir(
         &self,
         dir: Ino,
-        stack: &mut Vec<Ino>,
-        seen_multi: &mut HashSet<Ino>,
+        walk: &mut Walk<'_>,
         repair: bool,
         report: &mut NamespaceReport,
     ) -> Result<DirTally> {
@@ -174,7 +199,8 @@ impl Meta {
                 tally.inodes += 1;
                 if inode.core.kind == FileType::Directory {
                     tally.subdirs += 1;
-                    stack.push(*child);
+                    walk.stack.push(*child);
+                    (walk.on_reached)(*child);
                     // The trash's hour directories are not charged to the volume.
                     if dir != Ino::TRASH {
                         count_inode(report, inode);
@@ -184,12 +210,14 @@ impl Meta {
                 report.files += 1;
                 if inode.core.parent == Ino(0) {
                     *tally.multi.entry(*child).or_default() += 1;
-                    if seen_multi.insert(*child) {
+                    if walk.seen_multi.insert(*child) {
+                        (walk.on_reached)(*child);
                         count_inode(report, inode);
                         self.check_link_records(inode, repair, report).await?;
                     }
                     continue;
                 }
+                (walk.on_reached)(*child);
                 count_inode(report, inode);
                 if inode.fields.nlink != 1 {
                     let fixed = repair && self.set_nlink(*child, 1).await.is_ok();
@@ -367,6 +395,13 @@ impl Meta {
         )))
     }
 
+    /// The inodes sessions keep (files still open after their last name went, and files
+    /// made by `O_TMPFILE`), sorted.
+    pub async fn kept_by_sessions(&self) -> Result<Vec<Ino>> {
+        self.txn(|tx| Box::pin(async move { kept_by_sessions(tx).await }))
+            .await
+    }
+
     /// One (parent, name) of `ino`.
     async fn name_in_parent(&self, ino: Ino) -> Result<Option<(Ino, Vec<u8>)>> {
         self.txn(|tx| {
@@ -403,6 +438,18 @@ impl Meta {
         })
         .await
     }
+}
+
+/// The inodes of every session's sustained records, sorted.
+async fn kept_by_sessions(tx: &mut Txn<'_>) -> Result<Vec<Ino>> {
+    let rows = tx.scan(b"SS", b"ST", usize::MAX, false).await?;
+    let mut inos: Vec<Ino> = rows
+        .iter()
+        .filter_map(|(k, _)| keys::be_u64(k, 10).map(Ino))
+        .collect();
+    inos.sort();
+    inos.dedup();
+    Ok(inos)
 }
 
 /// Charge one inode (seen once) to the walk's volume count.

@@ -19,6 +19,14 @@ pub struct ChunkRecord {
     pub slices: Vec<Slice>,
 }
 
+/// One page of the inode key space ([`Meta::record_page`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecordPage {
+    pub chunks: Vec<ChunkRecord>,
+    /// Inodes whose core record is in the page, in inode order.
+    pub inodes: Vec<Ino>,
+}
+
 /// Where a paged scan stopped; pass it back to continue (None = done).
 pub type ScanCursor = Option<Key>;
 
@@ -27,6 +35,18 @@ pub(super) fn after(key: &[u8]) -> Key {
     let mut k = key.to_vec();
     k.push(0);
     k
+}
+
+/// A chunk record from its key (`A` ino `C` index) and value.
+fn chunk_record(key: &[u8], value: &[u8]) -> Result<ChunkRecord> {
+    let (Some(ino), Some(index)) = (keys::be_u64(key, 1), keys::be_u32(key, 10)) else {
+        return Err(MetaError::corrupt(key, "malformed chunk key"));
+    };
+    Ok(ChunkRecord {
+        ino: Ino(ino),
+        index,
+        slices: codec::decode_slices(key, value)?,
+    })
 }
 
 impl Meta {
@@ -38,6 +58,17 @@ impl Meta {
         cursor: &ScanCursor,
         limit: usize,
     ) -> Result<(Vec<ChunkRecord>, ScanCursor)> {
+        let (page, next) = self.record_page(cursor, limit).await?;
+        Ok((page.chunks, next))
+    }
+
+    /// The next page of the inode key space as [`Self::chunk_page`] reads it, with the
+    /// inodes whose core record the page held (in inode order) beside the chunk records.
+    pub async fn record_page(
+        &self,
+        cursor: &ScanCursor,
+        limit: usize,
+    ) -> Result<(RecordPage, ScanCursor)> {
         let start = cursor.as_deref().map_or_else(|| b"A".to_vec(), after);
         self.txn(|tx| {
             let start = start.clone();
@@ -48,22 +79,19 @@ impl Meta {
                 } else {
                     rows.last().map(|(k, _)| k.clone())
                 };
-                let mut out = Vec::new();
+                let mut page = RecordPage::default();
                 for (key, value) in &rows {
-                    if key.len() != 14 || key[9] != b'C' {
-                        continue;
+                    match (key.len(), key.get(9)) {
+                        (10, Some(b'I')) => {
+                            let ino = keys::be_u64(key, 1)
+                                .ok_or_else(|| MetaError::corrupt(key, "malformed inode key"))?;
+                            page.inodes.push(Ino(ino));
+                        }
+                        (14, Some(b'C')) => page.chunks.push(chunk_record(key, value)?),
+                        _ => {}
                     }
-                    let (Some(ino), Some(index)) = (keys::be_u64(key, 1), keys::be_u32(key, 10))
-                    else {
-                        return Err(MetaError::corrupt(key, "malformed chunk key"));
-                    };
-                    out.push(ChunkRecord {
-                        ino: Ino(ino),
-                        index,
-                        slices: codec::decode_slices(key, value)?,
-                    });
                 }
-                Ok((out, next))
+                Ok((page, next))
             })
         })
         .await

@@ -1,7 +1,11 @@
 //! `fsck`: is the volume whole? Every block that a slice of a file references must exist
 //! in the bucket (with the size its name promises, when blocks are stored uncompressed),
-//! and the namespace counters must add up (`Meta::check_namespace`). Broken files are
-//! named by path. `repair` fixes counters only; no user data is ever deleted.
+//! and the namespace counters must add up (`Meta::check_namespace`), and every inode
+//! record must be reachable by a name, the trash or an open file: the walk counts the
+//! inodes it reaches and the slice scan counts the records; only when the two differ
+//! are the records without a name looked for ([`super::orphans`]).
+//! Broken files are named by path. `repair` fixes counters only; no user data is ever
+//! deleted.
 //!
 //! Metadata is scanned before the bucket is listed, so a block referenced by the scan was
 //! uploaded before it (upload first, commit second) and is in the listing unless it is
@@ -16,7 +20,8 @@ use strata_object::ObjectStore;
 use strata_types::Ino;
 
 use super::extsort::SortedLines;
-use super::{Progress, Result, SortSpace, for_each_block_ref, parse_block_key, sorted_listing};
+use super::orphans;
+use super::{Progress, Result, SortSpace, for_each_record, parse_block_key, sorted_listing};
 
 /// What `fsck` does.
 #[derive(Clone, Debug)]
@@ -66,18 +71,30 @@ pub async fn check_volume(
     progress: &Progress,
 ) -> Result<FsckReport> {
     progress.stage("checking namespace", 0);
+    let mut reached = 0u64;
     let namespace = meta
-        .check_namespace(opts.repair, |files| {
-            progress
-                .done
-                .store(files, std::sync::atomic::Ordering::Relaxed)
-        })
+        .check_namespace_with(
+            opts.repair,
+            |files| {
+                progress
+                    .done
+                    .store(files, std::sync::atomic::Ordering::Relaxed)
+            },
+            |_| reached += 1,
+        )
         .await?;
     let mut report = FsckReport {
         namespace,
         ..FsckReport::default()
     };
-    let references = block_references(meta, opts, progress, &mut report).await?;
+    let mut records = 0u64;
+    let references = block_references(meta, opts, progress, &mut report, &mut records).await?;
+    if records != reached {
+        // Some record has no name (or the volume changed meanwhile): find which.
+        progress.stage("finding inode records without a name", 0);
+        let orphans = orphans::find(meta, &opts.sort).await?;
+        report.namespace.problems.extend(orphans);
+    }
     let listing = list_blocks(store, opts, progress, &mut report).await?;
     let broken = find_broken(references, listing, opts, progress, &report)?;
     progress.stage("naming broken files", broken.len() as u64);
@@ -100,19 +117,30 @@ async fn meta_has_inode(meta: &Meta, ino: Ino) -> Result<bool> {
     }
 }
 
-/// `key\tino` for every block of every slice of every file, sorted.
+/// `key\tino` for every block of every slice of every file, sorted; the inode records
+/// met on the way are counted in `records`.
 async fn block_references(
     meta: &Meta,
     opts: &FsckOptions,
     progress: &Progress,
     report: &mut FsckReport,
+    records: &mut u64,
 ) -> Result<SortedLines> {
     progress.stage("scanning slices", 0);
     let mut sorter = opts.sort.sorter()?;
-    for_each_block_ref(meta, opts.block_size, progress, |ino, key| {
-        report.blocks_checked += 1;
-        Ok(sorter.push(format!("{key}\t{ino}"))?)
-    })
+    for_each_record(
+        meta,
+        opts.block_size,
+        progress,
+        |ino, key| {
+            report.blocks_checked += 1;
+            Ok(sorter.push(format!("{key}\t{ino}"))?)
+        },
+        |_| {
+            *records += 1;
+            Ok(())
+        },
+    )
     .await?;
     Ok(sorter.finish()?)
 }

@@ -9,6 +9,7 @@ pub mod backup;
 pub mod extsort;
 pub mod fsck;
 pub mod gc;
+mod orphans;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -117,12 +118,27 @@ pub async fn for_each_block_ref(
     meta: &Meta,
     block_size: u32,
     progress: &Progress,
+    each: impl FnMut(Ino, String) -> Result<()>,
+) -> Result<()> {
+    for_each_record(meta, block_size, progress, each, |_| Ok(())).await
+}
+
+/// [`for_each_block_ref`], also handing `each_inode` every inode that has a core record,
+/// in inode order, from the same scan.
+pub async fn for_each_record(
+    meta: &Meta,
+    block_size: u32,
+    progress: &Progress,
     mut each: impl FnMut(Ino, String) -> Result<()>,
+    mut each_inode: impl FnMut(Ino) -> Result<()>,
 ) -> Result<()> {
     let mut cursor: ScanCursor = None;
     loop {
-        let (chunks, next) = meta.chunk_page(&cursor, SCAN_PAGE).await?;
-        for chunk in &chunks {
+        let (page, next) = meta.record_page(&cursor, SCAN_PAGE).await?;
+        for ino in &page.inodes {
+            each_inode(*ino)?;
+        }
+        for chunk in &page.chunks {
             let mut seen: Vec<(u64, u32)> = Vec::new();
             for s in chunk.slices.iter().filter(|s| s.id != 0) {
                 if seen.contains(&(s.id, s.size)) {
@@ -143,7 +159,7 @@ pub async fn for_each_block_ref(
 }
 
 /// Keys read per metadata scan page.
-const SCAN_PAGE: usize = 2000;
+pub(crate) const SCAN_PAGE: usize = 2000;
 
 /// Where a block object's name says it belongs: (slice id, block index, block size).
 pub fn parse_block_key(key: &str) -> Option<(u64, u32, u32)> {
