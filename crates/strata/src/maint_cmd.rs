@@ -163,7 +163,11 @@ pub fn run_fsck(a: FsckArgs) -> Result<()> {
         drop(view);
         let r = report?;
         for p in &r.namespace.problems {
-            let path = volume.meta.path_of(p.ino).await.ok().flatten();
+            let path = if p.nameless {
+                None
+            } else {
+                volume.meta.path_of(p.ino).await.ok().flatten()
+            };
             let fixed = if p.repaired { " (repaired)" } else { "" };
             println!(
                 "inode {} {}: {}{fixed}",

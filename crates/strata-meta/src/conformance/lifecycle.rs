@@ -126,6 +126,17 @@ pub async fn namespace_walk_reaches_every_inode_record<S: TestStore>() {
     for ino in [f.ino, open.ino, trashed.ino, tmp.ino] {
         assert!(records.contains(&ino), "{ino} has a record: {records:?}");
     }
+    let named = meta
+        .named_among(&[f.ino, open.ino, tmp.ino, d.ino, Ino(999_999)])
+        .await
+        .unwrap();
+    // With the trash on, the open file went to the trash (a name there); the O_TMPFILE
+    // file is kept by the session alone.
+    let expected: std::collections::HashSet<Ino> = [f.ino, open.ino, d.ino].into();
+    assert_eq!(
+        named, expected,
+        "names: hard link, trash, directory; none for the rest"
+    );
     meta.close_session().await.unwrap();
 }
 

@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use strata_types::{FileType, Ino};
 
+use super::scan::after;
 use super::{Meta, get_inode, space_of};
 use crate::codec::{self, Inode, InodeCore, InodeFields, slot, usage_slot};
 use crate::error::{MetaError, Result};
@@ -24,6 +25,8 @@ pub struct NamespaceProblem {
     pub what: String,
     /// Fixed by `repair`.
     pub repaired: bool,
+    /// The inode has no name, so it has no path to look up for the report.
+    pub nameless: bool,
 }
 
 /// What a namespace walk saw.
@@ -225,6 +228,7 @@ impl Meta {
                         ino: *child,
                         what: format!("link count {} but one name", inode.fields.nlink),
                         repaired: fixed,
+                        nameless: false,
                     });
                 }
             }
@@ -281,6 +285,7 @@ impl Meta {
                 ino,
                 what: format!("link count {} but {total} names", inode.fields.nlink),
                 repaired: fixed,
+                nameless: false,
             });
         }
         Ok(())
@@ -320,6 +325,7 @@ impl Meta {
                     fields.nlink, tally.subdirs
                 ),
                 repaired: fixed,
+                nameless: false,
             });
         }
         let stored = usage.as_deref().map(|u| (u[0], u[1]));
@@ -333,6 +339,7 @@ impl Meta {
                     tally.bytes, tally.inodes
                 ),
                 repaired: fixed,
+                nameless: false,
             });
         }
         Ok(())
@@ -402,6 +409,62 @@ impl Meta {
             .await
     }
 
+    /// Which of `inos` a directory entry names now. Each directory that one of them
+    /// records as a parent is read once, however many of them it holds (`path_of` per
+    /// inode would read a large directory once per inode).
+    pub async fn named_among(&self, inos: &[Ino]) -> Result<HashSet<Ino>> {
+        let mut wanted_in: HashMap<Ino, HashSet<Ino>> = HashMap::new();
+        for ino in inos {
+            for parent in self.recorded_parents(*ino).await? {
+                wanted_in.entry(parent).or_default().insert(*ino);
+            }
+        }
+        let mut named = HashSet::new();
+        for (parent, wanted) in wanted_in {
+            let prefix = keys::dentry_prefix(parent);
+            let mut start = prefix.clone();
+            loop {
+                let page = self.entry_page(&start, &prefix).await?;
+                for (key, value) in &page {
+                    let child = codec::decode_dentry(key, value)?.1;
+                    if wanted.contains(&child) {
+                        named.insert(child);
+                    }
+                }
+                match page.last() {
+                    Some((key, _)) if page.len() == PAGE => start = after(key),
+                    _ => break,
+                }
+            }
+        }
+        Ok(named)
+    }
+
+    /// The directories `ino`'s records name as its parents (none if it is gone).
+    async fn recorded_parents(&self, ino: Ino) -> Result<Vec<Ino>> {
+        self.txn(|tx| {
+            Box::pin(async move {
+                let key = keys::inode_core(ino);
+                let Some(v) = tx.get(&key).await? else {
+                    return Ok(Vec::new());
+                };
+                let parent = InodeCore::decode(&key, &v)?.parent;
+                if parent != Ino(0) {
+                    return Ok(vec![parent]);
+                }
+                let prefix = keys::link_parent_prefix(ino);
+                let rows = tx
+                    .scan(&prefix, &prefix_end(&prefix), usize::MAX, false)
+                    .await?;
+                Ok(rows
+                    .iter()
+                    .filter_map(|(k, _)| keys::be_u64(k, 10).map(Ino))
+                    .collect())
+            })
+        })
+        .await
+    }
+
     /// One (parent, name) of `ino`.
     async fn name_in_parent(&self, ino: Ino) -> Result<Option<(Ino, Vec<u8>)>> {
         self.txn(|tx| {
@@ -463,6 +526,7 @@ fn problem(ino: Ino, what: String) -> NamespaceProblem {
         ino,
         what,
         repaired: false,
+        nameless: false,
     }
 }
 

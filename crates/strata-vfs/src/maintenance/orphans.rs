@@ -10,8 +10,9 @@
 //! so text order is inode order); a scan of the inode key space then yields the inodes
 //! that have a record, already in inode order, and the two streams are merged as the scan
 //! goes. Memory stays fixed at any volume size. Candidates are checked again at the end (a
-//! file may have been created after the walk passed its directory, or deleted since), and
-//! at most [`NAMED`] are reported one by one.
+//! file may have been created after the walk passed its directory, or deleted since: each
+//! directory a candidate records as its parent is read once, `Meta::named_among`), and at
+//! most [`NAMED`] are reported one by one.
 
 use strata_meta::{Meta, NamespaceProblem};
 use strata_types::{Errno, FileType, Ino};
@@ -76,7 +77,7 @@ impl Reached {
             reached,
             next,
             candidates: Vec::new(),
-            count: 0,
+            unnamed: 0,
         })
     }
 }
@@ -87,8 +88,8 @@ struct Unreferenced {
     /// The smallest reached inode not yet passed, as its line.
     next: Option<String>,
     candidates: Vec<Ino>,
-    /// Records not reached, named or not.
-    count: u64,
+    /// Records not reached beyond the [`NAMED`] candidates.
+    unnamed: u64,
 }
 
 impl Unreferenced {
@@ -99,9 +100,10 @@ impl Unreferenced {
             self.next = self.reached.next_line()?;
         }
         if self.next.as_deref() != Some(line.as_str()) {
-            self.count += 1;
             if self.candidates.len() < NAMED {
                 self.candidates.push(ino);
+            } else {
+                self.unnamed += 1;
             }
         }
         Ok(())
@@ -115,9 +117,10 @@ impl Unreferenced {
             return Ok(Vec::new());
         }
         let kept = meta.kept_by_sessions().await?;
+        let named = meta.named_among(&self.candidates).await?;
         let mut problems = Vec::new();
         for ino in self.candidates {
-            if kept.binary_search(&ino).is_ok() || meta.path_of(ino).await?.is_some() {
+            if kept.binary_search(&ino).is_ok() || named.contains(&ino) {
                 continue; // opened, created or renamed since the walk passed
             }
             let attr = match meta.getattr(ino).await {
@@ -135,13 +138,18 @@ impl Unreferenced {
                     attr.nlink
                 ),
                 repaired: false,
+                nameless: true,
             });
         }
-        if let Some(more) = self.count.checked_sub(NAMED as u64).filter(|m| *m > 0) {
+        if self.unnamed > 0 {
             problems.push(NamespaceProblem {
                 ino: Ino(0),
-                what: format!("{more} more inode records have no name (not checked again)"),
+                what: format!(
+                    "{} more inode records have no name (not checked again)",
+                    self.unnamed
+                ),
                 repaired: false,
+                nameless: true,
             });
         }
         Ok(problems)
@@ -203,7 +211,7 @@ mod tests {
             unreferenced.record(Ino(ino)).unwrap();
         }
         // 3, 6, ..., 3000 and 3001 were not reached.
-        assert_eq!(unreferenced.count, 1001);
+        assert_eq!(unreferenced.unnamed, 1);
         assert_eq!(unreferenced.candidates.len(), NAMED);
         assert_eq!(unreferenced.candidates[0], Ino(3));
         assert_eq!(unreferenced.candidates[NAMED - 1], Ino(3000));
