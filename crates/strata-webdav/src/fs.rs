@@ -31,17 +31,56 @@ pub(crate) const DIR_MODE: u32 = 0o777;
 pub(crate) const FILE_MODE: u32 = 0o666;
 /// Entries read per page of a listing.
 const PAGE: usize = 1000;
-/// Most paths one request remembers: a PROPFIND of a whole tree forgets and walks again
-/// rather than growing without bound.
-const MAX_REMEMBERED: usize = 65_536;
+/// Paths one request remembers per generation: what it found lately (the last one to
+/// two generations) is kept, older paths are forgotten and walked again if asked for.
+/// A listing remembers its entries, and dav-server asks for each entry's properties
+/// within a page of reading it, so a generation a few pages long is enough; a PROPFIND
+/// of a million entries or a whole tree then holds a few thousand paths, not all.
+const REMEMBERED_PER_GENERATION: usize = 4_096;
 
-/// Remember `value` at `key`, forgetting everything first when the map is full.
-fn remember<V>(map: &Mutex<HashMap<Vec<u8>, V>>, key: Vec<u8>, value: V) {
-    let mut map = map.lock();
-    if map.len() >= MAX_REMEMBERED {
-        map.clear();
+/// What one request found by path, bounded: two generations of at most
+/// [`REMEMBERED_PER_GENERATION`] paths; when the newer is full, the older is dropped
+/// (its memory with it) and the newer becomes the older.
+#[derive(Debug)]
+pub(crate) struct Remembered<V> {
+    newer: HashMap<Vec<u8>, V>,
+    older: HashMap<Vec<u8>, V>,
+}
+
+impl<V> Default for Remembered<V> {
+    fn default() -> Self {
+        Remembered {
+            newer: HashMap::new(),
+            older: HashMap::new(),
+        }
     }
-    map.insert(key, value);
+}
+
+impl<V: Clone> Remembered<V> {
+    /// What was found at `key`, if it is still remembered.
+    fn get(&self, key: &[u8]) -> Option<V> {
+        self.newer.get(key).or_else(|| self.older.get(key)).cloned()
+    }
+
+    /// Remember `value` at `key`.
+    fn put(&mut self, key: Vec<u8>, value: V) {
+        if self.newer.len() >= REMEMBERED_PER_GENERATION && !self.newer.contains_key(&key) {
+            self.older = std::mem::take(&mut self.newer);
+        }
+        self.older.remove(&key);
+        self.newer.insert(key, value);
+    }
+
+    /// Forget everything.
+    fn clear(&mut self) {
+        self.newer = HashMap::new();
+        self.older = HashMap::new();
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.newer.len() + self.older.len()
+    }
 }
 
 /// What every request of one server shares: the VFS, who the server acts as, its root.
@@ -67,7 +106,7 @@ pub struct VolumeFs {
     walked: Arc<Walked>,
     /// What this request's stats found at each path (`None`: nothing there): a PUT
     /// opens the name dav-server has just looked up without looking it up again.
-    stated: Arc<Mutex<HashMap<Vec<u8>, Option<Entry>>>>,
+    stated: Arc<Mutex<Remembered<Option<Entry>>>>,
 }
 
 /// The path's segments, or ENOENT for a reserved name.
@@ -96,15 +135,15 @@ pub(crate) fn key_of(segs: &[&[u8]]) -> Vec<u8> {
 
 /// The directories one request found, by path.
 #[derive(Debug, Default)]
-pub(crate) struct Walked(Mutex<HashMap<Vec<u8>, Ino>>);
+pub(crate) struct Walked(Mutex<Remembered<Ino>>);
 
 impl DirCache for Walked {
     fn get(&self, key: &[u8]) -> Option<Ino> {
-        self.0.lock().get(key).copied()
+        self.0.lock().get(key)
     }
 
     fn put(&self, key: &[u8], ino: Ino) {
-        remember(&self.0, key.to_vec(), ino);
+        self.0.lock().put(key.to_vec(), ino);
     }
 }
 
@@ -197,7 +236,7 @@ impl VolumeFs {
         let found = match self.vfs().lookup(self.ctx(), parent, name).await {
             Ok(entry) => entry,
             Err(Errno::ENOENT) => {
-                remember(&self.stated, key, None);
+                self.stated.lock().put(key, None);
                 return Err(Errno::ENOENT);
             }
             Err(e) => return Err(e),
@@ -205,7 +244,7 @@ impl VolumeFs {
         if found.attr.is_dir() {
             self.walked.put(&key, found.ino);
         }
-        remember(&self.stated, key, Some(found.clone()));
+        self.stated.lock().put(key, Some(found.clone()));
         Ok((found.ino, found.attr))
     }
 
@@ -225,7 +264,7 @@ impl VolumeFs {
     /// What this request's stat or listing found at `path`, if it looked.
     pub(crate) fn known(&self, path: &DavPath) -> Option<Option<Entry>> {
         let key = key_of(&segments(path).ok()?);
-        self.stated.lock().get(&key).cloned()
+        self.stated.lock().get(&key)
     }
 
     /// What is at `name` in `parent` (the parent of `path`): what this request's stat
@@ -238,7 +277,7 @@ impl VolumeFs {
     ) -> Result<Option<Entry>, Errno> {
         let key = key_of(&segments(path)?);
         if let Some(known) = self.stated.lock().get(&key) {
-            return Ok(known.clone());
+            return Ok(known);
         }
         match self.vfs().lookup(self.ctx(), parent, name).await {
             Ok(entry) => Ok(Some(entry)),
@@ -421,7 +460,7 @@ impl Listing {
                 ino: e.ino,
                 attr: attr.clone(),
             };
-            remember(&self.fs.stated, key, Some(entry));
+            self.fs.stated.lock().put(key, Some(entry));
             self.buffered.push_back(Box::new(ListedEntry {
                 name: e.name,
                 meta: Meta { ino: e.ino, attr },
@@ -437,12 +476,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_full_walk_cache_starts_over_instead_of_growing() {
-        let map: Mutex<HashMap<Vec<u8>, u64>> = Mutex::default();
-        for i in 0..MAX_REMEMBERED + 10 {
-            remember(&map, i.to_string().into_bytes(), 1);
+    fn a_request_remembers_its_latest_paths_and_no_more() {
+        let mut map: Remembered<u64> = Remembered::default();
+        let key = |i: usize| i.to_string().into_bytes();
+        let total = REMEMBERED_PER_GENERATION * 5 + 10;
+        for i in 0..total {
+            map.put(key(i), u64::try_from(i).unwrap());
+            assert!(map.len() <= 2 * REMEMBERED_PER_GENERATION);
+            // The latest generation's worth is always still there.
+            let back = i.saturating_sub(REMEMBERED_PER_GENERATION - 1);
+            assert_eq!(map.get(&key(back)), Some(u64::try_from(back).unwrap()));
         }
-        assert_eq!(map.lock().len(), 10);
+        assert_eq!(map.get(&key(0)), None, "the oldest were forgotten");
+        // A path put again holds its newest value, once.
+        map.put(key(total - 1), 7);
+        assert_eq!(map.get(&key(total - 1)), Some(7));
+        map.clear();
+        assert_eq!((map.len(), map.get(&key(total - 1))), (0, None));
     }
 
     #[test]
