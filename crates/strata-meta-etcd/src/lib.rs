@@ -318,12 +318,27 @@ fn etcd_error(e: etcd_client::Error) -> KvError {
                 _ if message.contains("leader") || message.contains("timed out") => {
                     KvError::Unavailable(format!("etcd: {message}"))
                 }
-                _ => KvError::Engine(format!("etcd: {message}")),
+                _ => KvError::Engine(format!("etcd: {message}{}", limit_hint(&message))),
             }
         }
         E::TransportError(t) => KvError::Unavailable(format!("etcd: {t}")),
         E::IoError(io) => KvError::Unavailable(format!("etcd: {io}")),
         other => KvError::Engine(format!("etcd: {other}")),
+    }
+}
+
+/// What to do about an etcd server limit that `message` reports, or "".
+fn limit_hint(message: &str) -> &'static str {
+    if message.contains("too many operations in txn") {
+        " (start etcd with --max-txn-ops 10000: large deletes, loads and populate write \
+         more than etcd's default 128 operations per transaction)"
+    } else if message.contains("request is too large") {
+        " (start etcd with --max-request-bytes 10485760)"
+    } else if message.contains("database space exceeded") {
+        " (etcd's --quota-backend-bytes is used up: compact and defragment it and \
+         `etcdctl alarm disarm`, or raise the quota, at most 8 GiB)"
+    } else {
+        ""
     }
 }
 
@@ -632,6 +647,16 @@ fn next_key(key: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn server_limits_say_which_flag_lifts_them() {
+        // The messages etcd 3.4 and 3.5 send for each limit.
+        let hint = |m: &str| limit_hint(m);
+        assert!(hint("etcdserver: too many operations in txn request").contains("--max-txn-ops"));
+        assert!(hint("etcdserver: request is too large").contains("--max-request-bytes"));
+        assert!(hint("etcdserver: mvcc: database space exceeded").contains("alarm disarm"));
+        assert_eq!(hint("etcdserver: key not found"), "");
+    }
 
     #[test]
     fn urls_name_members_prefix_and_user() {
