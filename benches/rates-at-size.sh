@@ -31,7 +31,7 @@ for size in $SIZES; do
     url=sqlite3://$WORK/meta-$size.db
   else
     sep='?'; case $META in *\?*) sep='&';; esac
-    url="$META${sep}prefix=rates$$-$size"
+    url="$META${sep}prefix=rates$$_$size"
   fi
   /usr/bin/time -f "populate $size: %e s, peak RSS %M KiB" \
     "$STRATA" bench populate "$url" rates --files "$size" --bucket "$WORK/data-$size" >/dev/null

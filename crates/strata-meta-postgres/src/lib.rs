@@ -67,7 +67,7 @@ impl PostgresUrl {
                 redact_url(url)
             )));
         }
-        let (conninfo, prefix) = take_prefix_param(url, "strata", valid_prefix)?;
+        let (conninfo, prefix) = take_prefix_param(url, "strata", valid_prefix, PREFIX_RULE)?;
         let (conninfo, pooler) = take_pooler_param(&conninfo)?;
         let prefix = prefix.to_lowercase();
         Ok(PostgresUrl {
@@ -101,6 +101,9 @@ fn take_pooler_param(url: &str) -> Result<(String, bool), KvError> {
     };
     Ok((url, pooler))
 }
+
+/// What [`valid_prefix`] accepts, for the error.
+const PREFIX_RULE: &str = "1-48 letters, digits and '_'";
 
 fn valid_prefix(p: &str) -> bool {
     !p.is_empty() && p.len() <= 48 && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')

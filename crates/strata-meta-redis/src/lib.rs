@@ -64,13 +64,16 @@ impl RedisUrl {
                 redact_url(url)
             )));
         }
-        let (server, prefix) = take_prefix_param(url, "strata", valid_prefix)?;
+        let (server, prefix) = take_prefix_param(url, "strata", valid_prefix, PREFIX_RULE)?;
         Ok(RedisUrl {
             server: Secret::new(server),
             prefix,
         })
     }
 }
+
+/// What [`valid_prefix`] accepts, for the error.
+const PREFIX_RULE: &str = "1-64 letters, digits, '-' and '_'";
 
 fn valid_prefix(p: &str) -> bool {
     !p.is_empty()

@@ -86,20 +86,19 @@ pub async fn within<T>(
 
 /// Take the `prefix=NAME` parameter out of an engine URL's query: returns the URL without
 /// it and NAME (`default` when absent). Engines use NAME to keep volumes apart on one
-/// server; `valid` says which names the engine accepts.
+/// server; `valid` says which names the engine accepts and `rule` says it in words. The
+/// error names the prefix and the rule, never the URL (it may hold a password).
 pub fn take_prefix_param(
     url: &str,
     default: &str,
     valid: impl Fn(&str) -> bool,
+    rule: &str,
 ) -> Result<(String, String), KvError> {
     let (url, prefix) = take_query_param(url, "prefix");
     match prefix {
         None => Ok((url, default.to_string())),
         Some(p) if valid(&p) => Ok((url, p)),
-        Some(p) => {
-            let base = url.split_once('?').map_or(&url[..], |(b, _)| b);
-            Err(KvError::Engine(format!("bad prefix {p:?} in {base}")))
-        }
+        Some(p) => Err(KvError::Engine(format!("bad prefix {p:?}: use {rule}"))),
     }
 }
 
@@ -584,6 +583,26 @@ mod tests {
         );
         assert!(decode_change(b"12345678").is_err());
         assert!(decode_change(b"1234567812345678\x00\x05ab").is_err());
+    }
+
+    #[test]
+    fn a_bad_prefix_is_named_and_the_url_is_not() {
+        let valid = |p: &str| p.bytes().all(|b| b.is_ascii_lowercase());
+        let url = "postgres://u:hunter2@h/db?prefix=Bad-1&sslmode=disable";
+        let err = take_prefix_param(url, "strata", valid, "a-z only")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("\"Bad-1\"") && err.contains("a-z only"),
+            "{err}"
+        );
+        assert!(!err.contains("hunter2") && !err.contains("u:"), "{err}");
+        let (rest, prefix) =
+            take_prefix_param(url.replace("Bad-1", "ok").as_str(), "s", valid, "").unwrap();
+        assert_eq!(
+            (rest.as_str(), prefix.as_str()),
+            ("postgres://u:hunter2@h/db?sslmode=disable", "ok")
+        );
     }
 
     #[test]
