@@ -651,7 +651,7 @@ mod tests {
     #[test]
     fn server_limits_say_which_flag_lifts_them() {
         // The messages etcd 3.4 and 3.5 send for each limit.
-        let hint = |m: &str| limit_hint(m);
+        let hint = limit_hint;
         assert!(hint("etcdserver: too many operations in txn request").contains("--max-txn-ops"));
         assert!(hint("etcdserver: request is too large").contains("--max-request-bytes"));
         assert!(hint("etcdserver: mvcc: database space exceeded").contains("alarm disarm"));

@@ -73,8 +73,7 @@ impl<V: Clone> Remembered<V> {
 
     /// Forget everything.
     fn clear(&mut self) {
-        self.newer = HashMap::new();
-        self.older = HashMap::new();
+        *self = Remembered::default();
     }
 
     #[cfg(test)]

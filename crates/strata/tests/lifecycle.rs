@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{Volume, eventually, network_meta_url, sh, strata, strata_ok};
+use common::{Volume, eventually, network_meta_url, run, sh, strata, strata_ok};
 
 fn blocks_dir(vol: &Volume) -> PathBuf {
     vol.dir.path().join("bucket/e2e-vol/chunks")
@@ -150,16 +150,7 @@ fn drop_root_entry(vol: &Volume, name: &str) {
          assert db.execute('DELETE FROM kv WHERE k = ?', (key,)).rowcount == 1\n\
          db.commit()\n"
     );
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run(Command::new("python3").arg("-c").arg(script));
 }
 
 #[test]
