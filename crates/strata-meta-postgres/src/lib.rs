@@ -14,8 +14,10 @@
 //! `KvError::Conflict` and is retried by the transaction layer. Connections come from a
 //! small pool; broken ones are dropped and replaced. A commit whose answer is lost is
 //! settled (applied or not) through its connection's commit marker, never blindly
-//! retried (`settle.rs`).
+//! retried (`settle.rs`). A load into an empty volume streams its rows by `COPY` in one
+//! transaction instead (`bulk.rs`).
 
+mod bulk;
 mod feed;
 mod pipelined;
 mod pool;
@@ -27,8 +29,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use strata_meta::kv::{
-    ChangeFeed, CommitRequest, Key, KvEngine, KvError, KvSnapshot, Link, LinkedScan, ReadCheck,
-    Value, Write, encode_change, new_origin, take_prefix_param, take_query_param, within,
+    BulkWriter, ChangeFeed, CommitRequest, Key, KvEngine, KvError, KvSnapshot, Link, LinkedScan,
+    ReadCheck, Value, Write, encode_change, new_origin, take_prefix_param, take_query_param,
+    within,
 };
 use strata_types::{Secret, redact_url};
 use tokio_postgres::Row;
@@ -438,6 +441,12 @@ impl KvEngine for PostgresEngine {
 
     fn begin_closing(&self) {
         self.closing.cancel();
+    }
+
+    async fn bulk_writer(&self) -> Result<Option<Box<dyn BulkWriter>>, KvError> {
+        Ok(Some(Box::new(
+            bulk::start(&self.pool, &self.closing).await?,
+        )))
     }
 
     fn snapshot_isolation(&self) -> bool {

@@ -253,5 +253,9 @@ fn stat_binary(a: &LoadArgs) -> Result<()> {
         println!("{:<18}{count}", format!("{kind}:"));
     }
     println!("records in all:   {}", summary.end.pairs);
+    println!(
+        "out of key order: {} (an older dump's interleaved scans; loads slower into SQLite)",
+        summary.out_of_order
+    );
     Ok(())
 }

@@ -57,6 +57,10 @@ pub async fn binary_dumps_round_trip<S: TestStore>() {
         assert_eq!(summary.records["inodes"], lines("node"), "{summary:?}");
         assert_eq!(summary.records["entries"], lines("entry"), "{summary:?}");
         assert_eq!(summary.meta_version, crate::META_VERSION);
+        assert_eq!(
+            summary.out_of_order, 0,
+            "{threads} scans, frames in key order"
+        );
 
         let target = S::create();
         let loaded = Meta::new(target.client(), super::test_options());

@@ -10,6 +10,7 @@
 pub mod memory;
 pub mod readcache;
 pub mod sqlite;
+mod sqlite_bulk;
 mod sqlite_sql;
 mod sqlite_writer;
 pub mod txn;
@@ -440,6 +441,19 @@ pub fn decode_change(payload: &[u8]) -> Result<Change, KvError> {
     })
 }
 
+/// Rows streamed into an engine whose keys none of them already has (a load into an
+/// empty volume), by the engine's own bulk path: see [`KvEngine::bulk_writer`].
+#[async_trait]
+pub trait BulkWriter: Send {
+    /// Add `rows` (keys distinct from each other and from every row added before).
+    async fn put(&mut self, rows: Vec<(Key, Value)>) -> Result<(), KvError>;
+    /// Make every row added visible and durable. Rows that repeat a key fail the load. A
+    /// writer dropped before this returns may leave rows behind (records without a
+    /// volume, as commits would: `strata load --force` erases them), or none where the
+    /// engine writes everything in one transaction (PostgreSQL).
+    async fn finish(self: Box<Self>) -> Result<(), KvError>;
+}
+
 /// A transactional, ordered key-value engine under the metadata layer.
 #[async_trait]
 pub trait KvEngine: Send + Sync + fmt::Debug {
@@ -489,6 +503,12 @@ pub trait KvEngine: Send + Sync + fmt::Debug {
     /// then let writing transactions assume recently read values ([`readcache`]).
     fn remote(&self) -> bool {
         false
+    }
+    /// A writer for a load into this engine while it holds no volume, when the engine has
+    /// a path faster than commits of puts (`Ok(None)`: it has not). Nobody else may be
+    /// using the volume's keys meanwhile: the writer announces nothing and may lock them.
+    async fn bulk_writer(&self) -> Result<Option<Box<dyn BulkWriter>>, KvError> {
+        Ok(None)
     }
     /// This client's id in the change feed; 0 when the engine has none.
     fn origin(&self) -> u64 {

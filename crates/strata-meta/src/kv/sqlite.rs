@@ -23,9 +23,10 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
 
+use super::sqlite_bulk::SqliteBulk;
 use super::sqlite_sql::{get, scan, sql_err};
 use super::sqlite_writer::{self, Job, SharedWriter, Writer, WriterShared};
-use super::{CommitRequest, Key, KvEngine, KvError, KvSnapshot, Value};
+use super::{BulkWriter, CommitRequest, Key, KvEngine, KvError, KvSnapshot, Value};
 
 /// Idle read connections kept for reuse.
 const MAX_IDLE_READERS: usize = 16;
@@ -271,6 +272,10 @@ impl KvEngine for SqliteEngine {
         answer
             .await
             .map_err(|_| KvError::Engine("sqlite writer thread has stopped".into()))?
+    }
+
+    async fn bulk_writer(&self) -> Result<Option<Box<dyn BulkWriter>>, KvError> {
+        Ok(Some(Box::new(SqliteBulk::new(self.writer.clone()))))
     }
 
     fn snapshot_isolation(&self) -> bool {

@@ -15,7 +15,7 @@ use rusqlite::{Connection, params};
 use tokio::sync::oneshot;
 
 use super::sqlite_sql::{get, scan, sql_err};
-use super::{CommitRequest, KvError, ReadCheck, Write, apply_field_ops};
+use super::{CommitRequest, Key, KvError, ReadCheck, Value, Write, apply_field_ops};
 
 /// Most jobs taken from the queue at once.
 const MAX_BATCH: usize = 512;
@@ -103,6 +103,38 @@ impl Writer {
             Ok(()) => self.full = full,
             Err(e) => tracing::warn!("sqlite: {pragma} failed: {e}"),
         }
+    }
+
+    /// Insert `rows` (keys the table does not hold) in one transaction that waits for no
+    /// `fsync` (`synchronous=NORMAL`; the next [`sync`](Self::sync) makes it durable): a
+    /// bulk load's step (`sqlite_bulk.rs`). A repeated key fails it, and it then writes
+    /// nothing.
+    pub(super) fn insert_new(&mut self, rows: &[Vec<(Key, Value)>]) -> Result<(), KvError> {
+        if self.full {
+            self.conn
+                .execute_batch("PRAGMA synchronous=NORMAL")
+                .map_err(sql_err)?;
+            self.full = false;
+        }
+        self.conn
+            .execute_batch("BEGIN IMMEDIATE")
+            .map_err(sql_err)?;
+        let inserted = insert_rows(&self.conn, rows);
+        let end = if inserted.is_ok() {
+            "COMMIT"
+        } else {
+            "ROLLBACK"
+        };
+        let ended = self.conn.execute_batch(end).map_err(sql_err);
+        if ended.is_err() && inserted.is_ok() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        inserted?;
+        ended?;
+        self.dirty = true;
+        self.transactions += 1;
+        restart_wal_if_large(&self.conn, &self.wal);
+        Ok(())
     }
 
     /// fsync the WAL if anything was committed since it was last durable. Every commit is
@@ -203,6 +235,57 @@ fn restart_wal_if_large(conn: &Connection, wal: &Path) {
     if large && let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(RESTART)") {
         tracing::warn!("sqlite WAL checkpoint failed: {e}");
     }
+}
+
+/// Rows per insert statement of a bulk load: one statement keeps its cursor from row to
+/// row, where a statement per row seeks from the root each time.
+const ROWS_PER_INSERT: usize = 256;
+
+/// Plain inserts of `rows`, within the caller's transaction, in key order.
+fn insert_rows(conn: &Connection, rows: &[Vec<(Key, Value)>]) -> Result<(), KvError> {
+    let mut sorted: Vec<&(Key, Value)> = rows.iter().flatten().collect();
+    sorted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let repeated = |e: rusqlite::Error, group: &[&(Key, Value)]| match e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if f.code == rusqlite::ErrorCode::ConstraintViolation =>
+        {
+            let key = group.first().map(|(k, _)| super::display_key(k));
+            KvError::Engine(format!(
+                "sqlite: the rows loaded repeat a key (near {})",
+                key.unwrap_or_default()
+            ))
+        }
+        e => sql_err(e),
+    };
+    let mut groups = sorted.chunks_exact(ROWS_PER_INSERT);
+    if groups.len() > 0 {
+        let mut many = conn
+            .prepare_cached(&insert_sql(ROWS_PER_INSERT))
+            .map_err(sql_err)?;
+        for group in &mut groups {
+            let values = group.iter().flat_map(|(k, v)| [k, v]);
+            many.execute(rusqlite::params_from_iter(values))
+                .map_err(|e| repeated(e, group))?;
+        }
+    }
+    let rest = groups.remainder();
+    if !rest.is_empty() {
+        let mut one = conn.prepare_cached(&insert_sql(1)).map_err(sql_err)?;
+        for row in rest {
+            one.execute(params![row.0, row.1])
+                .map_err(|e| repeated(e, std::slice::from_ref(row)))?;
+        }
+    }
+    Ok(())
+}
+
+/// `INSERT INTO kv (k, v) VALUES (?, ?), …` with `rows` pairs of parameters.
+fn insert_sql(rows: usize) -> String {
+    let mut sql = String::from("INSERT INTO kv (k, v) VALUES (?, ?)");
+    for _ in 1..rows {
+        sql.push_str(", (?, ?)");
+    }
+    sql
 }
 
 /// Run a batch of commits in one SQLite transaction; one result per commit.

@@ -6,13 +6,11 @@
 use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
 
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
-
 use strata_types::{FileType, Ino, Slice};
 
 use super::acl_store::{AclIds, AclKind};
 use super::dump::{DUMP_VERSION, DumpLine, DumpNode, DumpStats};
+use super::load_sink::LoadSink;
 use super::{Meta, NEXT_INODE, NEXT_SESSION, NEXT_SLICE, TOTAL_INODES, USED_SPACE, space_of};
 use crate::acl::Acl;
 use crate::codec::{self, InodeCore, InodeFields};
@@ -21,7 +19,7 @@ use crate::format::Format;
 use crate::keys;
 use crate::kv::{FieldOp, FieldUpdate, Key, Value};
 
-/// Puts per load transaction.
+/// Puts per load transaction (or bulk writer's batch).
 const BATCH: usize = 500;
 /// Load transactions written at once.
 const IN_FLIGHT: usize = 8;
@@ -95,32 +93,19 @@ impl Meta {
     ) -> Result<DumpStats> {
         self.ensure_empty().await?;
         let mut loader = Loader::default();
-        let mut writing = FuturesUnordered::new();
-        // Every batch sent is awaited, also when a line is bad: none is left half done.
+        let mut sink = LoadSink::open(self, IN_FLIGHT).await?;
         let read: Result<()> = async {
             for line in lines {
                 loader.line(line?)?;
                 if loader.batch.len() >= BATCH {
-                    // Batches write disjoint keys: several go at once (a network engine's
-                    // round trips overlap), a bounded number.
-                    if writing.len() >= IN_FLIGHT
-                        && let Some(done) = writing.next().await
-                    {
-                        done?;
-                    }
-                    writing.push(self.put_batch(std::mem::take(&mut loader.batch)));
+                    sink.put(std::mem::take(&mut loader.batch)).await?;
                 }
                 progress(u64::try_from(loader.lines).unwrap_or(u64::MAX));
             }
             Ok(())
         }
         .await;
-        let mut written = Ok(());
-        while let Some(done) = writing.next().await {
-            written = written.and(done);
-        }
-        read?;
-        written?;
+        sink.finish(read).await?;
         let Some((format, counters)) = loader.header.take() else {
             return Err(MetaError::Invalid("the dump is empty".into()));
         };

@@ -16,6 +16,7 @@ mod dump_bin;
 mod feed;
 mod group;
 mod load;
+mod load_sink;
 mod locks;
 mod namespace;
 mod populate;

@@ -3,9 +3,11 @@
 //! loaded by several batches at once — the format for large volumes (the JSON lines of
 //! dump v1 stay the readable, engine-neutral and layout-neutral one). A binary dump loads
 //! into an empty engine of any kind whose client understands its metadata version.
-//! `frame.rs` owns the byte layout, `write.rs` the dump, `read.rs` the load and `--stat`.
+//! `frame.rs` owns the byte layout, `write.rs` the dump (`order.rs`: its records in key
+//! order), `read.rs` the load and `--stat`.
 
 mod frame;
+mod order;
 mod read;
 mod write;
 

@@ -1,12 +1,12 @@
 //! Writing a binary dump (dump v2): the volume's records copied as they are in the
 //! engine, read by several scans at once — the inode key range split into shards by
 //! inode number, each other kind of record one range — each page of a scan becoming one
-//! compressed frame. Sessions, locks and the deletion queues are left out, and so are
+//! compressed frame, frames in key order (`order.rs`). Sessions, locks and the deletion queues are left out, and so are
 //! inodes kept alive only by a session's open file (as a tree walk would): a loaded dump
 //! is the volume as its namespace stands. Counters are read last, so the id counters are
 //! past every id the dump holds.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 
 use futures::StreamExt;
@@ -14,6 +14,7 @@ use futures::stream::FuturesUnordered;
 use strata_types::Ino;
 
 use super::frame::{self, FrameKind};
+use super::order::RangeOrder;
 use super::{BinaryHeader, DUMP_BIN_VERSION, Tally};
 use crate::codec;
 use crate::error::{MetaError, Result};
@@ -27,6 +28,9 @@ const PAGE: usize = 4096;
 /// Inode shards per thread: enough that one large directory's shard does not leave the
 /// other threads idle for long.
 const SHARDS_PER_THREAD: u64 = 8;
+/// Inode numbers per shard at most: a shard read ahead of its turn waits in memory
+/// (`order.rs`), so shards stay small however large the volume.
+const MAX_SHARD_INODES: u64 = 8192;
 /// Record kinds copied beside the inodes, one range each (counters are read last).
 /// Settings (`C`) are not among them: the format record is the header, and the cache
 /// group's secret is a secret (a loaded volume makes a new one).
@@ -117,7 +121,8 @@ impl Meta {
     }
 
     /// The inode key range in about `threads * SHARDS_PER_THREAD` shards of equal spans
-    /// of inode numbers; the last one reaches the end of the range (reserved inodes).
+    /// of inode numbers (more, of `MAX_SHARD_INODES`, in a large volume); the last one
+    /// reaches the end of the range (reserved inodes).
     async fn inode_shards(&self, threads: usize) -> Result<Vec<Cursor>> {
         let next = self
             .txn(|tx| {
@@ -132,7 +137,7 @@ impl Meta {
         let shards = u64::try_from(threads.max(1))
             .unwrap_or(1)
             .saturating_mul(SHARDS_PER_THREAD);
-        let span = next.div_ceil(shards).max(1);
+        let span = next.div_ceil(shards).clamp(1, MAX_SHARD_INODES);
         let mut cursors = Vec::new();
         let mut lo = 0u64;
         while lo < next {
@@ -158,24 +163,51 @@ impl Meta {
         writer: &mut FrameWriter<'_>,
         progress: &mut (dyn FnMut(u64) + Send),
     ) -> Result<()> {
-        let mut waiting = ranges.into_iter();
+        let ranges_count = ranges.len();
+        let mut order = RangeOrder::new(ranges_count);
+        let mut not_started = ranges.into_iter().enumerate();
+        // Ranges with more to read, not being read: their pages would wait too long.
+        let mut paused: BTreeMap<usize, Cursor> = BTreeMap::new();
         let mut reading = FuturesUnordered::new();
-        let page = |cursor: Cursor| async move {
+        let page = |range: usize, cursor: Cursor| async move {
             let rows = self.scan_page(&cursor).await;
-            (cursor, rows)
+            (range, cursor, rows)
         };
-        for cursor in waiting.by_ref().take(threads.max(1)) {
-            reading.push(page(cursor));
+        let threads = threads.max(1);
+        for (range, cursor) in not_started.by_ref().take(threads) {
+            reading.push(page(range, cursor));
         }
-        while let Some((mut cursor, rows)) = reading.next().await {
+        while let Some((range, mut cursor, rows)) = reading.next().await {
             let rows = rows?;
-            writer.write_rows(&rows)?;
+            let more = advance(&mut cursor, &rows);
+            order.arrived(range, rows, !more, &mut |rows| writer.write_rows(rows))?;
             progress(writer.tally.inodes);
-            if advance(&mut cursor, &rows) {
-                reading.push(page(cursor));
-            } else if let Some(next) = waiting.next() {
-                reading.push(page(next));
+            if more {
+                paused.insert(range, cursor);
             }
+            // The head first (it is always read), then others while their pages may wait.
+            let resumable: Vec<usize> = paused
+                .keys()
+                .copied()
+                .filter(|r| order.may_read(*r))
+                .take(threads - reading.len())
+                .collect();
+            for range in resumable {
+                if let Some(cursor) = paused.remove(&range) {
+                    reading.push(page(range, cursor));
+                }
+            }
+            while reading.len() < threads && order.has_room() {
+                let Some((range, cursor)) = not_started.next() else {
+                    break;
+                };
+                reading.push(page(range, cursor));
+            }
+        }
+        if !order.all_written() {
+            return Err(MetaError::Invalid(
+                "binary dump: a range was left unread (a bug)".into(),
+            ));
         }
         Ok(())
     }
