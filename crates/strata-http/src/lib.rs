@@ -1,8 +1,8 @@
 //! What Strata's HTTP front ends (the S3 gateway and the WebDAV server) share: the users
 //! kept in the volume ([`users`]), and serving a request handler until cancelled — HTTP/1.1 and HTTP/2 on one
 //! listener, optionally over TLS (rustls), a bound on concurrent connections, a
-//! header-read timeout for slow clients, and a graceful stop that lets requests in
-//! flight finish — and loading a certificate and key for TLS.
+//! header-read timeout for slow clients, a lingering close ([`linger`]) and a graceful
+//! stop that lets requests in flight finish — and loading a certificate and key for TLS.
 
 use std::future::Future;
 use std::path::Path;
@@ -22,9 +22,11 @@ use tokio_util::sync::CancellationToken;
 
 pub use tokio_rustls::TlsAcceptor;
 
+pub mod linger;
 pub mod metrics;
 pub mod users;
 
+pub use linger::Lingering;
 pub use users::{PosixIds, User, UserGrants, UserInfo, UserStore, WebDavLimits};
 
 /// What can go wrong outside a request: setting up a listener, managing users.
@@ -154,13 +156,18 @@ pub async fn serve<H, F, B, E>(
                 None => {
                     watcher
                         .watch(
-                            http.serve_connection(TokioIo::new(socket), service)
+                            http.serve_connection(TokioIo::new(Lingering::new(socket)), service)
                                 .into_owned(),
                         )
                         .await
                 }
                 Some(acceptor) => {
-                    match tokio::time::timeout(handshake_timeout, acceptor.accept(socket)).await {
+                    match tokio::time::timeout(
+                        handshake_timeout,
+                        acceptor.accept(Lingering::new(socket)),
+                    )
+                    .await
+                    {
                         Ok(Ok(stream)) => {
                             watcher
                                 .watch(
@@ -239,6 +246,53 @@ mod tests {
             .unwrap();
         assert!(answer.starts_with(b"HTTP/1.1 200"), "{answer:?}");
         assert!(answer.ends_with(b"hello"), "{answer:?}");
+        stop.cancel();
+        server.await.unwrap();
+    }
+
+    async fn too_large(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+        let mut answer = Response::new(Full::new(Bytes::from_static(b"too large")));
+        *answer.status_mut() = hyper::StatusCode::PAYLOAD_TOO_LARGE;
+        Ok(answer)
+    }
+
+    /// A server that answers before reading an upload does not reset the client still
+    /// sending it: every byte of the body goes out, and the answer is read after.
+    #[tokio::test]
+    async fn an_early_answer_does_not_reset_the_upload_behind_it() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(serve(
+            listener,
+            too_large,
+            ServeOptions::default(),
+            None,
+            stop.clone(),
+        ));
+        let body_len = 4 << 20;
+        let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let head = format!("PUT /big HTTP/1.1\r\nHost: x\r\nContent-Length: {body_len}\r\n\r\n");
+        client.write_all(head.as_bytes()).await.unwrap();
+        let piece = vec![7u8; 64 * 1024];
+        client.write_all(&piece).await.unwrap();
+        // The answer comes before the body is read; wait for its first bytes.
+        let mut answer = vec![0u8; 12];
+        client.read_exact(&mut answer).await.unwrap();
+        assert_eq!(&answer, b"HTTP/1.1 413");
+        // The rest of the upload: without a lingering close the server's socket is gone
+        // by now, and the kernel resets these writes.
+        let mut sent = piece.len();
+        while sent < body_len {
+            client
+                .write_all(&piece)
+                .await
+                .unwrap_or_else(|e| panic!("upload reset after {sent} bytes: {e}"));
+            sent += piece.len();
+        }
+        let mut rest = Vec::new();
+        client.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.ends_with(b"too large"), "{rest:?}");
         stop.cancel();
         server.await.unwrap();
     }
