@@ -35,7 +35,8 @@ pub struct DumpArgs {
     #[arg(long)]
     keep_secret_key: bool,
     /// Write the binary format (dump v2): the engine's records in compressed, checksummed
-    /// frames, read by several scans at once; the whole volume only (no --subdir)
+    /// frames, read by several scans at once and written in key order; the whole volume
+    /// only (no --subdir)
     #[arg(long, conflicts_with = "subdir")]
     binary: bool,
     /// Scans at once for --binary
@@ -57,7 +58,8 @@ pub struct LoadArgs {
     /// loading it: `strata load FILE --binary --stat`
     #[arg(long)]
     stat: bool,
-    /// Batches written at once when loading a binary dump
+    /// Batches written at once when loading a binary dump into Redis or etcd (SQLite and
+    /// PostgreSQL load through their own bulk path: large transactions, `COPY`)
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=256))]
     threads: u16,
     /// First erase what an interrupted load or populate left in the engine (records
@@ -253,9 +255,13 @@ fn stat_binary(a: &LoadArgs) -> Result<()> {
         println!("{:<18}{count}", format!("{kind}:"));
     }
     println!("records in all:   {}", summary.end.pairs);
-    println!(
-        "out of key order: {} (an older dump's interleaved scans; loads slower into SQLite)",
-        summary.out_of_order
-    );
+    if summary.out_of_order == 0 {
+        println!("out of key order: 0");
+    } else {
+        println!(
+            "out of key order: {} (an older dump's interleaved scans: loads slower into SQLite)",
+            summary.out_of_order
+        );
+    }
     Ok(())
 }
