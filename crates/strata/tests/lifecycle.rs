@@ -490,7 +490,10 @@ fn a_binary_dump_moves_a_volume_to_postgres() {
     let stat = strata_ok(&["load", dump.to_str().unwrap(), "--binary", "--stat"]);
     assert!(stat.contains("volume:           e2e-vol"), "{stat}");
     assert!(stat.contains("entries:"), "{stat}");
-    assert!(stat.contains("out of key order: 0\n"), "three scans, key order: {stat}");
+    assert!(
+        stat.contains("out of key order: 0\n"),
+        "three scans, key order: {stat}"
+    );
     let (ok, out) = strata(&["dump", &vol.meta_url, "--binary", "x.bin.gz"]);
     assert!(!ok && out.contains("compressed already"), "{out}");
     let json = vol.dir.path().join("meta.json");
