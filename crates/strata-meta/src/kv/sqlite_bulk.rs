@@ -2,8 +2,10 @@
 //! transactions of [`CHUNK_ROWS`] plain inserts that wait for no `fsync`, one inserting
 //! on a blocking thread while the next is gathered, and one WAL `fsync` at the end.
 //! Against commits of the load's batches (a transaction, a savepoint and an `fsync` per
-//! 2,000 records, through the commit thread) this is what SQLite itself can do: a million
-//! files' 3 M records in 1.3–1.5 s instead of 2.5 s (docs/PERFORMANCE.md, session 36).
+//! 2,000 records, through the commit thread): a million files' 3 M records in 2.2 s
+//! instead of 2.5 s, and in 1.4 s when the dump holds them in key order (SQLite then
+//! appends instead of seeking; its own `INSERT … SELECT` takes 1.2 s; docs/PERFORMANCE.md,
+//! session 36).
 //!
 //! A load that fails or is dropped half way leaves the chunks already inserted: records
 //! without a volume, which `strata load --force` erases, as after commits.

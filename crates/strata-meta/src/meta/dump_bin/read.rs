@@ -1,6 +1,7 @@
 //! Reading a binary dump (dump v2): loading it into an empty engine (batches written
-//! several at once, or through the engine's bulk writer: `load_sink.rs`), every record checked to be of a kind a dump holds; and summarizing
-//! it (`strata load FILE --binary --stat`). Usage counters are recomputed from the
+//! several at once, or through the engine's bulk writer: `load_sink.rs`), every record
+//! checked to be of a kind a dump holds; and summarizing it (`strata load FILE --binary
+//! --stat`). Usage counters are recomputed from the
 //! inodes loaded and the inode counter raised past them; the format record is written
 //! last, so until the load completes the engine holds no volume.
 

@@ -1,9 +1,9 @@
 //! Writing a binary dump (dump v2): the volume's records copied as they are in the
 //! engine, read by several scans at once — the inode key range split into shards by
 //! inode number, each other kind of record one range — each page of a scan becoming one
-//! compressed frame, frames in key order (`order.rs`). Sessions, locks and the deletion queues are left out, and so are
-//! inodes kept alive only by a session's open file (as a tree walk would): a loaded dump
-//! is the volume as its namespace stands. Counters are read last, so the id counters are
+//! compressed frame, frames in key order (`order.rs`). Sessions, locks and the deletion
+//! queues are left out, and so are inodes kept alive only by a session's open file (as a
+//! tree walk would): a loaded dump is the volume as its namespace stands. Counters are read last, so the id counters are
 //! past every id the dump holds.
 
 use std::collections::{BTreeMap, HashSet};
