@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The automatic metadata backup (`mount --backup-meta`) of a large volume while a writer
 # keeps creating files (issue 39: backups at 100M inodes without stopping writers).
-# Generates FILES files on SQLite (`strata bench populate`, wide), mounts with
+# Generates FILES files (`strata bench populate`, wide; SQLite unless META says), mounts with
 # --backup-meta EVERY, and times a writer's creates (one file each, in a shell loop)
 # before and during the first backup; prints the backup's time and size from the mount's
 # log, and the mount's peak RSS. The backup is then loaded into an empty SQLite database
 # and checked with fsck.
 #
 # Usage: benches/backup-at-scale.sh [WORKDIR]
-#   STRATA=path/to/strata (default target/release/strata), FILES=10000000, EVERY=20s
+#   STRATA=path/to/strata (default target/release/strata), FILES=10000000, EVERY=20s,
+#   META=URL of an empty engine (default SQLite in WORKDIR; a volume made elsewhere is
+#   left there afterwards)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 STRATA=${STRATA:-$ROOT/target/release/strata}
@@ -20,7 +22,7 @@ cleanup() { mountpoint -q "$MNT" 2>/dev/null && umount -l "$MNT" || true; }
 trap cleanup EXIT
 cleanup
 rm -rf "$WORK" && mkdir -p "$MNT"
-META=sqlite3://$WORK/meta.db
+META=${META:-sqlite3://$WORK/meta.db}
 
 echo "== populate $FILES files"
 /usr/bin/time -f "populate: %e s" "$STRATA" bench populate "$META" backup-scale \
@@ -28,7 +30,7 @@ echo "== populate $FILES files"
 "$STRATA" mount "$META" "$MNT" -d --log "$WORK/mount.log" --cache-dir "$WORK/cache" \
   --backup-meta "$EVERY" >/dev/null
 for _ in $(seq 1 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
-PID=$(pgrep -f "strata mount $META $MNT" | head -1)
+PID=$(pgrep -f "$(basename "$STRATA") mount .* $MNT" | head -1)
 mkdir "$MNT/w"
 
 creates() { # label: 500 creates, their time

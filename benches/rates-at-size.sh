@@ -2,15 +2,18 @@
 # Do metadata operations slow down as a volume grows? (issue 39: create, stat, lookup,
 # readdir, unlink rates and p99 at 10k, 1M and 10M files, goal flat within 20 %.)
 # For each size a fresh volume of that many files is generated (`strata bench populate`,
-# shape wide: leaf directories of 1,000 files), mounted with the kernel's caches off
-# (every operation reaches Strata), and benches/rates_at_size.py runs OPS creates, stats
-# and unlinks in a new directory, lists LEAVES random leaves and stats random files in
-# them. One table: rate and p50/p99 per operation and size.
+# shape wide: leaf directories of 1,000 files) and benches/rates_at_size.py runs in three
+# mounts, each with the kernel's caches off (every operation reaches Strata) and a fresh
+# metadata cache (every listing and lookup reaches the engine, at every size): one picks
+# LEAVES random leaves, one lists them, one stats random files in them and creates,
+# stats and unlinks OPS files in a new directory. One table: rate and p50/p99 per
+# operation and size.
 #
 # Usage: benches/rates-at-size.sh [WORKDIR]
 #   STRATA=path/to/strata (default target/release/strata), SIZES="10000 1000000 10000000",
 #   OPS=5000, LEAVES=50, META=engine URL prefix: "sqlite" (default, a file per size) or a
-#   Redis/PostgreSQL URL (a fresh ?prefix= per size is added); KEEP=1 keeps the SQLite
+#   Redis/PostgreSQL URL (a fresh ?prefix=ratesPID_SIZE per size is added; those volumes
+#   are left in the engine: drop them afterwards); KEEP=1 keeps the SQLite
 #   databases (for the tools at size).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,6 +29,14 @@ trap cleanup EXIT
 cleanup
 rm -rf "$WORK" && mkdir -p "$MNT"
 
+# Mounts volume $1 with every cache of the kernel off (each operation reaches Strata).
+mount_volume() {
+  "$STRATA" mount "$1" "$MNT" -d --log "$WORK/mount-$2.log" --cache-dir "$WORK/cache" \
+    --attr-cache 0 --entry-cache 0 --dir-entry-cache 0 >/dev/null
+  for _ in $(seq 1 100); do mountpoint -q "$MNT" && return; sleep 0.1; done
+  echo "mount of $1 did not come up" >&2; return 1
+}
+
 for size in $SIZES; do
   if [ "$META" = sqlite ]; then
     url=sqlite3://$WORK/meta-$size.db
@@ -39,13 +50,16 @@ for size in $SIZES; do
     bytes=$(du -cb "$WORK/meta-$size.db"* | tail -1 | cut -f1)
     echo "SQLite database: $bytes bytes, $(( bytes / size )) per file"
   fi
-  "$STRATA" mount "$url" "$MNT" -d --log "$WORK/mount-$size.log" --cache-dir "$WORK/cache" \
-    --attr-cache 0 --entry-cache 0 --dir-entry-cache 0 >/dev/null
-  for _ in $(seq 1 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
+  state=$WORK/state-$size.json
+  phase() {
+    mount_volume "$url" "$size"
+    python3 "$ROOT/benches/rates_at_size.py" "$1" "$MNT" "$state" "$OPS" "$LEAVES" 7
+    umount "$MNT"
+  }
   sync; echo 3 >/proc/sys/vm/drop_caches
-  echo "{\"files\": $size, \"ops\": $(python3 "$ROOT/benches/rates_at_size.py" "$MNT" "$OPS" "$LEAVES" 7)}" \
-    | tee -a "$WORK/results.jsonl"
-  umount "$MNT"
+  phase discover
+  phase listings
+  echo "{\"files\": $size, \"ops\": $(phase rest)}" | tee -a "$WORK/results.jsonl"
   [ "$META" = sqlite ] && [ "${KEEP:-0}" != 1 ] && rm -f "$WORK/meta-$size.db"*
 done
 

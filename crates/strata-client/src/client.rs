@@ -71,6 +71,8 @@ pub struct ClientOptions {
     pub no_bgjob: bool,
     /// Metadata backup interval into the bucket; zero turns it off.
     pub backup_meta: Duration,
+    /// Backups read each page as it stands instead of one moment of the engine.
+    pub backup_meta_no_snapshot: bool,
     /// Session heartbeat interval.
     pub heartbeat: Duration,
     /// Cache lookups and attributes, kept current by the engine's change feed.
@@ -125,6 +127,7 @@ impl Default for ClientOptions {
             subdir: None,
             no_bgjob: false,
             backup_meta: Duration::from_secs(3600),
+            backup_meta_no_snapshot: false,
             heartbeat: Duration::from_secs(12),
             meta_cache: true,
             open_cache: Duration::ZERO,
@@ -262,6 +265,7 @@ impl Client {
             !o.no_bgjob,
             (!o.no_bgjob && !o.backup_meta.is_zero()).then(|| strata_vfs::MetaBackup {
                 every: o.backup_meta,
+                one_moment: !o.backup_meta_no_snapshot,
                 store: raw,
             }),
         );

@@ -24,6 +24,7 @@
 //! fit in one transaction.
 
 mod feed;
+mod frozen;
 mod slots;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,8 +37,8 @@ use etcd_client::{
     TxnOp, TxnOpResponse,
 };
 use strata_meta::kv::{
-    ChangeFeed, CommitRequest, Key, KvEngine, KvError, KvSnapshot, LostCommit, ReadCheck, Value,
-    Write, new_origin, record_lost_commit, within,
+    ChangeFeed, CommitRequest, FrozenView, Key, KvEngine, KvError, KvSnapshot, LostCommit,
+    ReadCheck, Value, Write, new_origin, record_lost_commit, within,
 };
 use strata_types::{Secret, redact_url};
 use tokio::sync::OnceCell;
@@ -527,6 +528,14 @@ impl KvEngine for EtcdEngine {
 
     fn begin_closing(&self) {
         self.closing.cancel();
+    }
+
+    async fn frozen_view(
+        &self,
+        _readers: usize,
+    ) -> Result<Option<std::sync::Arc<dyn FrozenView>>, KvError> {
+        let view = frozen::open(self.kv().await?, self.base.clone()).await?;
+        Ok(Some(std::sync::Arc::new(view)))
     }
 
     fn snapshot_isolation(&self) -> bool {

@@ -19,6 +19,7 @@
 
 mod bulk;
 mod feed;
+mod frozen;
 mod pipelined;
 mod pool;
 mod settle;
@@ -29,9 +30,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use strata_meta::kv::{
-    BulkWriter, ChangeFeed, CommitRequest, Key, KvEngine, KvError, KvSnapshot, Link, LinkedScan,
-    ReadCheck, Value, Write, encode_change, new_origin, take_prefix_param, take_query_param,
-    within,
+    BulkWriter, ChangeFeed, CommitRequest, FrozenView, Key, KvEngine, KvError, KvSnapshot, Link,
+    LinkedScan, ReadCheck, Value, Write, encode_change, new_origin, take_prefix_param,
+    take_query_param, within,
 };
 use strata_types::{Secret, redact_url};
 use tokio_postgres::Row;
@@ -446,6 +447,15 @@ impl KvEngine for PostgresEngine {
     async fn bulk_writer(&self) -> Result<Option<Box<dyn BulkWriter>>, KvError> {
         Ok(Some(Box::new(
             bulk::start(&self.pool, &self.closing).await?,
+        )))
+    }
+
+    async fn frozen_view(
+        &self,
+        readers: usize,
+    ) -> Result<Option<std::sync::Arc<dyn FrozenView>>, KvError> {
+        Ok(Some(std::sync::Arc::new(
+            frozen::open(&self.pool, readers).await?,
         )))
     }
 

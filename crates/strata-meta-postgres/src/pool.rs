@@ -165,7 +165,8 @@ impl Pool {
         })
     }
 
-    async fn connect(&self) -> Result<Conn, KvError> {
+    /// A new connection, not counted among the pool's (the pool's own calls count it).
+    pub(crate) async fn connect(&self) -> Result<Conn, KvError> {
         let connecting = async {
             self.inner
                 .config

@@ -65,6 +65,7 @@ async fn dump_of_files(files: usize) -> Vec<u8> {
     let opts = BinaryDumpOptions {
         threads: 2,
         keep_secret_key: false,
+        one_moment: true,
     };
     meta.dump_binary(&mut out, &opts, &mut |_| {})
         .await

@@ -133,12 +133,21 @@ async fn compaction_loop(vfs: Arc<Vfs>, stop: CancellationToken) {
 #[derive(Debug, Clone)]
 pub struct MetaBackup {
     pub every: Duration,
+    /// Each backup is one moment of the engine (see `BinaryDumpOptions::one_moment`).
+    pub one_moment: bool,
     pub store: Arc<dyn strata_object::ObjectStore>,
 }
 
 async fn backup_loop(vfs: Arc<Vfs>, plan: MetaBackup, stop: CancellationToken) {
     while wait(&stop, plan.every.min(Duration::from_secs(600))).await {
-        match crate::maintenance::backup::backup_if_due(vfs.meta(), &plan.store, plan.every).await {
+        match crate::maintenance::backup::backup_if_due(
+            vfs.meta(),
+            &plan.store,
+            plan.every,
+            plan.one_moment,
+        )
+        .await
+        {
             Ok(Some(name)) => tracing::info!("metadata backed up to {name}"),
             Ok(None) => {}
             Err(e) => tracing::warn!("metadata backup failed: {e}"),

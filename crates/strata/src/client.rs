@@ -65,9 +65,15 @@ pub struct ClientArgs {
     pub no_bgjob: bool,
     /// Back metadata up into the bucket (meta/dump-*.bin, a binary dump that `strata
     /// load` reads) this often, across all clients: 1h, 30m, 90s, or seconds; 0 turns it
-    /// off. Volumes of any size: the dump is streamed, writers are not stopped
+    /// off. Volumes of any size: the dump is streamed, writers are not stopped, and it
+    /// is one point in time (on Redis: page by page)
     #[arg(long, default_value = "1h", value_parser = units::parse_duration)]
     pub backup_meta: Duration,
+    /// Back metadata up page by page, holding no snapshot of the engine: on PostgreSQL a
+    /// held snapshot slows writers that update the same rows during the backup (each
+    /// keeps every version); the backup is then consistent page by page only
+    #[arg(long)]
+    pub backup_meta_no_snapshot: bool,
     /// Session heartbeat interval: 12s, 1m, ... (a plain number is seconds); a client
     /// silent for 5 intervals (at least 5 s) is considered dead and cleaned up by the
     /// others (its locks released, its unlinked-but-open files freed)
@@ -151,6 +157,7 @@ impl ClientArgs {
             subdir: self.subdir.clone(),
             no_bgjob: self.no_bgjob,
             backup_meta: self.backup_meta,
+            backup_meta_no_snapshot: self.backup_meta_no_snapshot,
             heartbeat: self.heartbeat,
             meta_cache: self.meta_cache,
             open_cache: self.open_cache,

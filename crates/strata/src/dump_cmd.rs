@@ -35,10 +35,15 @@ pub struct DumpArgs {
     #[arg(long)]
     keep_secret_key: bool,
     /// Write the binary format (dump v2): the engine's records in compressed, checksummed
-    /// frames, read by several scans at once and written in key order; the whole volume
-    /// only (no --subdir)
+    /// frames, read by several scans at once and written in key order; one point in time
+    /// while clients write (on Redis: page by page); the whole volume only (no --subdir)
     #[arg(long, conflicts_with = "subdir")]
     binary: bool,
+    /// With --binary: read each page as it stands, holding no snapshot of the engine (on
+    /// PostgreSQL a held snapshot slows writers that update the same rows meanwhile); the
+    /// dump is then consistent page by page only
+    #[arg(long, requires = "binary")]
+    no_snapshot: bool,
     /// Scans at once for --binary
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=256))]
     threads: u16,
@@ -84,6 +89,7 @@ pub fn run_dump(a: DumpArgs) -> Result<()> {
         let binary = a.binary.then(|| BinaryDumpOptions {
             threads: usize::from(a.threads),
             keep_secret_key: a.keep_secret_key,
+            one_moment: !a.no_snapshot,
         });
         let Some(path) = &a.file else {
             let mut out = BufWriter::new(std::io::stdout());

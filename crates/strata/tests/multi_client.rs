@@ -226,6 +226,7 @@ fn clients_open_with_their_change_feed_up() {
         let opts = strata_client::ClientOptions {
             cache_dir: Some(dir.path().join("cache").to_string_lossy().into_owned()),
             backup_meta: Duration::ZERO,
+            backup_meta_no_snapshot: false,
             ..strata_client::ClientOptions::default()
         };
         runtime.block_on(async {

@@ -463,6 +463,7 @@ pub async fn lists_survive_dump_and_load<S: TestStore>() {
     let opts = crate::meta::BinaryDumpOptions {
         threads: 2,
         keep_secret_key: false,
+        one_moment: true,
     };
     meta.dump_binary(&mut binary, &opts, &mut |_| {})
         .await

@@ -14,6 +14,7 @@ async fn binary_of(meta: &Meta, threads: usize) -> Vec<u8> {
     let opts = BinaryDumpOptions {
         threads,
         keep_secret_key: false,
+        one_moment: true,
     };
     meta.dump_binary(&mut out, &opts, &mut |_| {})
         .await
@@ -183,4 +184,129 @@ pub async fn leftovers_of_an_interrupted_load_are_erased_on_request<S: TestStore
     let err = loading.erase_leftovers().await.unwrap_err();
     assert!(err.to_string().contains("holds a volume"), "{err}");
     loading.load().await.expect("the volume is still there");
+}
+
+#[cfg(test)]
+mod frozen_tests {
+    //! A binary dump reads every record through the engine's frozen view: given a view
+    //! taken before the volume changed, it dumps the volume as it was then.
+
+    use std::fmt;
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use strata_types::Ino;
+
+    use super::super::lifecycle::{dump_of, rich_volume};
+    use super::super::{MemoryStore, TestStore, mkdir, touch, volume};
+    use super::{BinaryDumpOptions, binary_of, load_binary_into};
+    use crate::kv::{CommitRequest, FrozenView, KvEngine, KvError, KvSnapshot};
+    use crate::meta::{Ctx, Meta, RenameFlags};
+
+    /// An engine whose frozen view is one taken earlier.
+    struct ViewFromBefore {
+        live: Arc<dyn KvEngine>,
+        view: Arc<dyn FrozenView>,
+    }
+
+    impl fmt::Debug for ViewFromBefore {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("ViewFromBefore")
+        }
+    }
+
+    #[async_trait]
+    impl KvEngine for ViewFromBefore {
+        fn name(&self) -> &'static str {
+            "memory"
+        }
+        async fn snapshot(&self) -> Result<Box<dyn KvSnapshot>, KvError> {
+            self.live.snapshot().await
+        }
+        async fn commit(&self, req: CommitRequest) -> Result<(), KvError> {
+            self.live.commit(req).await
+        }
+        fn snapshot_isolation(&self) -> bool {
+            self.live.snapshot_isolation()
+        }
+        fn native_field_ops(&self) -> bool {
+            self.live.native_field_ops()
+        }
+        async fn frozen_view(&self, _: usize) -> Result<Option<Arc<dyn FrozenView>>, KvError> {
+            Ok(Some(self.view.clone()))
+        }
+    }
+
+    #[tokio::test]
+    async fn dumps_read_the_frozen_moment_only() {
+        let store = MemoryStore::create();
+        let meta = volume(&store).await;
+        let made = rich_volume(&meta).await;
+        meta.flush_usage().await.unwrap();
+        let then = dump_of(&meta, &Default::default()).await;
+        let view = store.client().frozen_view(3).await.unwrap().unwrap();
+
+        // New files and directories (new inode numbers and counters), a rename between
+        // directories, and an unlink.
+        let root = Ctx::root();
+        let late = mkdir(&meta, Ino::ROOT, "late").await;
+        for i in 0..40 {
+            touch(&meta, late.ino, &format!("f{i}")).await;
+        }
+        touch(&meta, made[0], "moved").await;
+        meta.rename(
+            &root,
+            made[0],
+            b"moved",
+            late.ino,
+            b"here",
+            RenameFlags::default(),
+        )
+        .await
+        .unwrap();
+        meta.unlink(&root, late.ino, b"f3").await.unwrap();
+        meta.flush_usage().await.unwrap();
+        assert_ne!(dump_of(&meta, &Default::default()).await, then);
+
+        let frozen = Meta::new(
+            Arc::new(ViewFromBefore {
+                live: store.client(),
+                view,
+            }),
+            super::super::test_options(),
+        );
+        frozen.load().await.unwrap();
+        for threads in [1, 3] {
+            let dump = binary_of(&frozen, threads).await;
+            let target = MemoryStore::create();
+            let loaded = Meta::new(target.client(), super::super::test_options());
+            load_binary_into(&loaded, &dump).await.unwrap();
+            loaded.load().await.unwrap();
+            assert_eq!(
+                String::from_utf8(dump_of(&loaded, &Default::default()).await).unwrap(),
+                String::from_utf8(then.clone()).unwrap(),
+                "{threads} scans: the volume as it was when the view was taken"
+            );
+        }
+        // Asked for no snapshot, the dump reads the volume as it is now.
+        let mut out = Vec::new();
+        let opts = BinaryDumpOptions {
+            threads: 3,
+            keep_secret_key: false,
+            one_moment: false,
+        };
+        frozen
+            .dump_binary(&mut out, &opts, &mut |_| {})
+            .await
+            .unwrap();
+        let target = MemoryStore::create();
+        let loaded = Meta::new(target.client(), super::super::test_options());
+        load_binary_into(&loaded, &out).await.unwrap();
+        loaded.load().await.unwrap();
+        assert_eq!(
+            dump_of(&loaded, &Default::default()).await,
+            dump_of(&meta, &Default::default()).await,
+            "without a snapshot: the volume as it stands"
+        );
+    }
 }

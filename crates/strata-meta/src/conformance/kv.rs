@@ -136,6 +136,62 @@ pub async fn linked_reads_follow_a_number<S: TestStore>() {
     assert!(matches!(reader.commit().await, Err(KvError::Conflict)));
 }
 
+/// A frozen view reads the moment it was made, from several scans at once, whatever is
+/// committed meanwhile (a dump of a whole volume is one state). Redis cannot hold a
+/// moment and says so.
+pub async fn frozen_views_hold_one_moment<S: TestStore>() {
+    let store = S::create();
+    let engine = store.client();
+    let keys: Vec<Vec<u8>> = (0..40u8).map(|i| vec![b'f', i]).collect();
+    let before: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (&k[..], &b"old"[..])).collect();
+    put_all(engine.as_ref(), &before).await;
+    let Some(view) = engine.frozen_view(3).await.unwrap() else {
+        assert_eq!(engine.name(), "redis", "only Redis holds no moment");
+        return;
+    };
+    // Changed, deleted and added keys, committed by this client and by another.
+    let other = store.client();
+    put_all(
+        other.as_ref(),
+        &[(&keys[0][..], b"new"), (b"f\x05\x00", b"added")],
+    )
+    .await;
+    let mut tx = Txn::begin(engine.as_ref()).await.unwrap();
+    tx.delete(keys[7].clone());
+    tx.put(keys[39].clone(), b"new".to_vec());
+    tx.commit().await.unwrap();
+
+    let expected: Vec<(Vec<u8>, Vec<u8>)> =
+        keys.iter().map(|k| (k.clone(), b"old".to_vec())).collect();
+    let (a, b, c) = tokio::join!(
+        view.scan(b"f", b"g", 100),
+        view.scan(b"f", b"g", 100),
+        view.scan(&keys[5], &keys[9], 100)
+    );
+    assert_eq!(a.unwrap(), expected, "the whole range as it was");
+    assert_eq!(b.unwrap(), expected, "a scan beside it sees the same");
+    assert_eq!(c.unwrap(), expected[5..9].to_vec(), "no key added later");
+    let paged = view.scan(&keys[1], b"g", 3).await.unwrap();
+    assert_eq!(paged, expected[1..4].to_vec(), "limits apply");
+    assert!(view.scan(b"g", b"f", 10).await.unwrap().is_empty());
+    // The engine itself has moved on.
+    let mut now = Txn::begin(engine.as_ref()).await.unwrap();
+    assert_eq!(now.get(&keys[0]).await.unwrap(), Some(b"new".to_vec()));
+    assert_eq!(now.get(&keys[7]).await.unwrap(), None);
+    drop(view);
+    // Released: writes go on, and a new view sees them.
+    put_all(engine.as_ref(), &[(&keys[1][..], b"newer")]).await;
+    let fresh = engine.frozen_view(1).await.unwrap().unwrap();
+    let rows = fresh.scan(&keys[0], &keys[2], 10).await.unwrap();
+    assert_eq!(
+        rows,
+        vec![
+            (keys[0].clone(), b"new".to_vec()),
+            (keys[1].clone(), b"newer".to_vec())
+        ]
+    );
+}
+
 pub async fn scan_order_and_limits<S: TestStore>() {
     let store = S::create();
     let engine = store.client();

@@ -191,7 +191,7 @@ macro_rules! meta_conformance_tests {
         $crate::meta_conformance_tests!(@cases $store;
             kv::point_ops, kv::scan_order_and_limits, kv::read_your_writes, kv::conflicts_are_detected,
             kv::field_updates_commute, kv::retry_loop_gives_up, kv::deferred_commits_and_sync,
-            kv::linked_reads_follow_a_number,
+            kv::linked_reads_follow_a_number, kv::frozen_views_hold_one_moment,
             namespace::format_rules, namespace::create_and_lookup, namespace::name_limits,
             namespace::symlinks, namespace::unlink_rules, namespace::rmdir_rules,
             namespace::rename_rules, namespace::rename_exchange_and_noreplace,

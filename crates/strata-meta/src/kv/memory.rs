@@ -11,7 +11,8 @@ use parking_lot::RwLock;
 use async_trait::async_trait;
 
 use super::{
-    CommitRequest, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write, apply_field_ops,
+    CommitRequest, FrozenView, Key, KvEngine, KvError, KvSnapshot, ReadCheck, Value, Write,
+    apply_field_ops,
 };
 
 type Map = BTreeMap<Key, Value>;
@@ -86,6 +87,21 @@ impl KvSnapshot for MemorySnapshot {
     }
 }
 
+/// A frozen view: a copy of the map (the engine is for tests and models).
+struct MemoryFrozen(Map);
+
+#[async_trait]
+impl FrozenView for MemoryFrozen {
+    async fn scan(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Key, Value)>, KvError> {
+        Ok(scan_map(&self.0, start, end, limit, false))
+    }
+}
+
 #[async_trait]
 impl KvEngine for MemoryEngine {
     fn name(&self) -> &'static str {
@@ -96,6 +112,10 @@ impl KvEngine for MemoryEngine {
         Ok(Box::new(MemorySnapshot {
             engine: self.clone(),
         }))
+    }
+
+    async fn frozen_view(&self, _readers: usize) -> Result<Option<Arc<dyn FrozenView>>, KvError> {
+        Ok(Some(Arc::new(MemoryFrozen(self.read().clone()))))
     }
 
     async fn commit(&self, req: CommitRequest) -> Result<(), KvError> {

@@ -441,6 +441,22 @@ pub fn decode_change(payload: &[u8]) -> Result<Change, KvError> {
     })
 }
 
+/// Reads of one moment of an engine, by several tasks at once and for as long as the
+/// view is kept ([`KvEngine::frozen_view`]): what a dump of a whole volume reads, so that
+/// it is one state of the volume however long it takes and whatever clients write
+/// meanwhile. Dropping the view releases what holds the moment.
+#[async_trait]
+pub trait FrozenView: Send + Sync {
+    /// The entries with `start <= key < end`, ascending, at most `limit`, as they were at
+    /// the view's moment.
+    async fn scan(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Key, Value)>, KvError>;
+}
+
 /// Rows streamed into an engine whose keys none of them already has (a load into an
 /// empty volume), by the engine's own bulk path: see [`KvEngine::bulk_writer`].
 #[async_trait]
@@ -508,6 +524,15 @@ pub trait KvEngine: Send + Sync + fmt::Debug {
     /// a path faster than commits of puts (`Ok(None)`: it has not). Nobody else may be
     /// using the volume's keys meanwhile: the writer announces nothing and may lock them.
     async fn bulk_writer(&self) -> Result<Option<Box<dyn BulkWriter>>, KvError> {
+        Ok(None)
+    }
+    /// A [`FrozenView`] of this moment for up to `readers` scans at once (`Ok(None)`: the
+    /// engine cannot hold a moment, and a dump reads each page as it stands then).
+    async fn frozen_view(
+        &self,
+        readers: usize,
+    ) -> Result<Option<std::sync::Arc<dyn FrozenView>>, KvError> {
+        let _ = readers;
         Ok(None)
     }
     /// This client's id in the change feed; 0 when the engine has none.

@@ -26,12 +26,12 @@ use tokio::sync::oneshot;
 use super::sqlite_bulk::SqliteBulk;
 use super::sqlite_sql::{get, scan, sql_err};
 use super::sqlite_writer::{self, Job, SharedWriter, Writer, WriterShared};
-use super::{BulkWriter, CommitRequest, Key, KvEngine, KvError, KvSnapshot, Value};
+use super::{BulkWriter, CommitRequest, FrozenView, Key, KvEngine, KvError, KvSnapshot, Value};
 
 /// Idle read connections kept for reuse.
 const MAX_IDLE_READERS: usize = 16;
 /// How long to wait for another process's write lock before reporting the engine busy.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 type Pool = Arc<Mutex<Vec<Connection>>>;
 
@@ -212,6 +212,38 @@ impl Drop for SqliteSnapshot {
     }
 }
 
+/// A frozen view: one read transaction on one connection, begun (and its WAL snapshot
+/// taken) when the view is made. Its scans take turns on that connection: SQLite cannot
+/// share one snapshot between connections of another process's writes. A scan waiting
+/// for its turn yields its thread (an async lock: a mount's requests run beside a
+/// backup's scans, and a thread blocked on a lock would stall them). While the view is
+/// kept, checkpoints stop at its snapshot and the WAL grows; commits go on.
+struct SqliteFrozen(tokio::sync::Mutex<SqliteSnapshot>);
+
+impl SqliteFrozen {
+    fn new(mut snapshot: SqliteSnapshot) -> Result<SqliteFrozen, KvError> {
+        // The first read of a transaction is what fixes its snapshot.
+        get(snapshot.conn()?, b"")?;
+        Ok(SqliteFrozen(tokio::sync::Mutex::new(snapshot)))
+    }
+}
+
+#[async_trait]
+impl FrozenView for SqliteFrozen {
+    async fn scan(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> Result<Vec<(Key, Value)>, KvError> {
+        if start >= end {
+            return Ok(Vec::new());
+        }
+        let mut snapshot = self.0.lock().await;
+        scan(snapshot.conn()?, start, end, limit, false)
+    }
+}
+
 #[async_trait]
 impl KvSnapshot for SqliteSnapshot {
     async fn get(&mut self, key: &[u8]) -> Result<Option<Value>, KvError> {
@@ -276,6 +308,15 @@ impl KvEngine for SqliteEngine {
 
     async fn bulk_writer(&self) -> Result<Option<Box<dyn BulkWriter>>, KvError> {
         Ok(Some(Box::new(SqliteBulk::new(self.writer.clone()))))
+    }
+
+    async fn frozen_view(&self, _readers: usize) -> Result<Option<Arc<dyn FrozenView>>, KvError> {
+        let snapshot = SqliteSnapshot {
+            conn: Some(self.reader()?),
+            pool: self.readers.clone(),
+            in_txn: false,
+        };
+        Ok(Some(Arc::new(SqliteFrozen::new(snapshot)?)))
     }
 
     fn snapshot_isolation(&self) -> bool {
@@ -344,5 +385,36 @@ mod tests {
         let reader = SqliteEngine::open(&path).unwrap();
         let mut snap = reader.snapshot().await.unwrap();
         assert_eq!(snap.get(b"k").await.unwrap(), Some(b"v".to_vec()));
+    }
+
+    /// A restart of the WAL does not wait for a reader that stays (a dump's frozen
+    /// view): it reports the reader and commits go on; once the view is dropped the
+    /// restart succeeds.
+    #[tokio::test]
+    async fn wal_restarts_do_not_wait_for_a_frozen_view() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.db");
+        let engine = SqliteEngine::open(&path).unwrap();
+        engine.commit(put(b"a")).await.unwrap();
+        let view = engine.frozen_view(1).await.unwrap().unwrap();
+        engine.commit(put(b"b")).await.unwrap();
+        let writer = open_connection(&path, false).unwrap();
+        let started = std::time::Instant::now();
+        assert!(
+            !sqlite_writer::restart_wal(&writer).unwrap(),
+            "a reader is in the WAL"
+        );
+        assert!(
+            started.elapsed() < BUSY_TIMEOUT / 10,
+            "waited {:?} for the reader",
+            started.elapsed()
+        );
+        engine.commit(put(b"c")).await.unwrap();
+        assert_eq!(view.scan(b"a", b"z", 10).await.unwrap().len(), 1);
+        drop(view);
+        assert!(
+            sqlite_writer::restart_wal(&writer).unwrap(),
+            "no reader left"
+        );
     }
 }

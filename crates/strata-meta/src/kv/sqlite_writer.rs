@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use rusqlite::{Connection, params};
@@ -23,6 +24,12 @@ const MAX_BATCH: usize = 512;
 const WAL_RESTART_BYTES: u64 = 64 << 20;
 /// Transactions between two checks of the WAL size.
 const WAL_CHECK_EVERY: u64 = 256;
+/// How long a restart of the WAL waits for readers to leave it. A reader that stays (a
+/// dump's frozen view, seconds to minutes) is not waited for: commits go on, the WAL
+/// grows, and the restart is tried again after [`WAL_RESTART_BACKOFF`].
+const WAL_RESTART_WAIT: Duration = Duration::from_millis(10);
+/// How long after a restart that found readers the next one is tried.
+const WAL_RESTART_BACKOFF: Duration = Duration::from_secs(1);
 
 pub(super) type Reply = oneshot::Sender<Result<(), KvError>>;
 
@@ -57,6 +64,8 @@ pub(super) struct Writer {
     /// Commits were made since the WAL was last known durable.
     dirty: bool,
     transactions: u64,
+    /// No restart of the WAL is tried before this (a reader stayed in it).
+    restart_after: Option<Instant>,
 }
 
 impl Writer {
@@ -71,6 +80,7 @@ impl Writer {
             full: true,
             dirty: false,
             transactions: 0,
+            restart_after: None,
         }
     }
 
@@ -84,7 +94,7 @@ impl Writer {
         }
         self.transactions += 1;
         if self.transactions.is_multiple_of(WAL_CHECK_EVERY) {
-            restart_wal_if_large(&self.conn, &self.wal);
+            self.restart_wal_if_large();
         }
         results
     }
@@ -133,7 +143,7 @@ impl Writer {
         ended?;
         self.dirty = true;
         self.transactions += 1;
-        restart_wal_if_large(&self.conn, &self.wal);
+        self.restart_wal_if_large();
         Ok(())
     }
 
@@ -225,16 +235,38 @@ pub(super) fn run(writer: SharedWriter, rx: mpsc::Receiver<Job>) {
     }
 }
 
-/// Under steady concurrent load some reader is always inside the WAL, so SQLite's passive
-/// auto-checkpoint can never restart it and the file grows without bound. When it passes
-/// [`WAL_RESTART_BYTES`], wait briefly for readers and restart it.
-fn restart_wal_if_large(conn: &Connection, wal: &Path) {
-    let large = std::fs::metadata(wal)
-        .map(|m| m.len() > WAL_RESTART_BYTES)
-        .unwrap_or(false);
-    if large && let Err(e) = conn.execute_batch("PRAGMA wal_checkpoint(RESTART)") {
-        tracing::warn!("sqlite WAL checkpoint failed: {e}");
+impl Writer {
+    /// Under steady concurrent load some reader is always inside the WAL, so SQLite's
+    /// passive auto-checkpoint can never restart it and the file grows without bound.
+    /// When it passes [`WAL_RESTART_BYTES`], wait briefly for readers and restart it.
+    fn restart_wal_if_large(&mut self) {
+        if self.restart_after.is_some_and(|t| Instant::now() < t) {
+            return;
+        }
+        let large = std::fs::metadata(&self.wal)
+            .map(|m| m.len() > WAL_RESTART_BYTES)
+            .unwrap_or(false);
+        if !large {
+            return;
+        }
+        match restart_wal(&self.conn) {
+            Ok(true) => self.restart_after = None,
+            Ok(false) => self.restart_after = Some(Instant::now() + WAL_RESTART_BACKOFF),
+            Err(e) => tracing::warn!("sqlite WAL checkpoint failed: {e}"),
+        }
     }
+}
+
+/// A checkpoint that restarts the WAL, waiting [`WAL_RESTART_WAIT`] at most for readers;
+/// false when one was still in it.
+pub(super) fn restart_wal(conn: &Connection) -> Result<bool, KvError> {
+    conn.busy_timeout(WAL_RESTART_WAIT).map_err(sql_err)?;
+    let outcome = conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |row| {
+        row.get::<_, i64>(0)
+    });
+    conn.busy_timeout(super::sqlite::BUSY_TIMEOUT)
+        .map_err(sql_err)?;
+    Ok(outcome.map_err(sql_err)? == 0)
 }
 
 /// Rows per insert statement of a bulk load: one statement keeps its cursor from row to

@@ -42,6 +42,7 @@ pub async fn backup_if_due(
     meta: &Meta,
     store: &Arc<dyn ObjectStore>,
     every: Duration,
+    one_moment: bool,
 ) -> Result<Option<String>> {
     let mut backups = Vec::new();
     store
@@ -61,7 +62,7 @@ pub async fn backup_if_due(
     }
     let name = backup_name(now);
     let started = Instant::now();
-    let inodes = upload_dump(meta, store.as_ref(), &name).await?;
+    let inodes = upload_dump(meta, store.as_ref(), &name, one_moment).await?;
     store.sync().await?;
     tracing::info!(
         "metadata backup {name}: {inodes} inodes in {:.1?}",
@@ -77,12 +78,18 @@ pub async fn backup_if_due(
 
 /// Dump the whole volume into an unlinked temporary file, then upload it as `name` piece
 /// by piece; the inodes dumped.
-async fn upload_dump(meta: &Meta, store: &dyn ObjectStore, name: &str) -> Result<u64> {
+async fn upload_dump(
+    meta: &Meta,
+    store: &dyn ObjectStore,
+    name: &str,
+    one_moment: bool,
+) -> Result<u64> {
     let file = tempfile::tempfile()?;
     let mut out = std::io::BufWriter::new(file);
     let opts = BinaryDumpOptions {
         threads: BACKUP_SCANS,
         keep_secret_key: false,
+        one_moment,
     };
     let stats = meta.dump_binary(&mut out, &opts, &mut |_| {}).await?;
     let file = out
@@ -136,7 +143,7 @@ mod tests {
             .put("meta/unrelated", Bytes::from_static(b"x"))
             .await
             .unwrap();
-        let made = backup_if_due(vfs.meta(), &store, Duration::ZERO)
+        let made = backup_if_due(vfs.meta(), &store, Duration::ZERO, true)
             .await
             .unwrap()
             .expect("a backup is due");
@@ -158,7 +165,7 @@ mod tests {
         assert!(left.contains(&made) && left.contains(&"meta/unrelated".to_string()));
         assert!(!left.contains(&"meta/dump-2020-01-01-000000.json.gz".to_string()));
         // Within the interval, no second backup.
-        let again = backup_if_due(vfs.meta(), &store, Duration::from_secs(3600))
+        let again = backup_if_due(vfs.meta(), &store, Duration::from_secs(3600), false)
             .await
             .unwrap();
         assert_eq!(again, None);

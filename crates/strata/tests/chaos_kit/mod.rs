@@ -128,6 +128,7 @@ async fn open_member(url: &str, i: u32, plan: &Plan, dir: &Path) -> Member {
         cache_size: 64 << 20,
         buffer_size: 64 << 20,
         backup_meta: Duration::ZERO,
+        backup_meta_no_snapshot: false,
         heartbeat: Duration::from_secs(2),
         // One client strict (no metadata cache), the others with it.
         meta_cache: i != 0,

@@ -3,11 +3,15 @@
 //! inode number, each other kind of record one range — each page of a scan becoming one
 //! compressed frame, frames in key order (`order.rs`). Sessions, locks and the deletion
 //! queues are left out, and so are inodes kept alive only by a session's open file (as a
-//! tree walk would): a loaded dump is the volume as its namespace stands. Counters are read last, so the id counters are
-//! past every id the dump holds.
+//! tree walk would): a loaded dump is the volume as its namespace stands. Every scan
+//! reads one moment of the engine where the engine can hold one (SQLite, PostgreSQL,
+//! etcd: [`FrozenView`]), so the dump is one state of the volume while clients go on
+//! writing; on Redis each page is read as it stands. Counters are read last, so the id
+//! counters are past every id the dump holds either way.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
+use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -19,7 +23,7 @@ use super::{BinaryHeader, DUMP_BIN_VERSION, Tally};
 use crate::codec;
 use crate::error::{MetaError, Result};
 use crate::keys;
-use crate::kv::{Key, Value};
+use crate::kv::{FrozenView, Key, Value};
 use crate::meta::scan::after;
 use crate::meta::{DumpStats, Meta, NEXT_INODE};
 
@@ -49,6 +53,19 @@ pub struct BinaryDumpOptions {
     pub threads: usize,
     /// Keep the object store's secret key in the header.
     pub keep_secret_key: bool,
+    /// Read one moment of the engine where it can hold one (the dump is one state of the
+    /// volume); false: each page as it stands (no snapshot held: on PostgreSQL, writers
+    /// then do not pay for the row versions a held snapshot keeps).
+    pub one_moment: bool,
+}
+
+/// Where the dump's pages come from: one moment of the engine when it can hold one (the
+/// dump is then one state of the volume, whatever clients write meanwhile), else each
+/// page as it stands when read (consistent page by page: Redis).
+#[derive(Clone)]
+enum Source {
+    Frozen(Arc<dyn FrozenView>),
+    Pages,
 }
 
 /// One key range being read page by page.
@@ -66,27 +83,36 @@ impl Meta {
         opts: &BinaryDumpOptions,
         progress: &mut (dyn FnMut(u64) + Send),
     ) -> Result<DumpStats> {
+        let view = match opts.one_moment {
+            true => self.engine.frozen_view(opts.threads).await?,
+            false => None,
+        };
+        let source = match view {
+            Some(view) => Source::Frozen(view),
+            None => Source::Pages,
+        };
         frame::write_magic(out)?;
         write_frame(out, FrameKind::Header, &self.binary_header(opts)?)?;
-        let kept_alive = self.kept_alive_inodes().await?;
+        let kept_alive = self.kept_alive_inodes(&source).await?;
         let mut writer = FrameWriter {
             out,
             tally: Tally::default(),
             frames: 0,
             kept_alive,
         };
-        let mut ranges = self.inode_shards(opts.threads).await?;
+        let mut ranges = self.inode_shards(&source, opts.threads).await?;
         ranges.extend(OTHER_RANGES.iter().map(|(s, e)| Cursor {
             start: s.to_vec(),
             end: e.to_vec(),
         }));
-        self.copy_ranges(ranges, opts.threads, &mut writer, progress)
+        self.copy_ranges(&source, ranges, opts.threads, &mut writer, progress)
             .await?;
         let counters = vec![Cursor {
             start: b"N".to_vec(),
             end: b"O".to_vec(),
         }];
-        self.copy_ranges(counters, 1, &mut writer, progress).await?;
+        self.copy_ranges(&source, counters, 1, &mut writer, progress)
+            .await?;
         let end = writer.tally.end(writer.frames);
         let stats = writer.tally.stats();
         write_frame(writer.out, FrameKind::End, &end)?;
@@ -101,14 +127,14 @@ impl Meta {
     }
 
     /// Inodes that only an open file keeps (unlinked, sustained by a session).
-    async fn kept_alive_inodes(&self) -> Result<HashSet<u64>> {
+    async fn kept_alive_inodes(&self, source: &Source) -> Result<HashSet<u64>> {
         let mut inodes = HashSet::new();
         let mut cursor = Cursor {
             start: b"SS".to_vec(),
             end: b"ST".to_vec(),
         };
         loop {
-            let rows = self.scan_page(&cursor).await?;
+            let rows = self.scan_page(source, &cursor).await?;
             for (key, _) in &rows {
                 let ino = keys::be_u64(key, 10)
                     .ok_or_else(|| MetaError::corrupt(key, "short sustained-inode key"))?;
@@ -123,16 +149,15 @@ impl Meta {
     /// The inode key range in about `threads * SHARDS_PER_THREAD` shards of equal spans
     /// of inode numbers (more, of `MAX_SHARD_INODES`, in a large volume); the last one
     /// reaches the end of the range (reserved inodes).
-    async fn inode_shards(&self, threads: usize) -> Result<Vec<Cursor>> {
-        let next = self
-            .txn(|tx| {
-                Box::pin(async move {
-                    let key = keys::counter(NEXT_INODE);
-                    let value = tx.get(&key).await?;
-                    codec::decode_counter(&key, value.as_deref())
-                })
-            })
-            .await?;
+    async fn inode_shards(&self, source: &Source, threads: usize) -> Result<Vec<Cursor>> {
+        let key = keys::counter(NEXT_INODE);
+        let counter = Cursor {
+            start: key.clone(),
+            end: after(&key),
+        };
+        let rows = self.scan_page(source, &counter).await?;
+        let value = rows.into_iter().next().map(|(_, v)| v);
+        let next = codec::decode_counter(&key, value.as_deref())?;
         let next = u64::try_from(next).unwrap_or(0).max(2);
         let shards = u64::try_from(threads.max(1))
             .unwrap_or(1)
@@ -158,6 +183,7 @@ impl Meta {
     /// Copy every range into frames, `threads` scans at once.
     async fn copy_ranges(
         &self,
+        source: &Source,
         ranges: Vec<Cursor>,
         threads: usize,
         writer: &mut FrameWriter<'_>,
@@ -170,7 +196,7 @@ impl Meta {
         let mut paused: BTreeMap<usize, Cursor> = BTreeMap::new();
         let mut reading = FuturesUnordered::new();
         let page = |range: usize, cursor: Cursor| async move {
-            let rows = self.scan_page(&cursor).await;
+            let rows = self.scan_page(source, &cursor).await;
             (range, cursor, rows)
         };
         let threads = threads.max(1);
@@ -213,7 +239,10 @@ impl Meta {
     }
 
     /// The next page of `cursor`'s range, read without the client's cache.
-    async fn scan_page(&self, cursor: &Cursor) -> Result<Vec<(Key, Value)>> {
+    async fn scan_page(&self, source: &Source, cursor: &Cursor) -> Result<Vec<(Key, Value)>> {
+        if let Source::Frozen(view) = source {
+            return Ok(view.scan(&cursor.start, &cursor.end, PAGE).await?);
+        }
         self.uncached_txn(|tx| {
             let (start, end) = (cursor.start.clone(), cursor.end.clone());
             Box::pin(async move { Ok(tx.scan(&start, &end, PAGE, false).await?) })
