@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
@@ -24,14 +23,12 @@ use rusqlite::{Connection, OpenFlags};
 use tokio::sync::oneshot;
 
 use super::sqlite_bulk::SqliteBulk;
-use super::sqlite_sql::{get, scan, sql_err};
+use super::sqlite_sql::{BUSY_TIMEOUT, get, scan, sql_err};
 use super::sqlite_writer::{self, Job, SharedWriter, Writer, WriterShared};
 use super::{BulkWriter, CommitRequest, FrozenView, Key, KvEngine, KvError, KvSnapshot, Value};
 
 /// Idle read connections kept for reuse.
 const MAX_IDLE_READERS: usize = 16;
-/// How long to wait for another process's write lock before reporting the engine busy.
-pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 type Pool = Arc<Mutex<Vec<Connection>>>;
 

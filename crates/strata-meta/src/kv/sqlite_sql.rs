@@ -1,10 +1,16 @@
 //! The SQL both sides of the SQLite engine run ([`super::sqlite`] reads,
 //! [`super::sqlite_writer`] commits): reads of the `kv` table and what a SQLite error means
-//! to a caller (locked: try again; anything else: an engine error).
+//! to a caller (locked: try again; anything else: an engine error), and how long a
+//! connection waits for another's lock.
+
+use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Key, KvError, Value};
+
+/// How long to wait for another process's write lock before reporting the engine busy.
+pub(super) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A SQLite error as a [`KvError`]: a locked database is unavailable for now.
 pub(super) fn sql_err(e: rusqlite::Error) -> KvError {

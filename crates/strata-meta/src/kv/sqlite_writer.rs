@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use rusqlite::{Connection, params};
 use tokio::sync::oneshot;
 
-use super::sqlite_sql::{get, scan, sql_err};
+use super::sqlite_sql::{BUSY_TIMEOUT, get, scan, sql_err};
 use super::{CommitRequest, Key, KvError, ReadCheck, Value, Write, apply_field_ops};
 
 /// Most jobs taken from the queue at once.
@@ -264,8 +264,7 @@ pub(super) fn restart_wal(conn: &Connection) -> Result<bool, KvError> {
     let outcome = conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |row| {
         row.get::<_, i64>(0)
     });
-    conn.busy_timeout(super::sqlite::BUSY_TIMEOUT)
-        .map_err(sql_err)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(sql_err)?;
     Ok(outcome.map_err(sql_err)? == 0)
 }
 
