@@ -10,7 +10,8 @@
 # Usage: benches/backup-at-scale.sh [WORKDIR]
 #   STRATA=path/to/strata (default target/release/strata), FILES=10000000, EVERY=20s,
 #   META=URL of an empty engine (default SQLite in WORKDIR; a volume made elsewhere is
-#   left there afterwards)
+#   left there afterwards), MOUNT_FLAGS="..." extra mount flags (e.g.
+#   --backup-meta-no-snapshot)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 STRATA=${STRATA:-$ROOT/target/release/strata}
@@ -27,8 +28,9 @@ META=${META:-sqlite3://$WORK/meta.db}
 echo "== populate $FILES files"
 /usr/bin/time -f "populate: %e s" "$STRATA" bench populate "$META" backup-scale \
   --files "$FILES" --bucket "$WORK/data" >/dev/null
+# shellcheck disable=SC2086 # extra flags are words
 "$STRATA" mount "$META" "$MNT" -d --log "$WORK/mount.log" --cache-dir "$WORK/cache" \
-  --backup-meta "$EVERY" >/dev/null
+  --backup-meta "$EVERY" ${MOUNT_FLAGS:-} >/dev/null
 for _ in $(seq 1 100); do mountpoint -q "$MNT" && break; sleep 0.1; done
 PID=$(pgrep -f "$(basename "$STRATA") mount .* $MNT" | head -1)
 mkdir "$MNT/w"

@@ -83,9 +83,10 @@ impl Meta {
         opts: &BinaryDumpOptions,
         progress: &mut (dyn FnMut(u64) + Send),
     ) -> Result<DumpStats> {
-        let view = match opts.one_moment {
-            true => self.engine.frozen_view(opts.threads).await?,
-            false => None,
+        let view = if opts.one_moment {
+            self.engine.frozen_view(opts.threads).await?
+        } else {
+            None
         };
         let source = match view {
             Some(view) => Source::Frozen(view),
