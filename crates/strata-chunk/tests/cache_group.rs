@@ -18,6 +18,7 @@ use strata_chunk::{ChunkStore, block_key};
 use strata_object::ObjectStore;
 use strata_object::backend::Backend;
 use strata_object::metered::ObjectStats;
+use strata_object::seal::{Cipher, DataKey, KeyRing, Keys};
 use strata_object::stack::{StackOptions, build};
 use strata_types::{Secret, Slice};
 use tokio::net::TcpListener;
@@ -35,7 +36,20 @@ struct Node {
 }
 
 async fn node(backend: Arc<dyn ObjectStore>, id: u64, secret: &str) -> Node {
-    let (store, stats) = build(backend, &StackOptions::default());
+    node_with(backend, id, secret, None).await
+}
+
+async fn node_with(
+    backend: Arc<dyn ObjectStore>,
+    id: u64,
+    secret: &str,
+    keys: Option<Arc<Keys>>,
+) -> Node {
+    let stack = StackOptions {
+        keys: keys.clone(),
+        ..StackOptions::default()
+    };
+    let (store, stats) = build(backend, &stack);
     let cache = Arc::new(MemoryCache::new(1 << 30));
     let opts = ChunkOptions {
         block_size: BS,
@@ -50,6 +64,7 @@ async fn node(backend: Arc<dyn ObjectStore>, id: u64, secret: &str) -> Node {
         id,
         serving: true,
         timeouts: GroupConfig::default_timeouts(),
+        keys,
     });
     assert!(chunks.set_group(group.clone()));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -163,6 +178,52 @@ async fn a_block_is_fetched_from_the_store_once_for_the_whole_group() {
         assert_eq!(got.as_ref(), &data[from..from + 5000]);
     }
     assert_eq!(nodes.iter().map(gets).sum::<u64>(), 40);
+}
+
+/// Loopback traffic of an encrypted volume's group carries sealed blocks: peers open
+/// them (one GET per block for the group, as in the clear), and a member with other keys
+/// cannot (it falls back to the store, whose sealed objects it cannot open either).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_encrypted_group_shares_sealed_blocks() {
+    let backend: Arc<dyn ObjectStore> = Arc::new(Backend::memory());
+    let ring = || KeyRing::new(1, vec![DataKey::new(1, Cipher::Aes256Gcm, [8; 32])]).unwrap();
+    let mut nodes = Vec::new();
+    for id in 1..=3 {
+        let keys = Arc::new(Keys::new(ring(), None));
+        nodes.push(node_with(backend.clone(), id, "volume secret", Some(keys)).await);
+    }
+    let members: Vec<Member> = nodes.iter().map(|n| n.member.clone()).collect();
+    for n in &nodes {
+        n.group.set_members(members.clone());
+    }
+    let (slice, data) = write_file(&nodes[0].chunks, 11).await;
+    for n in &nodes {
+        assert_eq!(read_all(&n.chunks, &slice).await, data);
+    }
+    assert_eq!(nodes.iter().map(gets).sum::<u64>(), 40, "one GET per block");
+    let hits: u64 = nodes
+        .iter()
+        .map(|n| n.group.stats.peer_hits.load(Ordering::Relaxed))
+        .sum();
+    assert!(hits > 0);
+    // Other keys: replies do not open.
+    let other = KeyRing::new(1, vec![DataKey::new(1, Cipher::Aes256Gcm, [9; 32])]).unwrap();
+    let stranger = node_with(
+        backend.clone(),
+        4,
+        "volume secret",
+        Some(Arc::new(Keys::new(other, None))),
+    )
+    .await;
+    stranger.group.set_members(members);
+    assert!(
+        stranger
+            .chunks
+            .read(std::slice::from_ref(&slice), 0, slice.len)
+            .await
+            .is_err()
+    );
+    assert!(stranger.group.stats.peer_fallbacks.load(Ordering::Relaxed) > 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

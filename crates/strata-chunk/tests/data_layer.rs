@@ -530,6 +530,7 @@ async fn with_writeback_a_short_block_is_cached_when_uploaded_not_when_written()
     let remote: Arc<dyn ObjectStore> = Arc::new(Backend::memory());
     let wb = Writeback::open(
         WritebackOptions {
+            keys: None,
             dir: dir.path().join("staging"),
             max_bytes: 1 << 20,
             upload_delay: Duration::from_secs(3600),

@@ -12,6 +12,7 @@ use strata_chunk::ChunkOptions;
 use strata_chunk::ChunkStore;
 use strata_chunk::cache::disk::DiskCache;
 use strata_chunk::cache::memory::MemoryCache;
+use strata_chunk::cache::segment_file::Framing;
 use strata_chunk::cache::{BlockCache, NoCache};
 use strata_chunk::group::{Group, Member};
 use strata_meta::{Ctx, Format, GroupMember, Meta, MetaOptions, SessionInfo};
@@ -89,6 +90,8 @@ pub struct ClientOptions {
     pub upload_delay: Duration,
     /// Most bytes staged at once (beyond: straight to the object store).
     pub staging_size: u64,
+    /// How to get the data keys of an encrypted volume.
+    pub keys: crate::keys::KeyOptions,
     /// Wraps the object store below every layer of the stack (retries, checks, caches):
     /// a bandwidth shaper, or the fault injection of the tests.
     pub wrap_store: Option<StoreWrapper>,
@@ -136,6 +139,7 @@ impl Default for ClientOptions {
             writeback: false,
             upload_delay: Duration::ZERO,
             staging_size: 10 << 30,
+            keys: crate::keys::KeyOptions::default(),
             wrap_store: None,
         }
     }
@@ -186,7 +190,8 @@ impl Client {
         check_backend(&format, &backend).await?;
         let raw: Arc<dyn strata_object::ObjectStore> =
             Arc::new(Prefixed::new(backend.clone(), &format.name));
-        let (store, object_stats) = build(backend, &stack_options(o, &format)?);
+        let keys = crate::volume::volume_keys(&meta, &format, &o.keys)?;
+        let (store, object_stats) = build(backend, &stack_options(o, &format, keys.clone())?);
         let writers = Arc::new(SessionWriters {
             meta: meta.clone(),
             group: OnceLock::new(),
@@ -207,7 +212,7 @@ impl Client {
         };
         let writeback = match (o.writeback, leftovers) {
             (true, _) | (false, true) => {
-                let opts = writeback_options(o, staging, o.writeback)?;
+                let opts = writeback_options(o, staging, o.writeback, keys.clone())?;
                 open_writeback(opts, store.clone(), &background_stop).await?
             }
             (false, false) => None,
@@ -224,12 +229,12 @@ impl Client {
             cache_partial_only: o.cache_partial_only,
             ..ChunkOptions::default()
         };
-        let chunks = ChunkStore::new(store, cache_for(o, &format)?, chunk_opts);
+        let chunks = ChunkStore::new(store, cache_for(o, &format, keys.clone())?, chunk_opts);
         if let Some(wb) = &writeback {
             chunks.set_staging(wb.clone());
         }
         let joining = match &o.cache_group {
-            Some(g) => Some(group::join(&meta, g, o.cache_size).await?),
+            Some(g) => Some(group::join(&meta, g, o.cache_size, keys.clone()).await?),
             None => None,
         };
         let group_record = joining.as_ref().map(|j| j.record.clone());
@@ -324,7 +329,11 @@ impl Client {
     }
 }
 
-fn stack_options(o: &ClientOptions, format: &Format) -> Result<StackOptions> {
+fn stack_options(
+    o: &ClientOptions,
+    format: &Format,
+    keys: Option<Arc<strata_object::seal::Keys>>,
+) -> Result<StackOptions> {
     Ok(StackOptions {
         prefix: format.name.clone(),
         compression: Codec::parse(&format.compression)
@@ -341,6 +350,7 @@ fn stack_options(o: &ClientOptions, format: &Format) -> Result<StackOptions> {
             put_timeout: o.put_timeout,
             ..RetryPolicy::default()
         },
+        keys,
     })
 }
 
@@ -450,6 +460,7 @@ fn writeback_options(
     o: &ClientOptions,
     staging: Option<PathBuf>,
     stage_new: bool,
+    keys: Option<Arc<strata_object::seal::Keys>>,
 ) -> Result<WritebackOptions> {
     let dir = staging.ok_or_else(|| {
         OpenError::Writeback(
@@ -467,6 +478,7 @@ fn writeback_options(
         },
         uploaders: o.max_uploads.max(1),
         stage_new,
+        keys,
     })
 }
 
@@ -568,7 +580,11 @@ async fn fetch_staged(
 /// The block cache of a client. A disk cache on the same device as a local-directory
 /// bucket would only hold a second copy of blocks read from that very disk, so there is
 /// none.
-fn cache_for(o: &ClientOptions, format: &Format) -> Result<Arc<dyn BlockCache>> {
+fn cache_for(
+    o: &ClientOptions,
+    format: &Format,
+    keys: Option<Arc<strata_object::seal::Keys>>,
+) -> Result<Arc<dyn BlockCache>> {
     let (uuid, storage, bucket) = (&format.uuid, &format.storage, &format.bucket);
     let size = o.cache_size;
     if size == 0 {
@@ -590,7 +606,9 @@ fn cache_for(o: &ClientOptions, format: &Format) -> Result<Arc<dyn BlockCache>> 
         tracing::info!("the cache would sit on the bucket's own disk: blocks are not cached twice");
         return Ok(Arc::new(NoCache::default()));
     }
-    let cache = DiskCache::open(&dirs, size, o.free_space_ratio).map_err(OpenError::Cache)?;
+    let framing = keys.map_or(Framing::Checked, Framing::Sealed);
+    let cache =
+        DiskCache::open_with(&dirs, size, o.free_space_ratio, framing).map_err(OpenError::Cache)?;
     Ok(Arc::new(cache))
 }
 

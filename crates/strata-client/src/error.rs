@@ -56,6 +56,9 @@ pub enum OpenError {
     /// The writeback staging area cannot be used.
     #[error("writeback: {0}")]
     Writeback(String),
+    /// The keys of an encrypted volume cannot be had (missing, wrong, unusable).
+    #[error(transparent)]
+    Keys(#[from] crate::keys::KeyError),
     /// `subdir` does not name a directory of the volume.
     #[error("--subdir {subdir}: {reason}")]
     Subdir { subdir: String, reason: String },

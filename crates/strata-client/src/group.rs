@@ -39,7 +39,12 @@ pub struct Joining {
 }
 
 /// Bind the listener and build this client's view of `o.name` (weight: `cache_size`).
-pub async fn join(meta: &Meta, o: &GroupOptions, cache_size: u64) -> Result<Joining> {
+pub async fn join(
+    meta: &Meta,
+    o: &GroupOptions,
+    cache_size: u64,
+    keys: Option<Arc<strata_object::seal::Keys>>,
+) -> Result<Joining> {
     let bad = |reason: String| OpenError::Group {
         group: o.name.clone(),
         reason,
@@ -83,6 +88,7 @@ pub async fn join(meta: &Meta, o: &GroupOptions, cache_size: u64) -> Result<Join
             ack: o.ack_timeout,
             ..GroupConfig::default_timeouts()
         },
+        keys,
     });
     let record = GroupMember {
         group: o.name.clone(),

@@ -6,11 +6,14 @@
 mod client;
 mod error;
 mod group;
+pub mod keys;
 mod volume;
 
 pub use client::{Client, ClientOptions, StoreWrapper, resolve_subdir, session_timeout};
 pub use error::{OpenError, Result};
 pub use group::GroupOptions;
+pub use keys::{KekSource, KeyOptions};
 pub use volume::{
     azure_config, check_backend, home_path, load_meta, load_meta_with, open_backend, open_engine,
+    volume_keys,
 };

@@ -97,6 +97,28 @@ pub async fn load_meta_with(url: &MetaUrl, opts: MetaOptions) -> Result<(Arc<Met
     Ok((Arc::new(meta), format))
 }
 
+/// The data keys of an encrypted volume (`None` for a plain one), unwrapped as `opts`
+/// says; a rotation's new key is fetched again from the settings when data needs it.
+pub fn volume_keys(
+    meta: &Arc<Meta>,
+    format: &Format,
+    opts: &crate::keys::KeyOptions,
+) -> Result<Option<Arc<strata_object::seal::Keys>>> {
+    let Some(record) = &format.encryption else {
+        return Ok(None);
+    };
+    let wrapper = crate::keys::open_wrapper(record, opts)?;
+    let ring = crate::keys::unwrap_ring(record, &format.uuid, &wrapper)?;
+    let source = crate::keys::SettingsKeys {
+        meta: meta.clone(),
+        wrapper,
+    };
+    Ok(Some(Arc::new(strata_object::seal::Keys::new(
+        ring,
+        Some(Arc::new(source)),
+    ))))
+}
+
 /// The backend a volume's data lives in.
 pub fn open_backend(format: &Format) -> Result<Arc<dyn ObjectStore>> {
     let bucket_error = |source| OpenError::Bucket {
@@ -292,6 +314,7 @@ mod tests {
             created_at: 0,
             meta_version: 2,
             enable_acl: false,
+            encryption: None,
         }
     }
 

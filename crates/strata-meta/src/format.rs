@@ -12,6 +12,45 @@ pub const META_VERSION: u32 = 5;
 pub const XATTR_FLAG_VERSION: u32 = 3;
 /// First metadata version whose inode records may refer to access control lists.
 pub const ACL_VERSION: u32 = 5;
+/// First metadata version of encrypted volumes (data sealed, object v3): older clients,
+/// which would read sealed blocks as corrupt and write plain ones, refuse them.
+pub const ENCRYPTION_VERSION: u32 = 6;
+/// The newest metadata version this build serves (new volumes get [`META_VERSION`], or
+/// the version a feature they use needs).
+pub const UNDERSTOOD_VERSION: u32 = 6;
+
+/// Encryption at rest (docs/FORMAT.md, "key records"): the volume's data keys, each
+/// stored only wrapped, and what wraps them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Encryption {
+    /// `rsa` (an RSA key whose passphrase-protected private key is kept here) or `kek`
+    /// (a 256-bit key-encryption key the clients get from a file, a variable or a command).
+    pub wrapping: String,
+    /// With `kek`: where the key came from at format time (`file:PATH`, `env:NAME`,
+    /// `cmd:COMMAND`); clients use a `file:` or `env:` source when given none, never run
+    /// a command from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kek_source: Option<String>,
+    /// With `rsa`: the private key as given (PEM, encrypted with its passphrase).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rsa_private_key: Option<String>,
+    /// The id new data is sealed with.
+    pub current_key: u32,
+    /// Every data key the volume's data may be sealed with.
+    pub keys: Vec<WrappedKey>,
+}
+
+/// One data key, wrapped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WrappedKey {
+    pub id: u32,
+    /// `aes256gcm` or `chacha20`.
+    pub cipher: String,
+    /// The wrapped key, hex.
+    pub wrapped: String,
+    /// Unix seconds.
+    pub created_at: i64,
+}
 
 /// A volume's settings.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,6 +84,9 @@ pub struct Format {
     /// version 5 or later). Once on, never off: see docs/SEMANTICS.md.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub enable_acl: bool,
+    /// Encryption at rest, chosen at format time and never removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<Encryption>,
 }
 
 impl Format {
@@ -94,6 +136,11 @@ impl Format {
             &other.block_size_kib,
         );
         cmp("compression", &self.compression, &other.compression);
+        let sealed = |f: &Format| if f.encryption.is_some() { "on" } else { "off" };
+        // Settings that do not mention encryption keep the volume's (see `Meta::format`).
+        if other.encryption.is_some() {
+            cmp("encryption", &sealed(self), &sealed(other));
+        }
         diffs
     }
 
@@ -108,6 +155,19 @@ impl Format {
             enable_acl: true,
             meta_version: self.meta_version.max(ACL_VERSION),
             ..self
+        }
+    }
+
+    /// These settings with `encryption` (the metadata version rises to the first that
+    /// has it, so older clients refuse the volume).
+    pub fn with_encryption(self, encryption: Option<Encryption>) -> Format {
+        match encryption {
+            None => self,
+            Some(e) => Format {
+                encryption: Some(e),
+                meta_version: self.meta_version.max(ENCRYPTION_VERSION),
+                ..self
+            },
         }
     }
 
@@ -142,7 +202,42 @@ mod tests {
             created_at: 0,
             meta_version: META_VERSION,
             enable_acl: false,
+            encryption: None,
         }
+    }
+
+    fn keys(ids: &[u32]) -> Encryption {
+        Encryption {
+            wrapping: "kek".into(),
+            kek_source: None,
+            rsa_private_key: None,
+            current_key: ids.last().copied().unwrap_or(1),
+            keys: ids
+                .iter()
+                .map(|&id| WrappedKey {
+                    id,
+                    cipher: "aes256gcm".into(),
+                    wrapped: "00".into(),
+                    created_at: 0,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn encryption_raises_the_version_and_cannot_be_turned_on_later() {
+        let on = sample().with_encryption(Some(keys(&[1])));
+        assert_eq!(on.meta_version, ENCRYPTION_VERSION);
+        assert!(on.meta_version <= UNDERSTOOD_VERSION);
+        assert_eq!(sample().with_encryption(None), sample());
+        // Settings that say nothing of encryption differ in nothing immutable.
+        assert!(on.immutable_differences(&sample()).is_empty());
+        assert_eq!(
+            sample().immutable_differences(&on),
+            vec!["encryption is off, not on".to_string()]
+        );
+        let back = Format::decode(b"k", &on.encode().unwrap()).unwrap();
+        assert_eq!(back, on);
     }
 
     #[test]

@@ -16,7 +16,7 @@ mod meta;
 pub mod conformance;
 
 pub use error::{MetaError, Result};
-pub use format::{Format, META_VERSION};
+pub use format::{Encryption, Format, META_VERSION, WrappedKey};
 pub use kv::render_txn_metrics;
 pub use meta::{
     BinaryDumpOptions, BinaryDumpSummary, ChunkRecord, CompactCandidate, Ctx, DUMP_BIN_VERSION,

@@ -1,7 +1,8 @@
 //! Strata's object stores. One [`ObjectStore`] trait; backends built on the `object_store`
 //! crate ([`backend`]: local directory, S3-compatible, memory); and wrappers, each its own
 //! small type implementing the same trait: [`prefix`] (per-volume key prefix),
-//! [`compress`] (none/lz4/zstd), [`checksum`] (per-object integrity), [`limit`]
+//! [`compress`] (none/lz4/zstd), [`checksum`] (per-object integrity), [`sealed`] (the same
+//! framing encrypted, with the keys of [`seal`]), [`limit`]
 //! (concurrency and bandwidth), [`retry`] (timeouts and retries), [`metered`] (request and
 //! byte counters) and [`fault`] (fault injection for tests). [`stack`] assembles them in
 //! the right order from options.
@@ -21,6 +22,8 @@ mod local;
 pub mod metered;
 pub mod prefix;
 pub mod retry;
+pub mod seal;
+pub mod sealed;
 pub mod stack;
 pub mod upload;
 pub mod writeback;
@@ -45,6 +48,10 @@ pub enum ObjectError {
     /// The object's bytes fail their integrity check (corrupt or truncated).
     #[error("object {key} is corrupt: {reason}")]
     Corrupt { key: String, reason: String },
+    /// An encrypted volume's object names a data key this client cannot get (a wrong or
+    /// missing key source, or settings that lost a key).
+    #[error("missing data key: {0}")]
+    NoKey(String),
     #[error("object store request timed out after {0:?}")]
     Timeout(std::time::Duration),
     #[error("invalid object key {0:?}")]

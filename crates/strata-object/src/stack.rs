@@ -1,6 +1,6 @@
 //! Assemble a store from options, wrappers in the order that makes each one right:
-//! compression outermost (compress once; retries resend the same bytes), then retries
-//! around the integrity check (a corrupt read is fetched again), metering of what goes
+//! compression outermost (compress once; retries resend the same bytes; compressed before
+//! sealed), then retries around the integrity check (sealing, on an encrypted volume) (a corrupt read is fetched again), metering of what goes
 //! over the wire, limits per attempt, and the volume prefix next to the backend.
 
 use std::ops::Range;
@@ -15,6 +15,8 @@ use crate::limit::{Limited, Limits};
 use crate::metered::{Metered, ObjectStats};
 use crate::prefix::Prefixed;
 use crate::retry::{RetryPolicy, Retrying};
+use crate::seal::Keys;
+use crate::sealed::Sealed;
 use crate::upload::Upload;
 use crate::{ObjectInfo, ObjectStore, Result};
 
@@ -26,6 +28,9 @@ pub struct StackOptions {
     pub compression: Option<Codec>,
     pub limits: Limits,
     pub retry: RetryPolicy,
+    /// The data keys of an encrypted volume: objects are sealed (object v3) instead of
+    /// checksummed (object v2).
+    pub keys: Option<Arc<Keys>>,
 }
 
 /// Wrap `backend` according to `opts`; returns the store and its live counters.
@@ -37,7 +42,10 @@ pub fn build(
     let prefixed = Prefixed::new(backend, &opts.prefix);
     let limited = Limited::new(prefixed, opts.limits);
     let metered = Metered::new(limited, stats.clone());
-    let checked = Checksummed::new(metered, stats.clone());
+    let checked: Arc<dyn ObjectStore> = match &opts.keys {
+        Some(keys) => Arc::new(Sealed::new(metered, keys.clone(), stats.clone())),
+        None => Arc::new(Checksummed::new(metered, stats.clone())),
+    };
     let retried = Retrying::new(checked, opts.retry);
     let store: Arc<dyn ObjectStore> = match opts.compression {
         Some(codec) => Arc::new(Compressed::new(retried, codec)),

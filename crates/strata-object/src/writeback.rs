@@ -48,6 +48,8 @@ pub struct WritebackOptions {
     pub upload_delay: Duration,
     /// Uploads at once.
     pub uploaders: usize,
+    /// An encrypted volume's keys: staged blocks are sealed (FORMAT.md, "staging v2").
+    pub keys: Option<Arc<crate::seal::Keys>>,
     /// Whether new puts are staged. Without it the store only uploads what an earlier
     /// run staged (a client started without `--writeback` on a cache directory that
     /// holds staged blocks) and sends every put straight to the object store.
@@ -167,6 +169,9 @@ impl Writeback {
         if !self.is_staged(key) {
             return None;
         }
+        if let Some(keys) = &self.opts.keys {
+            return self.get_sealed(keys.ring(), key, range).await;
+        }
         // Uploaded since the check (`None`): the store has it.
         let small = range
             .as_ref()
@@ -179,6 +184,25 @@ impl Writeback {
         blocking(move || Ok(staging.read(&key, range)))
             .await
             .unwrap_or_else(|e| Some(Err(e)))
+    }
+
+    /// `range` of the sealed staged copy of `key`: the whole copy read and opened.
+    async fn get_sealed(
+        &self,
+        ring: Arc<crate::seal::KeyRing>,
+        key: &str,
+        range: Option<Range<u64>>,
+    ) -> Option<Result<Bytes>> {
+        let (staging, key) = (self.staging.clone(), key.to_string());
+        blocking(move || {
+            Ok(staging.read(&key, None).map(|read| {
+                let stored = read?;
+                crate::sealed::open_in(&ring, crate::seal::Domain::Staging, &key, &stored)
+                    .map(|plain| crate::slice_range(plain, range))
+            }))
+        })
+        .await
+        .unwrap_or_else(|e| Some(Err(e)))
     }
 
     /// Objects and bytes staged now.
@@ -344,7 +368,17 @@ impl Writeback {
         // On the blocking pool even when small: appends take turns, and a large one holds
         // the turn for its whole write.
         let (staging, staged_key) = (self.staging.clone(), key.to_string());
-        blocking(move || staging.put(&staged_key, &data)).await?;
+        let ring = self.opts.keys.as_ref().map(|k| k.ring());
+        blocking(move || {
+            let sealed = match ring {
+                Some(ring) => {
+                    crate::sealed::seal_in(&ring, crate::seal::Domain::Staging, &staged_key, &data)?
+                }
+                None => data,
+            };
+            staging.put(&staged_key, &sealed)
+        })
+        .await?;
         let mut state = self.state.lock();
         if let Some(old) = state.staged.insert(key.to_string(), len) {
             state.bytes = state.bytes.saturating_sub(old);
@@ -541,6 +575,10 @@ impl ObjectStore for Writeback {
             let modified = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+            let size = match self.opts.keys {
+                Some(_) => crate::sealed::payload_size(size),
+                None => size,
+            };
             return Ok(ObjectInfo {
                 key: key.to_string(),
                 size,

@@ -4,7 +4,9 @@
 //! input), `FileNotFoundError` (no volume there) or `ConnectionError` (unreachable).
 
 use pyo3::PyErr;
-use pyo3::exceptions::{PyConnectionError, PyOSError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{
+    PyConnectionError, PyOSError, PyPermissionError, PyRuntimeError, PyValueError,
+};
 use strata_client::OpenError;
 use strata_types::Errno;
 
@@ -82,6 +84,7 @@ impl From<SdkError> for PyErr {
                     OpenError::Engine { .. } | OpenError::Bucket { .. } => {
                         PyConnectionError::new_err(text)
                     }
+                    OpenError::Keys(_) => PyPermissionError::new_err(text),
                     OpenError::Meta { .. }
                     | OpenError::Cache(_)
                     | OpenError::Group { .. }

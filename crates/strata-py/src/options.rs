@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use strata_client::{ClientOptions, GroupOptions};
+use strata_client::{ClientOptions, GroupOptions, KekSource};
 use strata_vfs::{Identity, IdentityOptions};
 
 use crate::error::SdkError;
@@ -50,6 +50,20 @@ fn apply(o: &mut ClientOptions, name: &str, v: &Bound<'_, PyAny>) -> PyResult<()
         "meta_cache" => o.meta_cache = flag()?,
         "open_cache" => o.open_cache = seconds(name, v)?,
         "meta_cache_size" => o.meta_cache_size = int("expected bytes")?,
+        // An encrypted volume's key-encryption key (the RSA passphrase comes from
+        // JFS_RSA_PASSPHRASE, as for the CLI).
+        "encrypt_key_file" => {
+            let path: String = v.extract().map_err(|_| bad(name, "expected a path"))?;
+            o.keys.kek = Some(KekSource::File(path.into()));
+        }
+        "encrypt_key_env" => {
+            let var: String = v.extract().map_err(|_| bad(name, "expected a name"))?;
+            o.keys.kek = Some(KekSource::Env(var));
+        }
+        "encrypt_key_cmd" => {
+            let cmd: String = v.extract().map_err(|_| bad(name, "expected a command"))?;
+            o.keys.kek = Some(KekSource::Command(cmd));
+        }
         other => return Err(bad(other, "unknown option")),
     }
     Ok(())

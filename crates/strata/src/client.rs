@@ -134,6 +134,8 @@ pub struct ClientArgs {
     /// object store (a plain number is MiB)
     #[arg(long, default_value = "10G", value_parser = units::mib)]
     pub staging_size: u64,
+    #[command(flatten)]
+    pub keys: crate::key_args::KeyArgs,
 }
 
 impl ClientArgs {
@@ -171,6 +173,7 @@ impl ClientArgs {
             writeback: self.writeback,
             upload_delay: self.upload_delay,
             staging_size: self.staging_size,
+            keys: self.keys.options(),
             wrap_store: None,
         }
     }

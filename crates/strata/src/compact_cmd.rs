@@ -30,11 +30,12 @@ pub struct CompactArgs {
 /// Compact every chunk of the volume that has more than one slice; returns how many.
 pub async fn compact_volume(
     volume: &AdminVolume,
+    keys: &strata_client::KeyOptions,
     threads: usize,
     progress: &Progress,
 ) -> Result<u64> {
+    let vfs = volume.vfs(keys)?;
     progress.stage("compacting chunks", 0);
-    let vfs = volume.vfs();
     let mut cursor: ScanCursor = None;
     let mut targets = Vec::new();
     loop {

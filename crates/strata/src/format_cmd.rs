@@ -1,6 +1,6 @@
 //! `strata format`, `strata status` and `strata config`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -8,7 +8,10 @@ use strata_meta::{Format, META_VERSION, Meta, MetaError, MetaOptions};
 use strata_types::{MetaUrl, Secret};
 
 use crate::hide_args::revealed;
+use crate::key_args::KeyArgs;
 use crate::{units, wiring};
+use strata_client::keys::{self as volume_keys, NewWrapping};
+use strata_object::seal::Cipher;
 
 /// The object store's credentials, as `format` and `objbench` take them.
 #[derive(Debug, Args)]
@@ -43,6 +46,7 @@ pub fn new_format(name: &str, storage: &str, bucket: String, keys: &StoreKeys) -
         created_at: strata_meta::now_ns() / 1_000_000_000,
         meta_version: META_VERSION,
         enable_acl: false,
+        encryption: None,
     }
 }
 
@@ -88,6 +92,19 @@ pub struct FormatArgs {
     /// Overwrite the settings of an existing volume even if they differ
     #[arg(long)]
     force: bool,
+    /// Encrypt data at rest, its data key wrapped by this RSA private key (PEM; a
+    /// protected key's passphrase comes from JFS_RSA_PASSPHRASE). Keep the key and its
+    /// passphrase safe: without them the data cannot be read
+    #[arg(long, value_name = "FILE", help_heading = "Encryption")]
+    encrypt_rsa_key: Option<PathBuf>,
+    /// Cipher of an encrypted volume: aes256gcm-rsa or chacha20-rsa (the -rsa suffix is
+    /// optional; the wrapping follows the key flags)
+    #[arg(long, default_value = "aes256gcm-rsa", help_heading = "Encryption")]
+    encrypt_algo: String,
+    /// Or encrypt with a key-encryption key (32 bytes) from a file, a variable or a
+    /// command: --encrypt-key-file, --encrypt-key-env, --encrypt-key-cmd
+    #[command(flatten)]
+    kek: KeyArgs,
 }
 
 #[derive(Debug, Args)]
@@ -116,6 +133,33 @@ pub struct ConfigArgs {
     /// than metadata version 5 then refuse the volume)
     #[arg(long)]
     enable_acl: bool,
+    /// Encrypted volumes: wrap the data keys anew with the key given by
+    /// --new-encrypt-key-file/-env/-cmd or --new-encrypt-rsa-key (the current one comes
+    /// from --encrypt-key-* or JFS_RSA_PASSPHRASE); no data is rewritten
+    #[arg(long, help_heading = "Encryption")]
+    rotate_kek: bool,
+    /// Encrypted volumes: seal new data with a new data key (cipher from
+    /// --encrypt-algo); data written before keeps its key
+    #[arg(long, help_heading = "Encryption")]
+    rotate_data_key: bool,
+    /// The new data key's cipher with --rotate-data-key [default: the current key's]
+    #[arg(long, help_heading = "Encryption")]
+    encrypt_algo: Option<String>,
+    /// The new key-encryption key's file, for --rotate-kek
+    #[arg(long, value_name = "FILE", help_heading = "Encryption")]
+    new_encrypt_key_file: Option<PathBuf>,
+    /// The variable holding the new key-encryption key, for --rotate-kek
+    #[arg(long, value_name = "VAR", help_heading = "Encryption")]
+    new_encrypt_key_env: Option<String>,
+    /// The command printing the new key-encryption key, for --rotate-kek
+    #[arg(long, value_name = "COMMAND", help_heading = "Encryption")]
+    new_encrypt_key_cmd: Option<String>,
+    /// The new RSA private key, for --rotate-kek (its passphrase from
+    /// STRATA_NEW_RSA_PASSPHRASE, else JFS_RSA_PASSPHRASE)
+    #[arg(long, value_name = "FILE", help_heading = "Encryption")]
+    new_encrypt_rsa_key: Option<PathBuf>,
+    #[command(flatten)]
+    kek: KeyArgs,
 }
 
 #[derive(Debug, Args)]
@@ -172,10 +216,23 @@ pub fn run_format(a: FormatArgs) -> Result<()> {
             MetaOptions::default(),
         );
         // Reformatting an existing volume changes only the settings given on the command line.
+        let wrapping = new_wrapping(&a)?;
         if let Ok(old) = meta.load().await {
             format.trash_days = a.trash_days.unwrap_or(old.trash_days);
             format.capacity = a.capacity.unwrap_or(old.capacity);
             format.inodes = a.inodes.unwrap_or(old.inodes);
+            if wrapping.is_some() {
+                bail!(
+                    "{} already holds volume {}: encryption is chosen when a volume is \
+                     created (`strata config --rotate-kek` changes an encrypted volume's key)",
+                    a.meta_url,
+                    old.name
+                );
+            }
+        } else if let Some(how) = &wrapping {
+            let cipher = Cipher::parse(&a.encrypt_algo).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let record = volume_keys::new_encryption(&format.uuid, cipher, how)?;
+            format = format.with_encryption(Some(record));
         }
         let stored = match meta.format(&format, a.force).await {
             Ok(f) => f,
@@ -191,8 +248,56 @@ pub fn run_format(a: FormatArgs) -> Result<()> {
             "volume {} ({}) formatted: storage {} bucket {}",
             stored.name, stored.uuid, stored.storage, stored.bucket
         );
+        if let Some(e) = &stored.encryption {
+            println!(
+                "data is encrypted ({}, data key wrapped by {}): back up the {} — without \
+                 it nothing in the volume can be read",
+                e.keys.first().map_or("?", |k| k.cipher.as_str()),
+                if e.wrapping == "rsa" {
+                    "the RSA key"
+                } else {
+                    "the key-encryption key"
+                },
+                if e.wrapping == "rsa" {
+                    "RSA key and its passphrase"
+                } else {
+                    "key-encryption key"
+                },
+            );
+        }
         Ok(())
     })
+}
+
+/// How `format` is asked to wrap a new volume's data key, if it is to be encrypted.
+fn new_wrapping(a: &FormatArgs) -> Result<Option<NewWrapping>> {
+    wrapping_from(
+        a.encrypt_rsa_key.as_deref(),
+        a.kek.source(),
+        "JFS_RSA_PASSPHRASE",
+    )
+}
+
+/// An RSA key file or a KEK source (not both) as a wrapping; the RSA key's passphrase from
+/// the variable `pass_var`.
+fn wrapping_from(
+    rsa: Option<&Path>,
+    kek: Option<strata_client::KekSource>,
+    pass_var: &str,
+) -> Result<Option<NewWrapping>> {
+    match (rsa, kek) {
+        (Some(_), Some(_)) => {
+            bail!("give an RSA key or a key-encryption key, not both")
+        }
+        (Some(path), None) => {
+            let pem = std::fs::read_to_string(path)
+                .with_context(|| format!("RSA key {}", path.display()))?;
+            let passphrase = std::env::var(pass_var).ok().map(Secret::new);
+            Ok(Some(NewWrapping::Rsa { pem, passphrase }))
+        }
+        (None, Some(source)) => Ok(Some(NewWrapping::Kek(source))),
+        (None, None) => Ok(None),
+    }
 }
 
 /// `--block-size` in KiB, as the format record keeps it.
@@ -250,6 +355,56 @@ async fn show_session(meta: &strata_meta::Meta, sid: u64) -> Result<()> {
     Ok(())
 }
 
+/// The encryption record after `--rotate-kek` and/or `--rotate-data-key`.
+fn rotated_keys(a: &ConfigArgs, format: &Format) -> Result<strata_meta::Encryption> {
+    let Some(record) = &format.encryption else {
+        bail!(
+            "volume {} is not encrypted: it has no keys to rotate",
+            format.name
+        );
+    };
+    let wrapper = volume_keys::open_wrapper(record, &a.kek.options())?;
+    let mut record = record.clone();
+    if a.rotate_data_key {
+        let current = record.keys.iter().find(|k| k.id == record.current_key);
+        let name = a
+            .encrypt_algo
+            .clone()
+            .or_else(|| current.map(|k| k.cipher.clone()))
+            .unwrap_or_else(|| "aes256gcm".into());
+        let cipher = Cipher::parse(&name).map_err(|e| anyhow::anyhow!("{e}"))?;
+        record = volume_keys::add_data_key(&record, &format.uuid, &wrapper, cipher)?;
+        println!(
+            "new data is sealed with data key {} ({})",
+            record.current_key,
+            cipher.name()
+        );
+    }
+    if a.rotate_kek {
+        let new_kek = KeyArgs {
+            encrypt_key_file: a.new_encrypt_key_file.clone(),
+            encrypt_key_env: a.new_encrypt_key_env.clone(),
+            encrypt_key_cmd: a.new_encrypt_key_cmd.clone(),
+        };
+        let pass_var = if std::env::var_os("STRATA_NEW_RSA_PASSPHRASE").is_some() {
+            "STRATA_NEW_RSA_PASSPHRASE"
+        } else {
+            "JFS_RSA_PASSPHRASE"
+        };
+        let Some(how) =
+            wrapping_from(a.new_encrypt_rsa_key.as_deref(), new_kek.source(), pass_var)?
+        else {
+            bail!(
+                "--rotate-kek needs the new key: --new-encrypt-key-file, \
+                 --new-encrypt-key-env, --new-encrypt-key-cmd or --new-encrypt-rsa-key"
+            );
+        };
+        record = volume_keys::rewrap(&record, &format.uuid, &wrapper, &how)?;
+        println!("data keys wrapped with the new {} key", record.wrapping);
+    }
+    Ok(record)
+}
+
 /// `strata config`: show the settings, or change the mutable ones given as flags.
 pub fn run_config(a: ConfigArgs) -> Result<()> {
     let rt = wiring::runtime()?;
@@ -276,6 +431,9 @@ pub fn run_config(a: ConfigArgs) -> Result<()> {
         }
         if let Some(token) = revealed(a.session_token.clone(), "--session-token") {
             changed.session_token = Some(Secret::new(token));
+        }
+        if a.rotate_kek || a.rotate_data_key {
+            changed.encryption = Some(rotated_keys(&a, &changed)?);
         }
         let shown = if changed != *format {
             let stored = meta

@@ -18,6 +18,7 @@ mod hide_args;
 mod http_front;
 mod identity_args;
 mod info_cmd;
+mod key_args;
 mod maint_cmd;
 mod metrics_endpoint;
 mod mount_cmd;

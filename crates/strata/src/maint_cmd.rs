@@ -43,6 +43,8 @@ pub struct GcArgs {
     /// a million objects)
     #[arg(long, default_value_t = 32)]
     sort_memory: usize,
+    #[command(flatten)]
+    keys: crate::key_args::KeyArgs,
 }
 
 #[derive(Debug, Args)]
@@ -60,6 +62,15 @@ pub struct FsckArgs {
     /// RSS is about 20 MB plus 2–3 times this, whatever the size of the volume
     #[arg(long, default_value_t = 32)]
     sort_memory: usize,
+    /// Also read every block whole and verify it (checksums; an encrypted volume's
+    /// blocks authenticated): slow, reads the whole volume
+    #[arg(long)]
+    verify: bool,
+    /// Blocks read at once with --verify
+    #[arg(short = 'p', long, default_value_t = 10)]
+    threads: usize,
+    #[command(flatten)]
+    keys: crate::key_args::KeyArgs,
 }
 
 fn sort_space(dir: Option<PathBuf>, mib: usize) -> SortSpace {
@@ -84,8 +95,13 @@ pub fn run_gc(a: GcArgs) -> Result<()> {
         let started = Instant::now();
         if a.compact {
             let view = ProgressView::start(progress.clone());
-            let compacted =
-                crate::compact_cmd::compact_volume(&volume, a.threads, &progress).await?;
+            let compacted = crate::compact_cmd::compact_volume(
+                &volume,
+                &a.keys.options(),
+                a.threads,
+                &progress,
+            )
+            .await?;
             drop(view);
             println!("compacted {compacted} chunks");
         }
@@ -156,6 +172,12 @@ pub fn run_fsck(a: FsckArgs) -> Result<()> {
             sort: sort_space(a.external_sort_dir.clone(), a.sort_memory),
             block_size: volume.format.block_size_kib << 10,
             exact_sizes: volume.format.compression == "none",
+            sealed: volume.format.encryption.is_some(),
+            verify: match a.verify {
+                // A block that fails twice is reported, not retried for a minute.
+                true => Some((volume.data(&a.keys.options(), 1)?, a.threads)),
+                false => None,
+            },
         };
         let progress = Arc::new(Progress::default());
         let view = ProgressView::start(progress.clone());
@@ -178,11 +200,13 @@ pub fn run_fsck(a: FsckArgs) -> Result<()> {
         }
         for f in &r.broken_files {
             println!(
-                "broken file {} (inode {}): {} blocks missing, {} of the wrong size, e.g. {}",
+                "broken file {} (inode {}): {} blocks missing, {} of the wrong size, {} \
+                 unreadable, e.g. {}",
                 f.path.as_deref().unwrap_or("(deleted, still open)"),
                 f.ino,
                 f.missing_blocks,
                 f.wrong_size_blocks,
+                f.unreadable_blocks,
                 f.example
             );
         }
@@ -202,6 +226,9 @@ pub fn run_fsck(a: FsckArgs) -> Result<()> {
             "checked {} directories, {} files, {} block references against {} objects",
             r.namespace.directories, r.namespace.files, r.blocks_checked, r.objects_listed
         );
+        if a.verify {
+            println!("read and verified {} blocks", r.blocks_verified);
+        }
         if r.is_clean() {
             println!("volume is clean");
             Ok(())

@@ -164,6 +164,7 @@ fn daemonize(a: &MountArgs) -> Result<()> {
     }
     let file = wiring::open_private_file(&log, true)
         .with_context(|| format!("log file {}", log.display()))?;
+    let log_start = file.metadata().map_or(0, |m| m.len());
     let mut args: Vec<std::ffi::OsString> = std::env::args_os()
         .skip(1)
         .filter(|x| x != "-d" && x != "--background")
@@ -195,11 +196,31 @@ fn daemonize(a: &MountArgs) -> Result<()> {
             return Ok(());
         }
         if let Some(status) = child.try_wait()? {
-            bail!("background mount exited ({status}); see {}", log.display());
+            match error_line(&log, log_start) {
+                Some(why) => bail!(
+                    "{why} (the background mount exited; log: {})",
+                    log.display()
+                ),
+                None => bail!("background mount exited ({status}); see {}", log.display()),
+            }
         }
         std::thread::sleep(Duration::from_millis(50));
     }
     bail!("mount did not come up within 30 s; see {}", log.display())
+}
+
+/// The error the background mount ended with: its last `strata: ...` line in the log
+/// written after `from`.
+fn error_line(log: &std::path::Path, from: u64) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(log).ok()?;
+    file.seek(SeekFrom::Start(from)).ok()?;
+    let mut text = String::new();
+    file.take(1 << 20).read_to_string(&mut text).ok()?;
+    text.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("strata: "))
+        .map(str::to_string)
 }
 
 async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {

@@ -10,6 +10,7 @@ use anyhow::{Context, Result};
 use strata_chunk::ChunkOptions;
 use strata_chunk::ChunkStore;
 use strata_chunk::cache::NoCache;
+use strata_client::KeyOptions;
 use strata_meta::{Format, Meta};
 use strata_object::ObjectStore;
 use strata_object::compress::Codec;
@@ -20,25 +21,32 @@ use strata_vfs::{Vfs, VfsOptions};
 
 pub use strata_client::{home_path, load_meta, open_backend, open_engine};
 
-/// The format record as shown to people (`status`, `config`, `.config`): secrets removed.
+/// The format record as shown to people (`status`, `config`, `.config`): secrets removed
+/// (the RSA key is protected by its passphrase, but is not for display either).
 pub fn shown_format(format: &Format) -> Format {
     let removed = |s: &Option<Secret>| s.as_ref().map(|_| Secret::new("removed"));
+    let encryption = format.encryption.clone().map(|e| strata_meta::Encryption {
+        rsa_private_key: e.rsa_private_key.as_ref().map(|_| "removed".into()),
+        ..e
+    });
     Format {
         secret_key: removed(&format.secret_key),
         session_token: removed(&format.session_token),
+        encryption,
         ..format.clone()
     }
 }
 
 /// A volume opened for an admin command: metadata client, format, and the bucket as raw
-/// objects under the volume's prefix (for listing and deleting blocks) and as the full
-/// stack (compression, checksums, retries: for reading and writing data).
+/// objects under the volume's prefix (for listing and deleting blocks); [`Self::data`] is
+/// the full stack (compression, checksums or sealing, retries: for reading and writing
+/// data), which an encrypted volume opens only with its keys.
 #[derive(Debug)]
 pub struct AdminVolume {
     pub meta: Arc<Meta>,
     pub format: Arc<Format>,
     pub raw: Arc<dyn ObjectStore>,
-    pub data: Arc<dyn ObjectStore>,
+    backend: Arc<dyn ObjectStore>,
 }
 
 /// Open the volume at `url` and check that its bucket answers.
@@ -47,30 +55,47 @@ pub async fn open_admin_volume(url: &MetaUrl) -> Result<AdminVolume> {
     let backend = open_backend(&format)?;
     let raw: Arc<dyn ObjectStore> = Arc::new(Prefixed::new(backend.clone(), &format.name));
     strata_client::check_backend(&format, &backend).await?;
-    let stack = StackOptions {
-        prefix: format.name.clone(),
-        compression: Codec::parse(&format.compression).map_err(|e| anyhow::anyhow!("{e}"))?,
-        ..StackOptions::default()
-    };
-    let (data, _) = build(backend, &stack);
     Ok(AdminVolume {
         meta,
         format,
         raw,
-        data,
+        backend,
     })
 }
 
 impl AdminVolume {
+    /// The volume's data as files see it (an encrypted volume's keys unwrapped as `keys`
+    /// says), each failed request tried `retries` more times.
+    pub fn data(&self, keys: &KeyOptions, retries: u32) -> Result<Arc<dyn ObjectStore>> {
+        let stack = StackOptions {
+            prefix: self.format.name.clone(),
+            compression: Codec::parse(&self.format.compression)
+                .map_err(|e| anyhow::anyhow!("{e}"))?,
+            keys: strata_client::volume_keys(&self.meta, &self.format, keys)?,
+            retry: strata_object::retry::RetryPolicy {
+                retries,
+                ..strata_object::retry::RetryPolicy::default()
+            },
+            ..StackOptions::default()
+        };
+        Ok(build(self.backend.clone(), &stack).0)
+    }
+
     /// A file-system client of this volume without a mount (no cache, no session), for
     /// commands that read or rewrite file data (compact, gc --compact).
-    pub fn vfs(&self) -> Arc<Vfs> {
+    pub fn vfs(&self, keys: &KeyOptions) -> Result<Arc<Vfs>> {
         let chunk_opts = ChunkOptions {
             block_size: self.format.block_size_kib << 10,
             ..ChunkOptions::default()
         };
-        let chunks = ChunkStore::new(self.data.clone(), Arc::new(NoCache::default()), chunk_opts);
-        Arc::new(Vfs::new(self.meta.clone(), chunks, VfsOptions::default()))
+        let retries = strata_object::retry::RetryPolicy::default().retries;
+        let data = self.data(keys, retries)?;
+        let chunks = ChunkStore::new(data, Arc::new(NoCache::default()), chunk_opts);
+        Ok(Arc::new(Vfs::new(
+            self.meta.clone(),
+            chunks,
+            VfsOptions::default(),
+        )))
     }
 }
 

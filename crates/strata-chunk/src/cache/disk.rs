@@ -1,7 +1,8 @@
 //! The local disk block cache (`--cache-dir a:b`, `--cache-size`, `--free-space-ratio`).
 //!
-//! Each block is a sparse file `{dir}/seg2/{object key}` with a slot per segment
-//! ([`super::segment_file`], FORMAT.md "cache v2"), so the cache holds whole blocks of
+//! Each block is a sparse file `{dir}/seg2/{object key}` (an encrypted volume's:
+//! `{dir}/sealed3/...`, every segment sealed) with a slot per segment
+//! ([`super::segment_file`], FORMAT.md "cache v2"/"cache v3"), so the cache holds whole blocks of
 //! sequential readers and single segments of random readers alike, and serves partial
 //! hits. Whole blocks are written to a temporary name and renamed; segments are written
 //! into their slots and counted only once written, and each carries its own checksum, so a
@@ -20,11 +21,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use super::segment_file::{self as seg, Slot};
+use super::segment_file::{self as seg, Framing, Slot};
 use super::{BlockCache, CacheStats, Lru};
 
-/// The subdirectory holding this format's files.
-const FORMAT_DIR: &str = "seg2";
 /// The previous format's subdirectory (whole blocks with one checksum), dropped at start.
 const OLD_FORMAT_DIR: &str = "raw";
 
@@ -41,6 +40,7 @@ struct Inner {
     free_ratio: f64,
     index: Mutex<Index>,
     stats: CacheStats,
+    framing: Framing,
 }
 
 /// What the cache holds: LRU order with bytes per block, and which segments.
@@ -48,6 +48,8 @@ struct Inner {
 struct Index {
     lru: Lru,
     blocks: HashMap<String, Held>,
+    /// Bytes after each segment in the files.
+    trailer: usize,
 }
 
 /// The segments of one block the cache holds.
@@ -55,13 +57,14 @@ struct Index {
 struct Held {
     block_len: usize,
     present: Vec<bool>,
+    trailer: usize,
 }
 
 impl Held {
     fn bytes(&self) -> u64 {
         let held: usize = (0..self.present.len())
             .filter(|&i| self.present[i])
-            .map(|i| seg::segment_len(self.block_len, i) + seg::TRAILER)
+            .map(|i| seg::segment_len(self.block_len, i) + self.trailer)
             .sum();
         u64::try_from(held).unwrap_or(u64::MAX)
     }
@@ -74,9 +77,11 @@ impl Held {
 impl Index {
     /// Record segments `first..first+count` of `key` as held.
     fn mark(&mut self, key: &str, block_len: usize, first: usize, count: usize) {
+        let trailer = self.trailer;
         let held = self.blocks.entry(key.to_string()).or_insert_with(|| Held {
             block_len,
             present: vec![false; seg::segment_count(block_len)],
+            trailer,
         });
         for slot in held.present.iter_mut().skip(first).take(count) {
             *slot = true;
@@ -111,9 +116,22 @@ impl DiskCache {
     /// Open (creating) the cache directories and index what they already hold. Blocks
     /// beyond `capacity` bytes are evicted; `free_ratio` (0..1) of each disk is kept free.
     pub fn open(dirs: &[PathBuf], capacity: u64, free_ratio: f64) -> std::io::Result<DiskCache> {
-        let mut index = Index::default();
+        DiskCache::open_with(dirs, capacity, free_ratio, Framing::Checked)
+    }
+
+    /// [`Self::open`] with the framing of the volume's files (sealed for an encrypted one).
+    pub fn open_with(
+        dirs: &[PathBuf],
+        capacity: u64,
+        free_ratio: f64,
+        framing: Framing,
+    ) -> std::io::Result<DiskCache> {
+        let mut index = Index {
+            trailer: framing.trailer(),
+            ..Index::default()
+        };
         for dir in dirs {
-            let root = dir.join(FORMAT_DIR);
+            let root = dir.join(framing.dir_name());
             // Cached blocks are user data: the directories are the owner's alone.
             std::fs::DirBuilder::new()
                 .recursive(true)
@@ -127,7 +145,7 @@ impl DiskCache {
                 );
                 std::fs::remove_dir_all(&old)?;
             }
-            scan(&root, &root, &mut index)?;
+            scan(&root, &root, &mut index, &framing)?;
         }
         let inner = Inner {
             dirs: dirs.to_vec(),
@@ -135,6 +153,7 @@ impl DiskCache {
             free_ratio: free_ratio.clamp(0.0, 0.99),
             index: Mutex::new(index),
             stats: CacheStats::default(),
+            framing,
         };
         inner.evict_to_fit(0);
         Ok(DiskCache {
@@ -170,7 +189,7 @@ impl Inner {
     fn path_of(&self, key: &str) -> PathBuf {
         let n = self.dirs.len().max(1);
         let pick = usize::try_from(crc32c::crc32c(key.as_bytes())).unwrap_or(0) % n;
-        self.dirs[pick].join(FORMAT_DIR).join(key)
+        self.dirs[pick].join(self.framing.dir_name()).join(key)
     }
 
     /// Evict until `incoming` more bytes fit within the capacity and the disks keep their
@@ -225,7 +244,8 @@ impl Inner {
 
     fn read_whole(&self, key: &str, block_len: usize) -> Option<Bytes> {
         let path = self.path_of(key);
-        let read = File::open(&path).and_then(|file| seg::read_whole(&file, key, block_len));
+        let read = File::open(&path)
+            .and_then(|file| seg::read_whole(&file, key, block_len, &self.framing));
         match read {
             Ok(Ok(data)) => Some(data),
             Ok(Err((index, damaged))) => {
@@ -251,7 +271,7 @@ impl Inner {
         last: usize,
     ) -> Vec<Option<Bytes>> {
         let read = File::open(self.path_of(key))
-            .and_then(|file| seg::read_slots(&file, key, block_len, first, last));
+            .and_then(|file| seg::read_slots(&file, key, block_len, (first, last), &self.framing));
         let Ok(slots) = read else {
             self.index.lock().forget(key);
             return vec![None; last + 1 - first];
@@ -275,10 +295,10 @@ impl Inner {
 
     fn write_whole(&self, key: &str, data: &Bytes) {
         let block_len = data.len();
-        let size = u64::try_from(seg::full_file_len(block_len)).unwrap_or(u64::MAX);
+        let size = u64::try_from(seg::full_file_len(block_len, &self.framing)).unwrap_or(u64::MAX);
         self.evict_to_fit(size);
         let path = self.path_of(key);
-        match seg::write_whole(&path, key, data) {
+        match seg::write_whole(&path, key, data, &self.framing) {
             Ok(()) => {
                 let mut index = self.index.lock();
                 index.forget(key);
@@ -289,10 +309,13 @@ impl Inner {
     }
 
     fn write_segments(&self, key: &str, block_len: usize, first: usize, segments: &[Bytes]) {
-        let size: usize = segments.iter().map(|s| s.len() + seg::TRAILER).sum();
+        let size: usize = segments
+            .iter()
+            .map(|s| s.len() + self.framing.trailer())
+            .sum();
         self.evict_to_fit(u64::try_from(size).unwrap_or(u64::MAX));
         let path = self.path_of(key);
-        match seg::write_slots(&path, key, first, segments) {
+        match seg::write_slots(&path, key, first, segments, &self.framing) {
             Ok(()) => self
                 .index
                 .lock()
@@ -304,12 +327,12 @@ impl Inner {
 
 /// Index every block file under `root`; remove leftovers of interrupted writes and files
 /// holding nothing.
-fn scan(root: &Path, dir: &Path, index: &mut Index) -> std::io::Result<()> {
+fn scan(root: &Path, dir: &Path, index: &mut Index, framing: &Framing) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let path = entry.path();
         if entry.metadata()?.is_dir() {
-            scan(root, &path, index)?;
+            scan(root, &path, index, framing)?;
             continue;
         }
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -319,9 +342,13 @@ fn scan(root: &Path, dir: &Path, index: &mut Index) -> std::io::Result<()> {
             .unwrap_or_default();
         let held = match crate::block_len_of(&key) {
             Some(block_len) if !name.contains(seg::TMP_MARK) => File::open(&path)
-                .and_then(|file| seg::slots_on_disk(&file, block_len))
+                .and_then(|file| seg::slots_on_disk(&file, block_len, framing))
                 .ok()
-                .map(|present| Held { block_len, present }),
+                .map(|present| Held {
+                    block_len,
+                    present,
+                    trailer: framing.trailer(),
+                }),
             _ => None,
         };
         match held {
@@ -365,7 +392,8 @@ impl BlockCache for DiskCache {
     }
 
     async fn put(&self, key: &str, data: Bytes) {
-        let size = u64::try_from(seg::full_file_len(data.len())).unwrap_or(u64::MAX);
+        let size =
+            u64::try_from(seg::full_file_len(data.len(), &self.inner.framing)).unwrap_or(u64::MAX);
         let cached = matches!(self.inner.index.lock().blocks.get(key), Some(h) if h.all());
         if cached || size > self.inner.capacity {
             return;
@@ -414,7 +442,8 @@ impl BlockCache for DiskCache {
     }
 
     async fn put_segments(&self, key: &str, block_len: usize, first: usize, segments: &[Bytes]) {
-        let size: usize = segments.iter().map(|s| s.len() + seg::TRAILER).sum();
+        let trailer = self.inner.framing.trailer();
+        let size: usize = segments.iter().map(|s| s.len() + trailer).sum();
         if u64::try_from(size).unwrap_or(u64::MAX) > self.inner.capacity || segments.is_empty() {
             return;
         }

@@ -1,24 +1,127 @@
-//! The file of one block in the disk cache (FORMAT.md, "cache v2"): a sparse file with a
-//! slot per segment of the block. Slot `i` starts at `i × (SEGMENT + 8)` and holds the
-//! segment's bytes followed by an 8-byte trailer: a CRC32C bound to the block's key, the
-//! segment's index and length, then the tag `CSG2`. A slot never written is a hole and
-//! reads as zeros (no tag): the segment is simply not cached. A slot whose tag is there
-//! but whose checksum fails is damaged. Everything here is blocking file I/O, run on the
-//! blocking pool by the cache.
+//! The file of one block in the disk cache (FORMAT.md, "cache v2" and "cache v3"): a
+//! sparse file with a slot per segment of the block. With [`Framing::Checked`] slot `i`
+//! starts at `i × (SEGMENT + 8)` and holds the segment's bytes followed by an 8-byte
+//! trailer: a CRC32C bound to the block's key, the segment's index and length, then the
+//! tag `CSG2`. With [`Framing::Sealed`] (an encrypted volume) slot `i` starts at
+//! `i × (SEGMENT + 36)` and holds the segment sealed under a cache key derived from the
+//! volume's data key and the block's key, tagged `CSE3` (`strata_object::seal`): the disk
+//! holds no plaintext. A slot never written is a hole and reads as zeros (no tag): the
+//! segment is simply not cached. A slot whose tag is there but whose bytes fail their
+//! check is damaged. Everything here is blocking file I/O, run on the blocking pool by the
+//! cache.
 
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use strata_object::checksum::SEGMENT;
+use strata_object::seal::{Domain, Keys, SEALED_TRAILER};
 
-/// Bytes after each cached segment.
+/// Bytes after each cached segment of a checked (unencrypted) file.
 pub const TRAILER: usize = 8;
-/// Bytes from one slot to the next.
+/// Bytes from one slot to the next in a checked file.
 pub const STRIDE: usize = SEGMENT + TRAILER;
 const TAG: &[u8; 4] = b"CSG2";
+const SEALED_TAG: &[u8; 4] = b"CSE3";
+
+/// How the segments of a cache file are protected.
+#[derive(Debug, Clone, Default)]
+pub enum Framing {
+    /// A CRC32C per segment (a plain volume).
+    #[default]
+    Checked,
+    /// Sealed with the volume's keys (an encrypted volume).
+    Sealed(Arc<Keys>),
+}
+
+impl Framing {
+    /// Bytes after each segment.
+    pub fn trailer(&self) -> usize {
+        match self {
+            Framing::Checked => TRAILER,
+            Framing::Sealed(_) => SEALED_TRAILER,
+        }
+    }
+
+    /// Bytes from one slot to the next.
+    pub fn stride(&self) -> usize {
+        SEGMENT + self.trailer()
+    }
+
+    /// The subdirectory of a cache directory holding files of this framing.
+    pub fn dir_name(&self) -> &'static str {
+        match self {
+            Framing::Checked => "seg2",
+            Framing::Sealed(_) => "sealed3",
+        }
+    }
+
+    fn offset_of(&self, index: usize) -> u64 {
+        u64::try_from(index.saturating_mul(self.stride())).unwrap_or(u64::MAX)
+    }
+
+    /// The stored form of segments `first..` (each followed by its trailer), as one buffer.
+    fn framed_run(&self, key: &str, first: usize, segments: &[Bytes]) -> std::io::Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(segments.len() * self.stride());
+        match self {
+            Framing::Checked => {
+                for (i, data) in segments.iter().enumerate() {
+                    out.extend_from_slice(data);
+                    out.extend_from_slice(&trailer(key, first + i, data));
+                }
+            }
+            Framing::Sealed(keys) => {
+                let sealer = keys.ring().sealer(Domain::Cache, key).map_err(io_error)?;
+                for (i, data) in segments.iter().enumerate() {
+                    let at = out.len();
+                    out.extend_from_slice(data);
+                    let index = u32::try_from(first + i).map_err(io_error)?;
+                    let t = sealer
+                        .seal(key, index, SEALED_TAG, &mut out[at..])
+                        .map_err(io_error)?;
+                    out.extend_from_slice(&t);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// What the slot at `at` in `buf` holds: segment `index`, `len` bytes, then its trailer.
+    fn open_slot(&self, key: &str, index: usize, buf: &Bytes, at: usize, len: usize) -> Slot {
+        let Framing::Sealed(keys) = self else {
+            return match check_slot(key, index, buf, at, len) {
+                SlotState::Absent => Slot::Absent,
+                SlotState::Damaged => Slot::Damaged,
+                SlotState::Held => Slot::Held(buf.slice(at..at + len)),
+            };
+        };
+        let Some(sealed) = buf.get(at..at + len + SEALED_TRAILER) else {
+            return Slot::Damaged;
+        };
+        if &sealed[len..len + 4] != SEALED_TAG {
+            return Slot::Absent;
+        }
+        let ring = keys.ring();
+        let Ok(index) = u32::try_from(index) else {
+            return Slot::Damaged;
+        };
+        match ring
+            .opener(Domain::Cache, key)
+            .open_to_vec(index, sealed, &[SEALED_TAG])
+        {
+            Ok((plain, _)) => Slot::Held(Bytes::from(plain)),
+            Err(_) => Slot::Damaged,
+        }
+    }
+}
+
+fn io_error(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
 /// Marks a file being written whole (renamed into place when complete).
 pub const TMP_MARK: &str = ".tmp.";
 
@@ -46,12 +149,8 @@ pub fn segment_len(block_len: usize, index: usize) -> usize {
 }
 
 /// Bytes a file holding every segment of a block of `block_len` bytes takes.
-pub fn full_file_len(block_len: usize) -> usize {
-    block_len + segment_count(block_len) * TRAILER
-}
-
-fn offset_of(index: usize) -> u64 {
-    u64::try_from(index.saturating_mul(STRIDE)).unwrap_or(u64::MAX)
+pub fn full_file_len(block_len: usize, framing: &Framing) -> usize {
+    block_len + segment_count(block_len) * framing.trailer()
 }
 
 fn trailer(key: &str, index: usize, data: &[u8]) -> [u8; TRAILER] {
@@ -95,22 +194,19 @@ pub fn read_slots(
     file: &File,
     key: &str,
     block_len: usize,
-    first: usize,
-    last: usize,
+    (first, last): (usize, usize),
+    framing: &Framing,
 ) -> std::io::Result<Vec<Slot>> {
-    let span = (last - first) * STRIDE + segment_len(block_len, last) + TRAILER;
+    let stride = framing.stride();
+    let span = (last - first) * stride + segment_len(block_len, last) + framing.trailer();
     let mut buf = vec![0u8; span];
-    let got = read_full_at(file, &mut buf, offset_of(first))?;
+    let got = read_full_at(file, &mut buf, framing.offset_of(first))?;
     buf.truncate(got);
     let buf = Bytes::from(buf);
     Ok((first..=last)
         .map(|i| {
-            let (at, len) = ((i - first) * STRIDE, segment_len(block_len, i));
-            match check_slot(key, i, &buf, at, len) {
-                SlotState::Absent => Slot::Absent,
-                SlotState::Damaged => Slot::Damaged,
-                SlotState::Held => Slot::Held(buf.slice(at..at + len)),
-            }
+            let (at, len) = ((i - first) * stride, segment_len(block_len, i));
+            framing.open_slot(key, i, &buf, at, len)
         })
         .collect())
 }
@@ -136,10 +232,14 @@ pub fn read_whole(
     file: &File,
     key: &str,
     block_len: usize,
+    framing: &Framing,
 ) -> std::io::Result<Result<Bytes, (usize, bool)>> {
-    let mut buf = vec![0u8; full_file_len(block_len)];
+    let mut buf = vec![0u8; full_file_len(block_len, framing)];
     let got = read_full_at(file, &mut buf, 0)?;
     buf.truncate(got);
+    if let Framing::Sealed(_) = framing {
+        return Ok(open_whole(key, block_len, framing, Bytes::from(buf)));
+    }
     for i in 0..segment_count(block_len) {
         match check_slot(key, i, &buf, i * STRIDE, segment_len(block_len, i)) {
             SlotState::Held => {}
@@ -156,6 +256,30 @@ pub fn read_whole(
     Ok(Ok(Bytes::from(buf)))
 }
 
+/// Every slot of a sealed file opened into one buffer.
+fn open_whole(
+    key: &str,
+    block_len: usize,
+    framing: &Framing,
+    buf: Bytes,
+) -> Result<Bytes, (usize, bool)> {
+    let mut out = Vec::with_capacity(block_len);
+    for i in 0..segment_count(block_len) {
+        match framing.open_slot(
+            key,
+            i,
+            &buf,
+            i * framing.stride(),
+            segment_len(block_len, i),
+        ) {
+            Slot::Held(data) => out.extend_from_slice(&data),
+            Slot::Absent => return Err((i, false)),
+            Slot::Damaged => return Err((i, true)),
+        }
+    }
+    Ok(Bytes::from(out))
+}
+
 /// Create the directories above `path`, the owner's alone.
 fn create_parents(path: &Path) -> std::io::Result<()> {
     match path.parent() {
@@ -167,19 +291,9 @@ fn create_parents(path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// The stored form of segments `first..` (each followed by its trailer), as one buffer.
-fn framed_run(key: &str, first: usize, segments: &[Bytes]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(segments.len() * STRIDE);
-    for (i, data) in segments.iter().enumerate() {
-        out.extend_from_slice(data);
-        out.extend_from_slice(&trailer(key, first + i, data));
-    }
-    out
-}
-
 /// Write a whole block as a new file at `path` (written to a temporary name and renamed,
 /// so no reader sees it half written).
-pub fn write_whole(path: &Path, key: &str, data: &Bytes) -> std::io::Result<()> {
+pub fn write_whole(path: &Path, key: &str, data: &Bytes, framing: &Framing) -> std::io::Result<()> {
     create_parents(path)?;
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!("{TMP_MARK}{:08x}", rand::random::<u32>()));
@@ -187,13 +301,14 @@ pub fn write_whole(path: &Path, key: &str, data: &Bytes) -> std::io::Result<()> 
     let segments: Vec<Bytes> = (0..segment_count(data.len()))
         .map(|i| data.slice(i * SEGMENT..i * SEGMENT + segment_len(data.len(), i)))
         .collect();
+    let framed = framing.framed_run(key, 0, &segments)?;
     let write = || -> std::io::Result<()> {
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .open(&tmp)?;
-        file.write_all(&framed_run(key, 0, &segments))?;
+        file.write_all(&framed)?;
         std::fs::rename(&tmp, path)
     };
     let result = write();
@@ -210,7 +325,9 @@ pub fn write_slots(
     key: &str,
     first: usize,
     segments: &[Bytes],
+    framing: &Framing,
 ) -> std::io::Result<()> {
+    let framed = framing.framed_run(key, first, segments)?;
     create_parents(path)?;
     let file = std::fs::OpenOptions::new()
         .write(true)
@@ -218,20 +335,25 @@ pub fn write_slots(
         .truncate(false)
         .mode(0o600)
         .open(path)?;
-    file.write_all_at(&framed_run(key, first, segments), offset_of(first))
+    file.write_all_at(&framed, framing.offset_of(first))
 }
 
 /// Which segments of a block of `block_len` bytes the file may hold: those whose slots lie
 /// wholly in its allocated extents (a slot never written is a hole). Where the file system
 /// cannot tell holes from data, every slot within the file's length counts (reading one
 /// that is a hole then finds it absent).
-pub fn slots_on_disk(file: &File, block_len: usize) -> std::io::Result<Vec<bool>> {
+pub fn slots_on_disk(
+    file: &File,
+    block_len: usize,
+    framing: &Framing,
+) -> std::io::Result<Vec<bool>> {
     let len = file.metadata()?.len();
     let extents = data_extents(file, len)?;
     Ok((0..segment_count(block_len))
         .map(|i| {
-            let start = offset_of(i);
-            let end = start + u64::try_from(segment_len(block_len, i) + TRAILER).unwrap_or(0);
+            let start = framing.offset_of(i);
+            let end =
+                start + u64::try_from(segment_len(block_len, i) + framing.trailer()).unwrap_or(0);
             extents.iter().any(|&(a, b)| a <= start && end <= b)
         })
         .collect())
@@ -264,74 +386,4 @@ fn data_extents(file: &File, len: u64) -> std::io::Result<Vec<(u64, u64)>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn block(len: usize) -> Bytes {
-        Bytes::from(
-            (0..len)
-                .map(|i| u8::try_from(i * 31 % 251).unwrap())
-                .collect::<Vec<u8>>(),
-        )
-    }
-
-    #[test]
-    fn slots_hold_what_was_written_and_nothing_else() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("a/b/1_0_100000");
-        let key = "chunks/1_0_100000";
-        let data = block(100_000);
-        let seg = |i: usize| data.slice(i * SEGMENT..i * SEGMENT + segment_len(data.len(), i));
-        write_slots(&path, key, 1, &[seg(1)]).unwrap();
-        write_slots(&path, key, 3, &[seg(3)]).unwrap();
-        let file = File::open(&path).unwrap();
-        let slots = read_slots(&file, key, data.len(), 0, 3).unwrap();
-        assert_eq!(
-            slots,
-            vec![
-                Slot::Absent,
-                Slot::Held(seg(1)),
-                Slot::Absent,
-                Slot::Held(seg(3))
-            ]
-        );
-        assert_eq!(read_whole(&file, key, data.len()).unwrap(), Err((0, false)));
-        let on_disk = slots_on_disk(&file, data.len()).unwrap();
-        assert!(
-            on_disk[1] && on_disk[3],
-            "written slots are data: {on_disk:?}"
-        );
-        write_slots(&path, key, 0, &[seg(0)]).unwrap();
-        write_slots(&path, key, 2, &[seg(2)]).unwrap();
-        assert_eq!(
-            read_whole(&file, key, data.len()).unwrap(),
-            Ok(data.clone())
-        );
-        // The same bytes under another key do not verify.
-        assert_eq!(
-            read_slots(&file, "other", data.len(), 1, 1).unwrap(),
-            vec![Slot::Damaged]
-        );
-    }
-
-    #[test]
-    fn a_flipped_bit_damages_exactly_its_segment() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("k");
-        let data = block(3 * SEGMENT + 5);
-        write_whole(&path, "k", &data).unwrap();
-        assert_eq!(
-            std::fs::metadata(&path).unwrap().len(),
-            full_file_len(data.len()) as u64
-        );
-        let mut raw = std::fs::read(&path).unwrap();
-        raw[2 * STRIDE + 7] ^= 0x10;
-        std::fs::write(&path, raw).unwrap();
-        let file = File::open(&path).unwrap();
-        let slots = read_slots(&file, "k", data.len(), 0, 3).unwrap();
-        assert!(matches!(slots[1], Slot::Held(_)));
-        assert_eq!(slots[2], Slot::Damaged);
-        assert_eq!(slots[3], Slot::Held(data.slice(3 * SEGMENT..)));
-        assert_eq!(read_whole(&file, "k", data.len()).unwrap(), Err((2, true)));
-    }
-}
+mod tests;

@@ -6,6 +6,10 @@
 //! does not answer in time is skipped and marked down: the reader falls back to the
 //! object store, never to an error.
 //!
+//! On an encrypted volume the blocks a peer sends are sealed (`strata_object::seal`,
+//! domain `Peer`) under a key bound to the block, the range and the request's nonce: the
+//! network carries no plaintext, and a reply cannot be replayed for another request.
+//!
 //! A block written with `--writeback` and not uploaded yet is asked of its writer
 //! ([`Group::get_staged`]), which answers from its staging area.
 //!
@@ -25,6 +29,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use parking_lot::RwLock;
+use strata_object::seal::{Domain, Keys};
 use strata_types::Secret;
 
 pub use peer::{Peer, Timeouts};
@@ -41,6 +46,54 @@ pub struct GroupConfig {
     /// Whether this client serves peers (false with `--no-sharing`).
     pub serving: bool,
     pub timeouts: Timeouts,
+    /// An encrypted volume's keys: block bytes travel sealed.
+    pub keys: Option<Arc<Keys>>,
+}
+
+/// Segment tag of a sealed peer payload.
+const PEER_TAG: &[u8; 4] = b"PER3";
+
+/// What a sealed payload is bound to: the block, the range and the request's nonce.
+fn payload_name(req: &Request) -> String {
+    let nonce: String = req.nonce.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}:{}-{}:{nonce}", req.key, req.from, req.to)
+}
+
+/// Block bytes answering `req`, sealed when the volume is encrypted.
+pub(crate) fn seal_payload(
+    keys: Option<&Arc<Keys>>,
+    req: &Request,
+    data: Bytes,
+) -> Result<Bytes, WireError> {
+    let Some(keys) = keys else {
+        return Ok(data);
+    };
+    let name = payload_name(req);
+    let sealed = keys
+        .ring()
+        .sealer(Domain::Peer, &name)
+        .and_then(|s| s.seal_to_vec(&name, 0, PEER_TAG, &data))
+        .map_err(|e| WireError::Malformed(format!("sealing a reply: {e}")))?;
+    Ok(Bytes::from(sealed))
+}
+
+/// The block bytes of a reply to `req`, opened when the volume is encrypted.
+fn open_payload(
+    keys: Option<&Arc<Keys>>,
+    req: &Request,
+    payload: Bytes,
+) -> Result<Bytes, WireError> {
+    let Some(keys) = keys else {
+        return Ok(payload);
+    };
+    let name = payload_name(req);
+    let ring = keys.ring();
+    let opened = ring
+        .opener(Domain::Peer, &name)
+        .open_to_vec(0, &payload, &[PEER_TAG]);
+    opened
+        .map(|(plain, _)| Bytes::from(plain))
+        .map_err(|e| WireError::Malformed(format!("a peer's reply does not open: {e}")))
 }
 
 impl GroupConfig {
@@ -164,7 +217,14 @@ impl Group {
         };
         let reply = peer
             .call(&req, &self.config.secret, self.config.timeouts)
-            .await;
+            .await
+            .and_then(|mut reply| {
+                let carries_block = matches!(op, Op::Get | Op::Staged);
+                if carries_block && reply.status == wire::REPLY_OK {
+                    reply.payload = open_payload(self.config.keys.as_ref(), &req, reply.payload)?;
+                }
+                Ok(reply)
+            });
         if reply.is_err() {
             bump(&self.stats.peer_fallbacks);
         }

@@ -88,7 +88,16 @@ async fn connection(mut stream: TcpStream, chunks: &ChunkStore, group: &Group) {
         if wire::send_ack(&mut stream, wire::ACK_OK).await.is_err() {
             return;
         }
-        let reply = chunks.answer_peer(&req).await;
+        let mut reply = chunks.answer_peer(&req).await;
+        if matches!(req.op, Op::Get | Op::Staged) && reply.status == wire::REPLY_OK {
+            match super::seal_payload(group.config().keys.as_ref(), &req, reply.payload) {
+                Ok(sealed) => reply.payload = sealed,
+                Err(e) => {
+                    tracing::warn!("cache group: {e}");
+                    reply = failed();
+                }
+            }
+        }
         bump(&group.stats.served);
         let n = u64::try_from(reply.payload.len()).unwrap_or(u64::MAX);
         group.stats.served_bytes.fetch_add(n, Ordering::Relaxed);

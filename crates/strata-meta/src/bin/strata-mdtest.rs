@@ -108,6 +108,7 @@ fn bench_format() -> Format {
         created_at: strata_meta::now_ns() / 1_000_000_000,
         meta_version: strata_meta::META_VERSION,
         enable_acl: false,
+        encryption: None,
     }
 }
 

@@ -86,6 +86,7 @@ pub fn test_format(trash_days: u32) -> Format {
         created_at: 1_700_000_000,
         meta_version: META_VERSION,
         enable_acl: true,
+        encryption: None,
     }
 }
 

@@ -34,10 +34,62 @@ pub async fn format_rules<S: TestStore>() {
     ));
     meta.format(&other, true).await.unwrap();
     assert_eq!(meta.load().await.unwrap().bucket, "elsewhere");
+    encryption_rules::<S>(&meta, &other).await;
     // Root exists and is a directory with two links.
     let root = meta.getattr(Ino::ROOT).await.unwrap();
     assert_eq!(root.kind, FileType::Directory);
     assert_eq!(root.nlink, 2);
+}
+
+/// Encryption is chosen at creation only; settings that do not mention it keep the
+/// keys; a rotation may add keys but never drop one.
+async fn encryption_rules<S: TestStore>(plain_meta: &Meta, plain: &crate::Format) {
+    use crate::format::{Encryption, WrappedKey};
+    let sealed = |ids: &[u32]| Encryption {
+        wrapping: "kek".into(),
+        kek_source: None,
+        rsa_private_key: None,
+        current_key: ids.iter().copied().max().unwrap_or(1),
+        keys: ids
+            .iter()
+            .map(|&id| WrappedKey {
+                id,
+                cipher: "aes256gcm".into(),
+                wrapped: format!("{id:02x}"),
+                created_at: 0,
+            })
+            .collect(),
+    };
+    let turned_on = plain.clone().with_encryption(Some(sealed(&[1])));
+    assert!(
+        plain_meta.format(&turned_on, true).await.is_err(),
+        "not on a plain volume, even with force"
+    );
+    let store = S::create();
+    let encrypted = test_format(0).with_encryption(Some(sealed(&[1])));
+    let meta = super::volume_with(&store, encrypted.clone()).await;
+    // Reformatting with settings that do not mention encryption keeps the keys.
+    let again = crate::Format {
+        trash_days: 5,
+        ..test_format(0)
+    };
+    let kept = meta.format(&again, false).await.unwrap();
+    assert_eq!(kept.encryption, encrypted.encryption);
+    assert_eq!(kept.meta_version, crate::format::ENCRYPTION_VERSION);
+    assert!(
+        meta.format(&again, true)
+            .await
+            .unwrap()
+            .encryption
+            .is_some()
+    );
+    // A rotation adds a key; one that drops a key is refused.
+    let rotated = encrypted.clone().with_encryption(Some(sealed(&[1, 2])));
+    let stored = meta.format(&rotated, false).await.unwrap();
+    assert_eq!(stored.encryption.as_ref().map(|e| e.current_key), Some(2));
+    let dropped = encrypted.with_encryption(Some(sealed(&[2])));
+    assert!(meta.format(&dropped, false).await.is_err());
+    assert_eq!(meta.load().await.unwrap().encryption, rotated.encryption);
 }
 
 pub async fn create_and_lookup<S: TestStore>() {

@@ -119,10 +119,13 @@ impl Meta {
         self.put_batch(std::mem::take(&mut loader.batch)).await?;
         self.fix_multi_links(&loader).await?;
         // Every record is written in this client's layout (inode flags included).
+        let encryption = format.encryption.clone();
         let format = Format {
             meta_version: crate::format::META_VERSION,
+            encryption: None,
             ..format
-        };
+        }
+        .with_encryption(encryption);
         let record = format.encode()?;
         self.put_batch(vec![(keys::setting("format"), record)])
             .await?;

@@ -387,6 +387,7 @@ impl Meta {
                     if let Some(old) = tx.get(&key).await? {
                         let old = Format::decode(&key, &old)?;
                         let diffs = old.immutable_differences(format);
+                        check_keys_kept(&old, format)?;
                         if !diffs.is_empty() && !force {
                             return Err(MetaError::FormatMismatch(diffs.join("; ")));
                         }
@@ -397,9 +398,13 @@ impl Meta {
                             meta_version: old.meta_version,
                             // Access control lists, once on, stay on.
                             enable_acl: old.enable_acl,
+                            // So do the data keys: new settings replace them (a
+                            // rotation) or keep them, never remove them.
+                            encryption: None,
                             ..format.clone()
                         }
-                        .with_acl(format.enable_acl);
+                        .with_acl(format.enable_acl)
+                        .with_encryption(format.encryption.clone().or(old.encryption));
                         tx.put(key, updated.encode()?);
                         return Ok(updated);
                     }
@@ -426,11 +431,11 @@ impl Meta {
                 })
             })
             .await?;
-        if format.meta_version > crate::format::META_VERSION {
+        if format.meta_version > crate::format::UNDERSTOOD_VERSION {
             return Err(MetaError::Invalid(format!(
                 "volume uses metadata version {}, this client understands up to {}",
                 format.meta_version,
-                crate::format::META_VERSION
+                crate::format::UNDERSTOOD_VERSION
             )));
         }
         self.refresh_usage().await?;
@@ -772,4 +777,30 @@ impl Meta {
         self.charge_dirs_locally(&quota_dirs, space, inodes);
         Ok(())
     }
+}
+
+/// New settings that carry keys must keep every data key the stored ones have (a
+/// rotation adds keys, never drops one): two rotations at once must not lose one's key.
+fn check_keys_kept(old: &Format, new: &Format) -> Result<()> {
+    let (Some(old), Some(new)) = (&old.encryption, &new.encryption) else {
+        if old.encryption.is_none() && new.encryption.is_some() {
+            return Err(MetaError::Invalid(
+                "encryption is chosen when a volume is created: this one holds plain data".into(),
+            ));
+        }
+        return Ok(());
+    };
+    let lost: Vec<u32> = old
+        .keys
+        .iter()
+        .map(|k| k.id)
+        .filter(|id| !new.keys.iter().any(|k| k.id == *id))
+        .collect();
+    if lost.is_empty() {
+        return Ok(());
+    }
+    Err(MetaError::Invalid(format!(
+        "the new settings lack data keys {lost:?} (changed by another command meanwhile?): \
+         read the settings again and retry"
+    )))
 }

@@ -33,6 +33,11 @@ pub struct FsckOptions {
     pub block_size: u32,
     /// Blocks are stored uncompressed, so their exact size is known.
     pub exact_sizes: bool,
+    /// Blocks are sealed (an encrypted volume: object v3 sizes).
+    pub sealed: bool,
+    /// `--verify`: read every referenced block through this store (the volume's full
+    /// stack: checksums verified, sealed blocks authenticated), this many at once.
+    pub verify: Option<(Arc<dyn ObjectStore>, usize)>,
 }
 
 /// A file with blocks missing or of the wrong size.
@@ -43,6 +48,8 @@ pub struct BrokenFile {
     pub path: Option<String>,
     pub missing_blocks: u64,
     pub wrong_size_blocks: u64,
+    /// Blocks there that fail to read whole (`--verify`): corrupt, tampered, wrong key.
+    pub unreadable_blocks: u64,
     /// One of the bad objects, for the report.
     pub example: String,
 }
@@ -53,6 +60,8 @@ pub struct FsckReport {
     pub namespace: NamespaceReport,
     pub blocks_checked: u64,
     pub objects_listed: u64,
+    /// Blocks read whole and verified (`--verify`).
+    pub blocks_verified: u64,
     pub broken_files: Vec<BrokenFile>,
 }
 
@@ -96,7 +105,10 @@ pub async fn check_volume(
         report.namespace.problems.extend(orphans);
     }
     let listing = list_blocks(store, opts, progress, &mut report).await?;
-    let broken = find_broken(references, listing, opts, progress, &report)?;
+    let (mut broken, present) = find_broken(references, listing, opts, progress, &report)?;
+    if let (Some((data, threads)), Some(present)) = (&opts.verify, present) {
+        verify_blocks(data, *threads, present, progress, &mut report, &mut broken).await?;
+    }
     progress.stage("naming broken files", broken.len() as u64);
     for (ino, mut file) in broken {
         progress.add(1, 0);
@@ -160,16 +172,21 @@ async fn list_blocks(
     .await
 }
 
-/// Walk both sorted streams; files whose references find no object (or a wrong size).
+/// Walk both sorted streams; files whose references find no object (or a wrong size),
+/// and with `--verify` the references whose object is there (`key\tino`), to read.
 fn find_broken(
     mut references: SortedLines,
     mut listing: SortedLines,
     opts: &FsckOptions,
     progress: &Progress,
     report: &FsckReport,
-) -> Result<BTreeMap<Ino, BrokenFile>> {
+) -> Result<(BTreeMap<Ino, BrokenFile>, Option<SortedLines>)> {
     progress.stage("comparing", report.blocks_checked);
     let mut broken: BTreeMap<Ino, BrokenFile> = BTreeMap::new();
+    let mut present = match opts.verify {
+        Some(_) => Some(opts.sort.sorter()?),
+        None => None,
+    };
     let mut object = listing.next_line()?;
     while let Some(line) = references.next_line()? {
         progress.add(1, 0);
@@ -191,25 +208,106 @@ fn find_broken(
         let expected = parse_block_key(key).map_or(0, |(_, _, size)| u64::from(size));
         let (missing, wrong_size) = match found {
             None => (1, 0),
-            Some(size) if opts.exact_sizes && !stored_size_fits(size, expected) => (0, 1),
-            Some(_) => continue,
+            Some(size) if opts.exact_sizes && !stored_size_fits(size, expected, opts.sealed) => {
+                (0, 1)
+            }
+            Some(_) => {
+                if let Some(p) = present.as_mut() {
+                    p.push(line.clone())?;
+                }
+                continue;
+            }
         };
-        let file = broken.entry(ino).or_insert_with(|| BrokenFile {
-            ino,
-            path: None,
-            missing_blocks: 0,
-            wrong_size_blocks: 0,
-            example: key.to_string(),
-        });
+        let file = broken_entry(&mut broken, ino, key);
         file.missing_blocks += missing;
         file.wrong_size_blocks += wrong_size;
     }
-    Ok(broken)
+    let present = match present {
+        Some(p) => Some(p.finish()?),
+        None => None,
+    };
+    Ok((broken, present))
 }
 
-/// Whether a stored object of `size` bytes holds a block of `payload` bytes, in either
-/// object format (v2 with segment trailers, or v1 written by older versions).
-fn stored_size_fits(size: u64, payload: u64) -> bool {
+fn broken_entry<'a>(
+    broken: &'a mut BTreeMap<Ino, BrokenFile>,
+    ino: Ino,
+    key: &str,
+) -> &'a mut BrokenFile {
+    broken.entry(ino).or_insert_with(|| BrokenFile {
+        ino,
+        path: None,
+        missing_blocks: 0,
+        wrong_size_blocks: 0,
+        unreadable_blocks: 0,
+        example: key.to_string(),
+    })
+}
+
+/// Read each block in `present` (`key\tino` lines) whole through `data`, `threads` at
+/// once; a block that fails (after the store's retries) marks its file broken.
+async fn verify_blocks(
+    data: &Arc<dyn ObjectStore>,
+    threads: usize,
+    mut present: SortedLines,
+    progress: &Progress,
+    report: &mut FsckReport,
+    broken: &mut BTreeMap<Ino, BrokenFile>,
+) -> Result<()> {
+    use futures::StreamExt;
+    progress.stage("reading and verifying blocks", report.blocks_checked);
+    let mut lines = Vec::new();
+    let mut batch = Vec::with_capacity(1024);
+    loop {
+        let line = present.next_line()?;
+        if let Some(line) = line.as_ref() {
+            batch.push(line.clone());
+        }
+        if batch.len() < 1024 && line.is_some() {
+            continue;
+        }
+        let results: Vec<(String, bool, u64)> = futures::stream::iter(batch.drain(..))
+            .map(|line| async move {
+                let key = line.split_once('\t').map_or(line.as_str(), |(k, _)| k);
+                match data.get(key, None).await {
+                    Ok(bytes) => (line.clone(), true, u64::try_from(bytes.len()).unwrap_or(0)),
+                    Err(e) => {
+                        tracing::warn!("fsck --verify: {key}: {e}");
+                        (line.clone(), false, 0)
+                    }
+                }
+            })
+            .buffer_unordered(threads.max(1))
+            .collect()
+            .await;
+        for (line, ok, bytes) in results {
+            progress.add(1, bytes);
+            report.blocks_verified += 1;
+            if !ok {
+                lines.push(line);
+            }
+        }
+        if line.is_none() {
+            break;
+        }
+    }
+    for line in lines {
+        let Some((key, ino)) = line.split_once('\t') else {
+            continue;
+        };
+        let ino = Ino(ino.parse().unwrap_or(0));
+        broken_entry(broken, ino, key).unreadable_blocks += 1;
+    }
+    Ok(())
+}
+
+/// Whether a stored object of `size` bytes holds a block of `payload` bytes: sealed
+/// (object v3) on an encrypted volume, else either checked format (v2 with segment
+/// trailers, or v1 written by older versions).
+fn stored_size_fits(size: u64, payload: u64, sealed: bool) -> bool {
+    if sealed {
+        return size == strata_object::sealed::stored_size(payload);
+    }
     size == strata_object::checksum::stored_size(payload)
         || size == strata_object::checksum::stored_size_v1(payload)
 }
@@ -223,16 +321,27 @@ mod tests {
         let payload = 4 << 20;
         assert!(stored_size_fits(
             strata_object::checksum::stored_size(payload),
-            payload
+            payload,
+            false
         ));
         assert!(stored_size_fits(
             strata_object::checksum::stored_size_v1(payload),
-            payload
+            payload,
+            false
         ));
-        assert!(!stored_size_fits(payload, payload));
+        assert!(!stored_size_fits(payload, payload, false));
+        let sealed = strata_object::sealed::stored_size(payload);
+        assert!(stored_size_fits(sealed, payload, true));
+        assert!(!stored_size_fits(sealed, payload, false));
+        assert!(!stored_size_fits(
+            strata_object::checksum::stored_size(payload),
+            payload,
+            true
+        ));
         assert!(!stored_size_fits(
             strata_object::checksum::stored_size(payload) - 1,
-            payload
+            payload,
+            false
         ));
     }
 }

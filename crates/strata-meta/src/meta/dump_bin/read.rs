@@ -14,7 +14,7 @@ use super::frame::{self, FrameKind, FrameReader};
 use super::{BinaryEnd, BinaryHeader, DUMP_BIN_VERSION, Tally};
 use crate::codec::{self, InodeCore, InodeFields};
 use crate::error::{MetaError, Result};
-use crate::format::{Format, META_VERSION};
+use crate::format::{Format, UNDERSTOOD_VERSION};
 use crate::keys;
 use crate::kv::{Key, Value};
 use crate::meta::load_sink::LoadSink;
@@ -39,9 +39,9 @@ fn header_format(raw: &[u8]) -> Result<Format> {
     }
     let format: Format = serde_json::from_value(header.format)
         .map_err(|e| invalid(format!("format record: {e}")))?;
-    if format.meta_version > META_VERSION {
+    if format.meta_version > UNDERSTOOD_VERSION {
         return Err(invalid(format!(
-            "written by a newer Strata (metadata version {}; this one serves up to {META_VERSION})",
+            "written by a newer Strata (metadata version {}; this one serves up to {UNDERSTOOD_VERSION})",
             format.meta_version
         )));
     }

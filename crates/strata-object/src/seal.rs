@@ -1,0 +1,441 @@
+//! The data keys of an encrypted volume and sealing with them (FORMAT.md, "sealed
+//! segments"). A volume has one or more 256-bit data keys, each with an id and a cipher
+//! (AES-256-GCM or ChaCha20-Poly1305); new data is sealed with the current one, and data
+//! sealed with an older one keeps its key id. Nothing is sealed under a data key itself:
+//! each use (an object, a cache file, a staged block, a dump) gets its own key derived
+//! with HKDF-SHA256 from the data key, a domain label and the thing's name, and every
+//! segment a fresh random 96-bit nonce. A sealed segment is the ciphertext followed by a
+//! 36-byte trailer: a 4-byte tag (what the segment is: more follow, the last, a cache slot),
+//! the key id, the nonce and the 16-byte authentication tag. The name, the segment's index,
+//! the tag and the key id are associated data, so a segment moved to another object, place
+//! or key fails to open.
+//!
+//! Key wrapping (RSA, key-encryption keys) is not here: this module gets plain data keys
+//! from whoever unwrapped them (`strata-client`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use aws_lc_rs::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
+use aws_lc_rs::hkdf;
+use parking_lot::RwLock;
+use zeroize::Zeroizing;
+
+use crate::{ObjectError, Result};
+
+/// Bytes after each sealed segment: tag, key id, nonce, authentication tag.
+pub const SEALED_TRAILER: usize = 4 + 4 + NONCE_LEN + TAG_LEN;
+const NONCE_LEN: usize = 12;
+const TAG_LEN: usize = 16;
+/// Bytes of a data key.
+pub const KEY_LEN: usize = 32;
+
+/// The authenticated cipher of a data key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cipher {
+    Aes256Gcm,
+    ChaCha20Poly1305,
+}
+
+impl Cipher {
+    /// From a name as `format --encrypt-algo` takes it: `aes256gcm` or `chacha20`, with
+    /// or without JuiceFS's `-rsa` suffix (the wrapping is chosen by the key flags).
+    pub fn parse(name: &str) -> Result<Cipher, String> {
+        match name.strip_suffix("-rsa").unwrap_or(name) {
+            "aes256gcm" | "aes-256-gcm" => Ok(Cipher::Aes256Gcm),
+            "chacha20" | "chacha20-poly1305" => Ok(Cipher::ChaCha20Poly1305),
+            _ => Err(format!(
+                "encryption algorithm {name:?}: use aes256gcm-rsa or chacha20-rsa \
+                 (aes256gcm or chacha20 with a key-encryption key)"
+            )),
+        }
+    }
+
+    /// The name stored in the volume's settings.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cipher::Aes256Gcm => "aes256gcm",
+            Cipher::ChaCha20Poly1305 => "chacha20",
+        }
+    }
+
+    fn aead(self) -> &'static aead::Algorithm {
+        match self {
+            Cipher::Aes256Gcm => &aead::AES_256_GCM,
+            Cipher::ChaCha20Poly1305 => &aead::CHACHA20_POLY1305,
+        }
+    }
+}
+
+/// What a derived key protects: keys of different uses never open each other's bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Domain {
+    /// Blocks in the object store.
+    Object,
+    /// Segments in the disk cache.
+    Cache,
+    /// Blocks in the writeback staging log.
+    Staging,
+    /// Segments sent to a cache-group peer.
+    Peer,
+    /// Metadata dumps and backups.
+    Dump,
+}
+
+impl Domain {
+    fn label(self) -> &'static [u8] {
+        match self {
+            Domain::Object => b"strata sealed object v3",
+            Domain::Cache => b"strata sealed cache v3",
+            Domain::Staging => b"strata sealed staging v3",
+            Domain::Peer => b"strata sealed peer v3",
+            Domain::Dump => b"strata sealed dump v1",
+        }
+    }
+}
+
+/// One data key: its id, cipher and secret bytes (redacted in `Debug`, zeroed on drop).
+pub struct DataKey {
+    pub id: u32,
+    pub cipher: Cipher,
+    secret: Zeroizing<[u8; KEY_LEN]>,
+    prk: hkdf::Prk,
+}
+
+impl fmt::Debug for DataKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "DataKey({}, {}, <redacted>)",
+            self.id,
+            self.cipher.name()
+        )
+    }
+}
+
+impl DataKey {
+    pub fn new(id: u32, cipher: Cipher, secret: [u8; KEY_LEN]) -> DataKey {
+        let secret = Zeroizing::new(secret);
+        let prk = hkdf::Salt::new(hkdf::HKDF_SHA256, b"strata data key").extract(&*secret);
+        DataKey {
+            id,
+            cipher,
+            secret,
+            prk,
+        }
+    }
+
+    /// A new random key.
+    pub fn generate(id: u32, cipher: Cipher) -> Result<DataKey> {
+        let mut secret = Zeroizing::new([0u8; KEY_LEN]);
+        aws_lc_rs::rand::fill(&mut *secret)
+            .map_err(|_| ObjectError::Other("no random bytes for a data key".into()))?;
+        Ok(DataKey::new(id, cipher, *secret))
+    }
+
+    /// The secret bytes, for wrapping.
+    pub fn secret(&self) -> &[u8; KEY_LEN] {
+        &self.secret
+    }
+
+    /// The key for `name` in `domain`.
+    fn derive(&self, domain: Domain, name: &str) -> Result<LessSafeKey> {
+        let info = [domain.label(), b"\0", name.as_bytes()];
+        let algorithm = self.cipher.aead();
+        let okm = self
+            .prk
+            .expand(&info, algorithm)
+            .map_err(|_| ObjectError::Other("deriving a key failed".into()))?;
+        Ok(LessSafeKey::new(UnboundKey::from(okm)))
+    }
+}
+
+/// A volume's data keys: every id its data may be sealed with, and the current one.
+#[derive(Debug)]
+pub struct KeyRing {
+    current: u32,
+    keys: BTreeMap<u32, DataKey>,
+}
+
+impl KeyRing {
+    /// `keys` must hold `current`.
+    pub fn new(current: u32, keys: Vec<DataKey>) -> Result<KeyRing> {
+        let keys: BTreeMap<u32, DataKey> = keys.into_iter().map(|k| (k.id, k)).collect();
+        if !keys.contains_key(&current) {
+            return Err(ObjectError::NoKey(format!(
+                "the current data key {current} is not among the volume's keys"
+            )));
+        }
+        Ok(KeyRing { current, keys })
+    }
+
+    pub fn current(&self) -> &DataKey {
+        // `new` checked that the current key is there.
+        &self.keys[&self.current]
+    }
+
+    pub fn get(&self, id: u32) -> Option<&DataKey> {
+        self.keys.get(&id)
+    }
+
+    pub fn ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.keys.keys().copied()
+    }
+
+    /// A sealer for `name` in `domain` with the current key.
+    pub fn sealer(&self, domain: Domain, name: &str) -> Result<Sealer> {
+        let key = self.current();
+        Ok(Sealer {
+            key: key.derive(domain, name)?,
+            key_id: key.id,
+        })
+    }
+
+    /// An opener for `name` in `domain` (keys derived as segments ask for them).
+    pub fn opener<'a>(&'a self, domain: Domain, name: &'a str) -> Opener<'a> {
+        Opener {
+            ring: self,
+            domain,
+            name,
+            derived: Vec::new(),
+        }
+    }
+}
+
+/// Where a volume's keys are fetched again when data names a key id this client does not
+/// have (a data key added by `config --rotate-data-key` after this client started).
+#[async_trait]
+pub trait KeySource: Send + Sync + fmt::Debug {
+    async fn reload(&self) -> Result<KeyRing>;
+}
+
+/// The keys a client holds, replaced when a rotation adds one.
+#[derive(Debug)]
+pub struct Keys {
+    ring: RwLock<Arc<KeyRing>>,
+    source: Option<Arc<dyn KeySource>>,
+}
+
+impl Keys {
+    pub fn new(ring: KeyRing, source: Option<Arc<dyn KeySource>>) -> Keys {
+        Keys {
+            ring: RwLock::new(Arc::new(ring)),
+            source,
+        }
+    }
+
+    pub fn ring(&self) -> Arc<KeyRing> {
+        self.ring.read().clone()
+    }
+
+    /// Fetch the keys again if `missing` is not held; whether it is now.
+    pub async fn reload_for(&self, missing: u32) -> Result<bool> {
+        if self.ring().get(missing).is_some() {
+            return Ok(true);
+        }
+        let Some(source) = &self.source else {
+            return Ok(false);
+        };
+        let ring = source.reload().await?;
+        let found = ring.get(missing).is_some();
+        *self.ring.write() = Arc::new(ring);
+        Ok(found)
+    }
+}
+
+/// Seals segments of one thing with one derived key.
+pub struct Sealer {
+    key: LessSafeKey,
+    key_id: u32,
+}
+
+impl fmt::Debug for Sealer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Sealer(key {})", self.key_id)
+    }
+}
+
+fn aad(name: &str, index: u32, tag: &[u8; 4], key_id: u32) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(name.len() + 12);
+    aad.extend_from_slice(name.as_bytes());
+    aad.extend_from_slice(&index.to_le_bytes());
+    aad.extend_from_slice(tag);
+    aad.extend_from_slice(&key_id.to_le_bytes());
+    aad
+}
+
+impl Sealer {
+    pub fn key_id(&self) -> u32 {
+        self.key_id
+    }
+
+    /// Encrypt `in_out` (segment `index` of `name`) in place and return its trailer.
+    pub fn seal(
+        &self,
+        name: &str,
+        index: u32,
+        tag: &[u8; 4],
+        in_out: &mut [u8],
+    ) -> Result<[u8; SEALED_TRAILER]> {
+        let mut nonce = [0u8; NONCE_LEN];
+        aws_lc_rs::rand::fill(&mut nonce)
+            .map_err(|_| ObjectError::Other("no random bytes for a nonce".into()))?;
+        let auth = self
+            .key
+            .seal_in_place_separate_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(aad(name, index, tag, self.key_id)),
+                in_out,
+            )
+            .map_err(|_| ObjectError::Other(format!("sealing {name} failed")))?;
+        let mut trailer = [0u8; SEALED_TRAILER];
+        trailer[..4].copy_from_slice(tag);
+        trailer[4..8].copy_from_slice(&self.key_id.to_le_bytes());
+        trailer[8..8 + NONCE_LEN].copy_from_slice(&nonce);
+        trailer[8 + NONCE_LEN..].copy_from_slice(auth.as_ref());
+        Ok(trailer)
+    }
+
+    /// `data` sealed as one segment: ciphertext then trailer.
+    pub fn seal_to_vec(
+        &self,
+        name: &str,
+        index: u32,
+        tag: &[u8; 4],
+        data: &[u8],
+    ) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(data.len() + SEALED_TRAILER);
+        out.extend_from_slice(data);
+        let trailer = self.seal(name, index, tag, &mut out)?;
+        out.extend_from_slice(&trailer);
+        Ok(out)
+    }
+}
+
+/// Why a sealed segment did not open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenFailure {
+    /// Too short to hold a trailer.
+    CutShort,
+    /// The trailer's tag is not one the caller accepts.
+    UnknownTag([u8; 4]),
+    /// Sealed with a key id this ring does not hold.
+    NoKey(u32),
+    /// The bytes fail authentication: tampered, moved, or sealed with another key.
+    Forged,
+}
+
+impl fmt::Display for OpenFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenFailure::CutShort => write!(f, "sealed segment cut short"),
+            OpenFailure::UnknownTag(t) => write!(f, "unknown segment tag {t:02x?}"),
+            OpenFailure::NoKey(id) => write!(
+                f,
+                "sealed with data key {id}, which this client does not have"
+            ),
+            OpenFailure::Forged => {
+                write!(f, "authentication failed (tampered, moved or wrong key)")
+            }
+        }
+    }
+}
+
+/// Opens the segments of one thing; derives each key id's key once.
+pub struct Opener<'a> {
+    ring: &'a KeyRing,
+    domain: Domain,
+    name: &'a str,
+    derived: Vec<(u32, LessSafeKey)>,
+}
+
+impl fmt::Debug for Opener<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Opener({:?}, {})", self.domain, self.name)
+    }
+}
+
+impl Opener<'_> {
+    /// The tag of a sealed segment (its last 36 bytes are the trailer).
+    pub fn tag_of(sealed: &[u8]) -> Option<[u8; 4]> {
+        let at = sealed.len().checked_sub(SEALED_TRAILER)?;
+        let mut tag = [0u8; 4];
+        tag.copy_from_slice(&sealed[at..at + 4]);
+        Some(tag)
+    }
+
+    /// Decrypt segment `index` (`sealed`: ciphertext then trailer) into `out` (which must
+    /// be `sealed.len() - SEALED_TRAILER` bytes); returns the segment's tag.
+    pub fn open_into(
+        &mut self,
+        index: u32,
+        sealed: &[u8],
+        accept: &[&[u8; 4]],
+        out: &mut [u8],
+    ) -> std::result::Result<[u8; 4], OpenFailure> {
+        let at = sealed
+            .len()
+            .checked_sub(SEALED_TRAILER)
+            .ok_or(OpenFailure::CutShort)?;
+        let (ciphertext, trailer) = sealed.split_at(at);
+        let mut tag = [0u8; 4];
+        tag.copy_from_slice(&trailer[..4]);
+        if !accept.iter().any(|t| **t == tag) {
+            return Err(OpenFailure::UnknownTag(tag));
+        }
+        let key_id = u32::from_le_bytes([trailer[4], trailer[5], trailer[6], trailer[7]]);
+        let mut nonce = [0u8; NONCE_LEN];
+        nonce.copy_from_slice(&trailer[8..8 + NONCE_LEN]);
+        let auth = &trailer[8 + NONCE_LEN..];
+        let aad = aad(self.name, index, &tag, key_id);
+        let key = self.key(key_id)?;
+        let out = out
+            .get_mut(..ciphertext.len())
+            .ok_or(OpenFailure::CutShort)?;
+        key.open_separate_gather(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::from(aad),
+            ciphertext,
+            auth,
+            out,
+        )
+        .map_err(|_| OpenFailure::Forged)?;
+        Ok(tag)
+    }
+
+    /// Decrypt one sealed segment into a new buffer.
+    pub fn open_to_vec(
+        &mut self,
+        index: u32,
+        sealed: &[u8],
+        accept: &[&[u8; 4]],
+    ) -> std::result::Result<(Vec<u8>, [u8; 4]), OpenFailure> {
+        let len = sealed
+            .len()
+            .checked_sub(SEALED_TRAILER)
+            .ok_or(OpenFailure::CutShort)?;
+        let mut out = vec![0u8; len];
+        let tag = self.open_into(index, sealed, accept, &mut out)?;
+        Ok((out, tag))
+    }
+
+    fn key(&mut self, id: u32) -> std::result::Result<&LessSafeKey, OpenFailure> {
+        let at = match self.derived.iter().position(|(k, _)| *k == id) {
+            Some(at) => at,
+            None => {
+                let key = self.ring.get(id).ok_or(OpenFailure::NoKey(id))?;
+                let derived = key
+                    .derive(self.domain, self.name)
+                    .map_err(|_| OpenFailure::Forged)?;
+                self.derived.push((id, derived));
+                self.derived.len() - 1
+            }
+        };
+        Ok(&self.derived[at].1)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,283 @@
+//! Object v3: sealed objects read back whole and by range (one request, only the segments
+//! needed), hide their bytes, and refuse anything tampered, moved, cut or sealed under a
+//! key the volume does not have; keys added by a rotation are fetched when first needed.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::backend::Backend;
+use crate::seal::{Cipher, DataKey, KEY_LEN, KeySource};
+
+#[derive(Debug)]
+struct Counting {
+    inner: Arc<Backend>,
+    gets: AtomicU64,
+}
+
+#[async_trait]
+impl ObjectStore for Counting {
+    fn describe(&self) -> String {
+        "counting".into()
+    }
+    async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
+        self.gets.fetch_add(1, Ordering::Relaxed);
+        self.inner.get(key, range).await
+    }
+    async fn put(&self, key: &str, data: Bytes) -> Result<()> {
+        self.inner.put(key, data).await
+    }
+    async fn sync(&self) -> Result<u64> {
+        Ok(0)
+    }
+    async fn delete(&self, key: &str) -> Result<()> {
+        self.inner.delete(key).await
+    }
+    async fn head(&self, key: &str) -> Result<ObjectInfo> {
+        self.inner.head(key).await
+    }
+    async fn list(&self, p: &str, a: Option<&str>, l: usize) -> Result<Vec<ObjectInfo>> {
+        self.inner.list(p, a, l).await
+    }
+}
+
+fn key(id: u32, cipher: Cipher, byte: u8) -> DataKey {
+    DataKey::new(id, cipher, [byte; KEY_LEN])
+}
+
+fn keys(cipher: Cipher) -> Arc<Keys> {
+    Arc::new(Keys::new(
+        KeyRing::new(1, vec![key(1, cipher, 1)]).unwrap(),
+        None,
+    ))
+}
+
+fn store_with(inner: Arc<Backend>, keys: Arc<Keys>) -> Sealed<Counting> {
+    let counting = Counting {
+        inner,
+        gets: AtomicU64::new(0),
+    };
+    Sealed::new(counting, keys, Arc::new(ObjectStats::default()))
+}
+
+fn payload(len: usize, seed: u8) -> Bytes {
+    (0..len)
+        .map(|i| u8::try_from(i % 251).unwrap() ^ seed)
+        .collect::<Vec<_>>()
+        .into()
+}
+
+const SIZES: [usize; 7] = [
+    0,
+    1,
+    SEGMENT - 1,
+    SEGMENT,
+    SEGMENT + 1,
+    3 * SEGMENT + 5,
+    4 << 20,
+];
+
+#[tokio::test]
+async fn whole_and_ranged_reads_give_the_payload_for_every_size() {
+    for cipher in [Cipher::Aes256Gcm, Cipher::ChaCha20Poly1305] {
+        let store = store_with(Arc::new(Backend::memory()), keys(cipher));
+        for (n, len) in SIZES.into_iter().enumerate() {
+            let k = format!("chunks/0/0/{n}_0_{len}");
+            let data = payload(len, 3);
+            store.put(&k, data.clone()).await.unwrap();
+            let stored = store.inner.inner.get(&k, None).await.unwrap();
+            assert_eq!(to_u64(stored.len()), stored_size(to_u64(len)));
+            assert_eq!(payload_size(to_u64(stored.len())), to_u64(len));
+            assert_eq!(store.head(&k).await.unwrap().size, to_u64(len));
+            assert_eq!(store.get(&k, None).await.unwrap(), data);
+            let len64 = to_u64(len);
+            for r in [
+                0..1,
+                0..len64,
+                len64 / 3..len64 / 2 + 1,
+                len64.saturating_sub(7)..len64 + 9,
+                len64..len64 + 4,
+                len64 + 10..len64 + 20,
+            ] {
+                let want = slice_range(data.clone(), Some(r.clone()));
+                assert_eq!(
+                    store.get(&k, Some(r.clone())).await.unwrap(),
+                    want,
+                    "{len} {r:?}"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_ranged_read_is_one_request_for_only_its_segments() {
+    let store = store_with(Arc::new(Backend::memory()), keys(Cipher::Aes256Gcm));
+    let data = payload(4 << 20, 1);
+    store.put("b", data.clone()).await.unwrap();
+    let before = store.inner.gets.load(Ordering::Relaxed);
+    let at = 1_000_000u64;
+    let got = store.get("b", Some(at..at + 4096)).await.unwrap();
+    assert_eq!(got, slice_range(data, Some(at..at + 4096)));
+    assert_eq!(store.inner.gets.load(Ordering::Relaxed) - before, 1);
+}
+
+#[tokio::test]
+async fn stored_bytes_hold_none_of_the_plaintext() {
+    let store = store_with(Arc::new(Backend::memory()), keys(Cipher::ChaCha20Poly1305));
+    let secret = b"THE-PLANTED-PLAINTEXT-0123456789".repeat(4096);
+    store.put("p", Bytes::from(secret.clone())).await.unwrap();
+    let stored = store.inner.inner.get("p", None).await.unwrap();
+    assert!(!stored.windows(16).any(|w| w == &secret[..16]));
+}
+
+#[tokio::test]
+async fn any_damage_fails_the_reads_that_touch_it() {
+    let backend = Arc::new(Backend::memory());
+    let store = store_with(backend.clone(), keys(Cipher::Aes256Gcm));
+    let data = payload(3 * SEGMENT + 100, 9);
+    store.put("d", data.clone()).await.unwrap();
+    let stored = backend.get("d", None).await.unwrap();
+    // One byte in segment 1's ciphertext, then one in its trailer, then in the header.
+    for at in [HEADER + STRIDE + 10, HEADER + 2 * STRIDE - 3, 9] {
+        let mut bad = stored.to_vec();
+        bad[at] ^= 0x40;
+        backend.put("d", Bytes::from(bad)).await.unwrap();
+        let whole = store.get("d", None).await;
+        assert!(
+            matches!(whole, Err(ObjectError::Corrupt { .. })),
+            "{at}: {whole:?}"
+        );
+        if at > HEADER {
+            let seg = to_u64(SEGMENT);
+            assert!(store.get("d", Some(seg + 5..seg + 6)).await.is_err());
+            let fine = store.get("d", Some(2 * seg..2 * seg + 50)).await.unwrap();
+            assert_eq!(fine, slice_range(data.clone(), Some(2 * seg..2 * seg + 50)));
+        }
+    }
+    // Cut at a segment boundary: the last segment is missing.
+    backend
+        .put("d", stored.slice(..HEADER + 2 * STRIDE))
+        .await
+        .unwrap();
+    assert!(store.get("d", None).await.is_err());
+    let seg = to_u64(SEGMENT);
+    assert!(store.get("d", Some(2 * seg..3 * seg)).await.is_err());
+    // A plain (unsealed) object is not data.
+    backend.put("d", data.clone()).await.unwrap();
+    assert!(store.get("d", None).await.is_err());
+}
+
+#[tokio::test]
+async fn segments_moved_between_objects_or_places_are_refused() {
+    let backend = Arc::new(Backend::memory());
+    let store = store_with(backend.clone(), keys(Cipher::Aes256Gcm));
+    store.put("x", payload(2 * SEGMENT, 1)).await.unwrap();
+    store.put("y", payload(2 * SEGMENT, 2)).await.unwrap();
+    let x = backend.get("x", None).await.unwrap();
+    let y = backend.get("y", None).await.unwrap();
+    // y's segment 0 in x's place.
+    let mut mixed = x.to_vec();
+    mixed[HEADER..HEADER + STRIDE].copy_from_slice(&y[HEADER..HEADER + STRIDE]);
+    backend.put("x", Bytes::from(mixed)).await.unwrap();
+    assert!(store.get("x", Some(0..10)).await.is_err());
+    // x's own two segments swapped (same length, both valid under x's key).
+    let mut swapped = x.to_vec();
+    let (a, b) = (
+        HEADER..HEADER + STRIDE,
+        HEADER + STRIDE..HEADER + 2 * STRIDE,
+    );
+    swapped[a.clone()].copy_from_slice(&x[b.clone()]);
+    swapped[b].copy_from_slice(&x[a]);
+    backend.put("x", Bytes::from(swapped)).await.unwrap();
+    assert!(store.get("x", None).await.is_err());
+}
+
+#[tokio::test]
+async fn a_wrong_key_reads_nothing() {
+    let backend = Arc::new(Backend::memory());
+    let store = store_with(backend.clone(), keys(Cipher::Aes256Gcm));
+    store.put("w", payload(1000, 1)).await.unwrap();
+    let wrong = Arc::new(Keys::new(
+        KeyRing::new(1, vec![key(1, Cipher::Aes256Gcm, 2)]).unwrap(),
+        None,
+    ));
+    let other = store_with(backend, wrong);
+    assert!(matches!(
+        other.get("w", None).await,
+        Err(ObjectError::Corrupt { .. })
+    ));
+    assert!(matches!(
+        other.get("w", Some(0..5)).await,
+        Err(ObjectError::Corrupt { .. })
+    ));
+}
+
+/// Hands out the rotated ring: both keys, the second current.
+#[derive(Debug)]
+struct Rotated(AtomicU64);
+
+#[async_trait]
+impl KeySource for Rotated {
+    async fn reload(&self) -> Result<KeyRing> {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        KeyRing::new(
+            2,
+            vec![
+                key(1, Cipher::Aes256Gcm, 1),
+                key(2, Cipher::ChaCha20Poly1305, 5),
+            ],
+        )
+    }
+}
+
+#[tokio::test]
+async fn keys_added_by_a_rotation_are_fetched_once_needed() {
+    let backend = Arc::new(Backend::memory());
+    let old = store_with(backend.clone(), keys(Cipher::Aes256Gcm));
+    old.put("before", payload(5000, 1)).await.unwrap();
+    let rotated_keys = Rotated(AtomicU64::new(0)).reload().await.unwrap();
+    let new = store_with(backend.clone(), Arc::new(Keys::new(rotated_keys, None)));
+    new.put("after", payload(70_000, 2)).await.unwrap();
+    assert_eq!(new.get("before", None).await.unwrap(), payload(5000, 1));
+    // A client that started before the rotation: no source, a clear error.
+    assert!(matches!(
+        old.get("after", None).await,
+        Err(ObjectError::NoKey(_))
+    ));
+    let source = Arc::new(Rotated(AtomicU64::new(0)));
+    let ring = KeyRing::new(1, vec![key(1, Cipher::Aes256Gcm, 1)]).unwrap();
+    let following = store_with(backend, Arc::new(Keys::new(ring, Some(source.clone()))));
+    assert_eq!(
+        following.get("after", Some(10..20)).await.unwrap(),
+        payload(70_000, 2).slice(10..20)
+    );
+    assert_eq!(
+        following.get("after", None).await.unwrap(),
+        payload(70_000, 2)
+    );
+    assert_eq!(source.0.load(Ordering::Relaxed), 1, "fetched once");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn every_range_of_every_size_reads_back(
+        len in 0usize..(5 * SEGMENT),
+        start in 0u64..(6 * 32768),
+        width in 1u64..(3 * 32768),
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        rt.block_on(async {
+            let store = store_with(Arc::new(Backend::memory()), keys(Cipher::Aes256Gcm));
+            let data = payload(len, 7);
+            store.put("r", data.clone()).await.unwrap();
+            let r = start..start + width;
+            let got = store.get("r", Some(r.clone())).await.unwrap();
+            assert_eq!(got, slice_range(data, Some(r)));
+        });
+    }
+}
