@@ -264,6 +264,13 @@ impl Client {
         if let Some(wb) = &writeback {
             vfs.set_writeback(wb.clone());
         }
+        let backup_seal = match &keys {
+            Some(keys) => Some(strata_vfs::maintenance::backup::BackupSeal {
+                keys: keys.clone(),
+                header: crate::keys::sealed_file_header(&format)?,
+            }),
+            None => None,
+        };
         let jobs = BackgroundJobs::start(
             vfs.clone(),
             o.heartbeat.max(Duration::from_secs(1)),
@@ -272,6 +279,7 @@ impl Client {
                 every: o.backup_meta,
                 one_moment: !o.backup_meta_no_snapshot,
                 store: raw,
+                seal: backup_seal,
             }),
         );
         // Commits made before the change feed is up are never announced to this client,

@@ -475,6 +475,35 @@ pub fn add_data_key(
     Ok(updated)
 }
 
+/// The header of an encrypted volume's sealed files (backups, `dump --encrypt`): its
+/// name, uuid and wrapped keys — enough to open the file with the volume's KEK or RSA
+/// key when the engine it came from is gone, and nothing secret.
+pub fn sealed_file_header(format: &strata_meta::Format) -> Result<Vec<u8>> {
+    let record = format
+        .encryption
+        .as_ref()
+        .ok_or_else(|| KeyError::Missing(format!("volume {} is not encrypted", format.name)))?;
+    let header = serde_json::json!({
+        "volume": format.name,
+        "uuid": format.uuid,
+        "encryption": record,
+    });
+    serde_json::to_vec(&header).map_err(|e| KeyError::Invalid(e.to_string()))
+}
+
+/// The data keys a sealed file's header names, unwrapped as `opts` says.
+pub fn sealed_file_keys(header: &[u8], opts: &KeyOptions) -> Result<KeyRing> {
+    let bad = |e: String| KeyError::Invalid(format!("the sealed file's header: {e}"));
+    let value: serde_json::Value =
+        serde_json::from_slice(header).map_err(|e| bad(e.to_string()))?;
+    let uuid = value["uuid"]
+        .as_str()
+        .ok_or_else(|| bad("no uuid".into()))?;
+    let record: Encryption =
+        serde_json::from_value(value["encryption"].clone()).map_err(|e| bad(e.to_string()))?;
+    unwrap_ring(&record, uuid, &open_wrapper(&record, opts)?)
+}
+
 /// Fetches the volume's keys again from its settings (a data key added since the client
 /// started), unwrapped with the wrapper it opened with.
 pub struct SettingsKeys {

@@ -437,5 +437,7 @@ impl Opener<'_> {
     }
 }
 
+pub mod stream;
+
 #[cfg(test)]
 mod tests;

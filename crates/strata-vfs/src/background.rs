@@ -136,6 +136,8 @@ pub struct MetaBackup {
     /// Each backup is one moment of the engine (see `BinaryDumpOptions::one_moment`).
     pub one_moment: bool,
     pub store: Arc<dyn strata_object::ObjectStore>,
+    /// An encrypted volume's keys and the header of its sealed files: backups are sealed.
+    pub seal: Option<crate::maintenance::backup::BackupSeal>,
 }
 
 async fn backup_loop(vfs: Arc<Vfs>, plan: MetaBackup, stop: CancellationToken) {
@@ -145,6 +147,7 @@ async fn backup_loop(vfs: Arc<Vfs>, plan: MetaBackup, stop: CancellationToken) {
             &plan.store,
             plan.every,
             plan.one_moment,
+            plan.seal.as_ref(),
         )
         .await
         {

@@ -3,7 +3,9 @@
 //! (detected by its magic on load); or with `--binary`, the engine's records in
 //! compressed frames (dump v2), several scans and batches at once — the fast format for
 //! large volumes. A dump loads into an empty engine of any kind; `load` tells the
-//! formats apart by their first bytes.
+//! formats apart by their first bytes. `dump --encrypt` seals the file with an encrypted
+//! volume's data key (`strata_object::seal::stream`); `load` opens it with the keys its
+//! header names (the volume's KEK or RSA key).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
@@ -15,12 +17,15 @@ use clap::Args;
 use flate2::Compression;
 use flate2::read::MultiGzDecoder;
 use flate2::write::GzEncoder;
-use strata_meta::{BinaryDumpOptions, DumpOptions, DumpStats, Meta, MetaOptions};
+use strata_meta::{BinaryDumpOptions, DumpOptions, DumpStats, Format, Meta, MetaOptions};
 use strata_types::MetaUrl;
 use strata_vfs::maintenance::Progress;
 
+use crate::key_args::KeyArgs;
 use crate::progress::ProgressView;
 use crate::wiring;
+use strata_object::seal::KeyRing;
+use strata_object::seal::stream::{SealedReader, SealedWriter, is_sealed, read_header};
 
 #[derive(Debug, Args)]
 pub struct DumpArgs {
@@ -47,6 +52,12 @@ pub struct DumpArgs {
     /// Scans at once for --binary
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=256))]
     threads: u16,
+    /// Seal the dump with an encrypted volume's data key (a JSON dump is gzipped first);
+    /// `strata load` opens it with the volume's key-encryption key or RSA key
+    #[arg(long, requires = "file", help_heading = "Encryption")]
+    encrypt: bool,
+    #[command(flatten)]
+    keys: KeyArgs,
 }
 
 #[derive(Debug, Args)]
@@ -71,12 +82,20 @@ pub struct LoadArgs {
     /// without a volume); an engine holding a volume is still refused
     #[arg(long)]
     force: bool,
+    /// The key-encryption key of a sealed dump's volume (an RSA one takes its passphrase
+    /// from JFS_RSA_PASSPHRASE)
+    #[command(flatten)]
+    keys: KeyArgs,
 }
 
 pub fn run_dump(a: DumpArgs) -> Result<()> {
     let rt = wiring::runtime()?;
     rt.block_on(async {
-        let (meta, _) = wiring::load_meta(&a.meta_url).await?;
+        let (meta, format) = wiring::load_meta(&a.meta_url).await?;
+        let seal = match a.encrypt {
+            true => Some(dump_seal(&meta, &format, &a.keys)?),
+            false => None,
+        };
         let subdir = match &a.subdir {
             Some(path) => Some(strata_client::resolve_subdir(&meta, Some(path)).await?),
             None => None,
@@ -109,10 +128,19 @@ pub fn run_dump(a: DumpArgs) -> Result<()> {
         let partial = path.with_extension("partial");
         let file = wiring::open_private_file(&partial, false)
             .with_context(|| format!("{}", partial.display()))?;
-        let mut out = if gzip {
-            DumpFile::Gzip(GzEncoder::new(BufWriter::new(file), Compression::default()))
-        } else {
-            DumpFile::Plain(BufWriter::new(file))
+        let mut out = match seal {
+            // JSON lines compress well: gzip inside the seal (sealed bytes do not compress).
+            Some((ring, header)) => {
+                let sealed = SealedWriter::new(BufWriter::new(file), &ring, &header)?;
+                match binary {
+                    Some(_) => DumpFile::Sealed(sealed),
+                    None => DumpFile::SealedGzip(GzEncoder::new(sealed, Compression::default())),
+                }
+            }
+            None if gzip => {
+                DumpFile::Gzip(GzEncoder::new(BufWriter::new(file), Compression::default()))
+            }
+            None => DumpFile::Plain(BufWriter::new(file)),
         };
         let progress = Arc::new(Progress::default());
         progress.stage("dumping inodes", 0);
@@ -137,10 +165,29 @@ pub fn run_dump(a: DumpArgs) -> Result<()> {
     })
 }
 
-/// A dump file being written, plain or gzip.
+/// The keys and header that seal a dump of an encrypted volume.
+fn dump_seal(meta: &Arc<Meta>, format: &Format, keys: &KeyArgs) -> Result<(Arc<KeyRing>, Vec<u8>)> {
+    if format.encryption.is_none() {
+        anyhow::bail!(
+            "--encrypt: volume {} is not encrypted, so it has no data key to seal a dump with",
+            format.name
+        );
+    }
+    let Some(keys) = strata_client::volume_keys(meta, format, &keys.options())? else {
+        anyhow::bail!("volume {} has no keys", format.name);
+    };
+    Ok((
+        keys.ring(),
+        strata_client::keys::sealed_file_header(format)?,
+    ))
+}
+
+/// A dump file being written: plain, gzip, sealed (binary), or gzip inside a seal (JSON).
 enum DumpFile {
     Plain(BufWriter<File>),
     Gzip(GzEncoder<BufWriter<File>>),
+    Sealed(SealedWriter<BufWriter<File>>),
+    SealedGzip(GzEncoder<SealedWriter<BufWriter<File>>>),
 }
 
 impl Write for DumpFile {
@@ -148,6 +195,8 @@ impl Write for DumpFile {
         match self {
             DumpFile::Plain(w) => w.write(buf),
             DumpFile::Gzip(w) => w.write(buf),
+            DumpFile::Sealed(w) => w.write(buf),
+            DumpFile::SealedGzip(w) => w.write(buf),
         }
     }
 
@@ -155,16 +204,22 @@ impl Write for DumpFile {
         match self {
             DumpFile::Plain(w) => w.flush(),
             DumpFile::Gzip(w) => w.flush(),
+            DumpFile::Sealed(w) => w.flush(),
+            DumpFile::SealedGzip(w) => w.flush(),
         }
     }
 }
 
 impl DumpFile {
-    /// Write everything out (the gzip trailer too) and make it durable.
+    /// Write everything out (the gzip trailer, the last sealed record) and make it
+    /// durable.
     fn finish(self) -> Result<()> {
+        let written = |e| anyhow::Error::new(e).context("writing the dump");
         let buffered = match self {
             DumpFile::Plain(w) => w,
-            DumpFile::Gzip(w) => w.finish().context("writing the dump")?,
+            DumpFile::Gzip(w) => w.finish().map_err(written)?,
+            DumpFile::Sealed(w) => w.finish().map_err(written)?,
+            DumpFile::SealedGzip(w) => w.finish().and_then(|s| s.finish()).map_err(written)?,
         };
         let file = buffered
             .into_inner()
@@ -183,18 +238,10 @@ pub fn run_load(a: LoadArgs) -> Result<()> {
         Some(path) => Box::new(File::open(path).with_context(|| format!("{}", path.display()))?),
         None => Box::new(std::io::stdin()),
     };
-    let mut peek = BufReader::new(raw);
-    let head = peek.fill_buf().context("reading the dump")?;
-    let binary = strata_meta::is_binary(head);
-    let gzip = head.starts_with(&[0x1f, 0x8b]);
+    let (mut input, binary) = open_dump(raw, &a.keys)?;
     if a.binary && !binary {
         anyhow::bail!("--binary: the input is not a binary dump (it does not start with STRDUMP2)");
     }
-    let mut input: Box<dyn BufRead + Send> = if gzip {
-        Box::new(BufReader::new(MultiGzDecoder::new(peek)))
-    } else {
-        Box::new(peek)
-    };
     let rt = wiring::runtime()?;
     rt.block_on(async {
         let meta = Meta::new(wiring::open_engine(meta_url).await?, MetaOptions::default());
@@ -227,6 +274,29 @@ pub fn run_load(a: LoadArgs) -> Result<()> {
     })
 }
 
+/// A dump's records to read, and whether it is a binary one: a sealed dump opened with
+/// the keys its header names, then gzip or not, told apart by the first bytes.
+fn open_dump(raw: Box<dyn Read + Send>, keys: &KeyArgs) -> Result<(Box<dyn BufRead + Send>, bool)> {
+    let mut peek = BufReader::with_capacity(1 << 20, raw);
+    let head = peek.fill_buf().context("reading the dump")?;
+    let mut peek: Box<dyn BufRead + Send> = if is_sealed(head) {
+        let header = read_header(&mut peek).context("reading the sealed dump")?;
+        let ring = strata_client::keys::sealed_file_keys(&header, &keys.options())?;
+        Box::new(BufReader::with_capacity(
+            1 << 20,
+            SealedReader::new(peek, ring)?,
+        ))
+    } else {
+        Box::new(peek)
+    };
+    let head = peek.fill_buf().context("reading the dump")?;
+    let binary = strata_meta::is_binary(head);
+    if head.starts_with(&[0x1f, 0x8b]) {
+        return Ok((Box::new(BufReader::new(MultiGzDecoder::new(peek))), binary));
+    }
+    Ok((peek, binary))
+}
+
 async fn report_loaded(meta: &Meta, meta_url: &MetaUrl, stats: &DumpStats) -> Result<()> {
     let format = meta.load().await?;
     eprintln!(
@@ -249,8 +319,9 @@ fn stat_binary(a: &LoadArgs) -> Result<()> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(a.meta_url.expose()));
     let file = File::open(&path).with_context(|| format!("{}", path.display()))?;
-    let summary = strata_meta::binary_dump_summary(BufReader::with_capacity(1 << 20, file))
-        .with_context(|| format!("{}", path.display()))?;
+    let (input, _) = open_dump(Box::new(file), &a.keys)?;
+    let summary =
+        strata_meta::binary_dump_summary(input).with_context(|| format!("{}", path.display()))?;
     println!("volume:           {}", summary.volume);
     println!("metadata version: {}", summary.meta_version);
     println!(

@@ -365,3 +365,82 @@ fn an_rsa_volume_survives_both_rotations_under_a_running_mount() {
         "{verified}"
     );
 }
+
+/// The first bytes of every sealed file (dumps, backups).
+const SEALED_MAGIC: &[u8] = b"STRATA-SEALED-DUMP-1\n";
+
+#[test]
+fn backups_and_encrypted_dumps_are_sealed_and_load_with_the_key() {
+    let keys = tempfile::tempdir().unwrap();
+    let kek = key_file(keys.path(), "kek", 0x44);
+    let kek_arg = kek.to_str().unwrap();
+    let vol = Volume::new_with(&["--encrypt-key-file", kek_arg]);
+    let m = mount(
+        &vol,
+        "m",
+        &["--cache-size", "0", "--backup-meta", "1s"],
+        &[],
+    );
+    let secret_name = "E2E-PLANTED-NAME-OF-A-FILE";
+    std::fs::write(m.path.join(secret_name), b"x").unwrap();
+    // A backup is made within a second or so: sealed, no name in the clear.
+    let meta_dir = vol.dir.path().join("bucket").join("e2e-vol").join("meta");
+    assert!(eventually(Duration::from_secs(20), || !files_under(
+        &meta_dir
+    )
+    .is_empty()));
+    let backup = files_under(&meta_dir).remove(0);
+    let bytes = std::fs::read(&backup).unwrap();
+    assert!(bytes.starts_with(SEALED_MAGIC), "{}", backup.display());
+    drop(m);
+
+    // dump --encrypt, JSON and binary: sealed; load them with the key, into new engines.
+    let json = vol.dir.path().join("dump.json");
+    let bin = vol.dir.path().join("dump.bin");
+    strata_ok(&["dump", &vol.meta_url, json.to_str().unwrap(), "--encrypt"]);
+    strata_ok(&[
+        "dump",
+        &vol.meta_url,
+        bin.to_str().unwrap(),
+        "--binary",
+        "--encrypt",
+    ]);
+    for (n, file) in [json, bin, backup].iter().enumerate() {
+        let bytes = std::fs::read(file).unwrap();
+        assert!(bytes.starts_with(SEALED_MAGIC));
+        assert!(
+            !bytes
+                .windows(secret_name.len())
+                .any(|w| w == secret_name.as_bytes())
+        );
+        let target = format!(
+            "sqlite3://{}",
+            vol.dir.path().join(format!("loaded{n}.db")).display()
+        );
+        let (ok, out) = strata(&[
+            "load",
+            &target,
+            file.to_str().unwrap(),
+            "--encrypt-key-file",
+            "/nonexistent",
+        ]);
+        assert!(!ok && out.contains("/nonexistent"), "{out}");
+        strata_ok(&[
+            "load",
+            &target,
+            file.to_str().unwrap(),
+            "--encrypt-key-file",
+            kek_arg,
+        ]);
+        let loaded = Volume::existing(&target);
+        let lm = mount(&loaded, "lm", &["--cache-size", "0"], &[]);
+        assert_eq!(std::fs::read(lm.path.join(secret_name)).unwrap(), b"x");
+    }
+    let (ok, out) = strata(&[
+        "dump",
+        &Volume::new().meta_url,
+        "/tmp/never.json",
+        "--encrypt",
+    ]);
+    assert!(!ok && out.contains("not encrypted"), "{out}");
+}

@@ -5,6 +5,9 @@
 //! versions, `.json.gz`, count and are pruned alike). The dump reads the volume page by
 //! page — writers are never stopped — and is spooled through an unlinked temporary file
 //! and uploaded piece by piece, so neither its size nor the volume's is held in memory.
+//! An encrypted volume's backups are sealed files (`strata_object::seal::stream`) whose
+//! header carries the volume's wrapped keys: `strata load` opens them with the volume's
+//! key-encryption key or RSA key, without the engine they came from.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,6 +15,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use strata_meta::{BinaryDumpOptions, Meta};
 use strata_object::ObjectStore;
+use strata_object::seal::Keys;
+use strata_object::seal::stream::SealedWriter;
 use tokio::io::AsyncReadExt;
 
 use super::{MaintenanceError, Result};
@@ -36,6 +41,13 @@ fn is_backup(key: &str) -> bool {
     key.starts_with("meta/dump-") && (key.ends_with(".bin") || key.ends_with(".json.gz"))
 }
 
+/// What seals an encrypted volume's backups: its keys and the sealed files' header.
+#[derive(Clone, Debug)]
+pub struct BackupSeal {
+    pub keys: Arc<Keys>,
+    pub header: Vec<u8>,
+}
+
 /// Make a backup unless one newer than `every` exists; returns its name when made.
 /// `store` holds raw objects under the volume's prefix.
 pub async fn backup_if_due(
@@ -43,6 +55,7 @@ pub async fn backup_if_due(
     store: &Arc<dyn ObjectStore>,
     every: Duration,
     one_moment: bool,
+    seal: Option<&BackupSeal>,
 ) -> Result<Option<String>> {
     let mut backups = Vec::new();
     store
@@ -62,7 +75,7 @@ pub async fn backup_if_due(
     }
     let name = backup_name(now);
     let started = Instant::now();
-    let inodes = upload_dump(meta, store.as_ref(), &name, one_moment).await?;
+    let inodes = upload_dump(meta, store.as_ref(), &name, one_moment, seal).await?;
     store.sync().await?;
     tracing::info!(
         "metadata backup {name}: {inodes} inodes in {:.1?}",
@@ -83,15 +96,27 @@ async fn upload_dump(
     store: &dyn ObjectStore,
     name: &str,
     one_moment: bool,
+    seal: Option<&BackupSeal>,
 ) -> Result<u64> {
     let file = tempfile::tempfile()?;
-    let mut out = std::io::BufWriter::new(file);
+    let out = std::io::BufWriter::new(file);
     let opts = BinaryDumpOptions {
         threads: BACKUP_SCANS,
         keep_secret_key: false,
         one_moment,
     };
-    let stats = meta.dump_binary(&mut out, &opts, &mut |_| {}).await?;
+    let (stats, out) = match seal {
+        Some(seal) => {
+            let mut sealed = SealedWriter::new(out, &seal.keys.ring(), &seal.header)?;
+            let stats = meta.dump_binary(&mut sealed, &opts, &mut |_| {}).await?;
+            (stats, sealed.finish()?)
+        }
+        None => {
+            let mut out = out;
+            let stats = meta.dump_binary(&mut out, &opts, &mut |_| {}).await?;
+            (stats, out)
+        }
+    };
     let file = out
         .into_inner()
         .map_err(|e| MaintenanceError::Io(e.into_error()))?;
@@ -143,7 +168,7 @@ mod tests {
             .put("meta/unrelated", Bytes::from_static(b"x"))
             .await
             .unwrap();
-        let made = backup_if_due(vfs.meta(), &store, Duration::ZERO, true)
+        let made = backup_if_due(vfs.meta(), &store, Duration::ZERO, true, None)
             .await
             .unwrap()
             .expect("a backup is due");
@@ -165,10 +190,42 @@ mod tests {
         assert!(left.contains(&made) && left.contains(&"meta/unrelated".to_string()));
         assert!(!left.contains(&"meta/dump-2020-01-01-000000.json.gz".to_string()));
         // Within the interval, no second backup.
-        let again = backup_if_due(vfs.meta(), &store, Duration::from_secs(3600), false)
+        let again = backup_if_due(vfs.meta(), &store, Duration::from_secs(3600), false, None)
             .await
             .unwrap();
         assert_eq!(again, None);
+    }
+
+    /// An encrypted volume's backup is a sealed file: no name of the volume in the clear,
+    /// and the binary dump inside once opened with the keys.
+    #[tokio::test]
+    async fn an_encrypted_volumes_backups_are_sealed() {
+        use std::io::Read;
+        use strata_object::seal::stream::{SealedReader, is_sealed, read_header};
+        use strata_object::seal::{Cipher, DataKey, KeyRing};
+        let vfs = crate::testing::memory_vfs().await;
+        let store: Arc<dyn ObjectStore> = Arc::new(Backend::memory());
+        let ring = || KeyRing::new(1, vec![DataKey::new(1, Cipher::Aes256Gcm, [3; 32])]).unwrap();
+        let seal = BackupSeal {
+            keys: Arc::new(Keys::new(ring(), None)),
+            header: b"{}".to_vec(),
+        };
+        let made = backup_if_due(vfs.meta(), &store, Duration::ZERO, true, Some(&seal))
+            .await
+            .unwrap()
+            .expect("a backup is due");
+        let bytes = store.get(&made, None).await.unwrap();
+        assert!(is_sealed(&bytes));
+        assert!(!bytes.windows(11).any(|w| w == b"conformance"));
+        let mut r = &bytes[..];
+        assert_eq!(read_header(&mut r).unwrap(), b"{}");
+        let mut dump = Vec::new();
+        SealedReader::new(r, ring())
+            .unwrap()
+            .read_to_end(&mut dump)
+            .unwrap();
+        let summary = strata_meta::binary_dump_summary(&dump[..]).unwrap();
+        assert_eq!(summary.volume, "conformance");
     }
 
     #[test]
