@@ -36,6 +36,8 @@ command -v setcap >/dev/null 2>&1 || need_apt+=(libcap2-bin)
 command -v strace >/dev/null 2>&1 || need_apt+=(strace)
 # `strata debug` takes a thread dump with gdb.
 command -v gdb >/dev/null 2>&1 || need_apt+=(gdb)
+# Encryption tests make RSA keys as users do (`openssl genrsa -aes256`).
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 # Metadata engines the conformance and multi-client tests run against; protoc for etcd-client.
 command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)

@@ -391,6 +391,17 @@ fn wrapped_record(wrapper: &Wrapper, uuid: &str, key: &DataKey) -> Result<Wrappe
     })
 }
 
+/// A KEK source from `STRATA_ENCRYPT_KEY_FILE` or `STRATA_ENCRYPT_KEY_CMD` (the CLI's
+/// flags read them too), for clients without flags: the SDK, `strata sync`.
+fn kek_from_environment() -> Option<KekSource> {
+    if let Some(path) = std::env::var_os("STRATA_ENCRYPT_KEY_FILE") {
+        return Some(KekSource::File(path.into()));
+    }
+    std::env::var("STRATA_ENCRYPT_KEY_CMD")
+        .ok()
+        .map(KekSource::Command)
+}
+
 /// The wrapper a client opens the volume's keys with: from `opts`, else the environment
 /// and the source recorded at format time.
 pub fn open_wrapper(record: &Encryption, opts: &KeyOptions) -> Result<Wrapper> {
@@ -400,6 +411,7 @@ pub fn open_wrapper(record: &Encryption, opts: &KeyOptions) -> Result<Wrapper> {
             let source = opts
                 .kek
                 .clone()
+                .or_else(kek_from_environment)
                 .or_else(|| recorded.and_then(KekSource::from_hint))
                 .ok_or_else(|| {
                     KeyError::Missing(format!(

@@ -13,14 +13,14 @@
 //! Key wrapping (RSA, key-encryption keys) is not here: this module gets plain data keys
 //! from whoever unwrapped them (`strata-client`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_lc_rs::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
 use aws_lc_rs::hkdf;
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use zeroize::Zeroizing;
 
 use crate::{ObjectError, Result};
@@ -70,7 +70,7 @@ impl Cipher {
 }
 
 /// What a derived key protects: keys of different uses never open each other's bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Domain {
     /// Blocks in the object store.
     Object,
@@ -153,10 +153,22 @@ impl DataKey {
 }
 
 /// A volume's data keys: every id its data may be sealed with, and the current one.
-#[derive(Debug)]
 pub struct KeyRing {
     current: u32,
     keys: BTreeMap<u32, DataKey>,
+    /// Keys derived lately, by (domain, key id, name): a random reader of one block derives
+    /// its key once, not per read (HKDF and the cipher's key schedule cost microseconds).
+    derived: Mutex<HashMap<(Domain, u32, String), Arc<LessSafeKey>>>,
+}
+
+/// Derived keys kept at most (then forgotten all at once).
+const DERIVED_KEPT: usize = 4096;
+
+impl fmt::Debug for KeyRing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ids: Vec<u32> = self.keys.keys().copied().collect();
+        write!(f, "KeyRing(current {}, keys {ids:?})", self.current)
+    }
 }
 
 impl KeyRing {
@@ -168,7 +180,29 @@ impl KeyRing {
                 "the current data key {current} is not among the volume's keys"
             )));
         }
-        Ok(KeyRing { current, keys })
+        Ok(KeyRing {
+            current,
+            keys,
+            derived: Mutex::default(),
+        })
+    }
+
+    /// The key for `name` in `domain` under data key `id` (derived once, then kept).
+    fn derived(&self, domain: Domain, id: u32, name: &str) -> Option<Result<Arc<LessSafeKey>>> {
+        let data_key = self.keys.get(&id)?;
+        let wanted = (domain, id, name.to_string());
+        if let Some(key) = self.derived.lock().get(&wanted) {
+            return Some(Ok(key.clone()));
+        }
+        Some(data_key.derive(domain, name).map(|key| {
+            let key = Arc::new(key);
+            let mut derived = self.derived.lock();
+            if derived.len() >= DERIVED_KEPT {
+                derived.clear();
+            }
+            derived.insert(wanted, key.clone());
+            key
+        }))
     }
 
     pub fn current(&self) -> &DataKey {
@@ -186,11 +220,11 @@ impl KeyRing {
 
     /// A sealer for `name` in `domain` with the current key.
     pub fn sealer(&self, domain: Domain, name: &str) -> Result<Sealer> {
-        let key = self.current();
-        Ok(Sealer {
-            key: key.derive(domain, name)?,
-            key_id: key.id,
-        })
+        let id = self.current;
+        let key = self
+            .derived(domain, id, name)
+            .ok_or_else(|| ObjectError::NoKey(format!("data key {id}")))??;
+        Ok(Sealer { key, key_id: id })
     }
 
     /// An opener for `name` in `domain` (keys derived as segments ask for them).
@@ -247,7 +281,7 @@ impl Keys {
 
 /// Seals segments of one thing with one derived key.
 pub struct Sealer {
-    key: LessSafeKey,
+    key: Arc<LessSafeKey>,
     key_id: u32,
 }
 
@@ -343,12 +377,35 @@ impl fmt::Display for OpenFailure {
     }
 }
 
+/// The tag, key id and nonce of a trailer whose tag is one of `accept`.
+fn parse_trailer(
+    trailer: &[u8],
+    accept: &[&[u8; 4]],
+) -> std::result::Result<([u8; 4], u32, [u8; NONCE_LEN]), OpenFailure> {
+    let mut tag = [0u8; 4];
+    tag.copy_from_slice(&trailer[..4]);
+    if !accept.iter().any(|t| **t == tag) {
+        return Err(OpenFailure::UnknownTag(tag));
+    }
+    let key_id = u32::from_le_bytes([trailer[4], trailer[5], trailer[6], trailer[7]]);
+    let mut nonce = [0u8; NONCE_LEN];
+    nonce.copy_from_slice(&trailer[8..8 + NONCE_LEN]);
+    Ok((tag, key_id, nonce))
+}
+
+/// The data key id the sealed segment `sealed` (ciphertext then trailer) names.
+pub fn key_id_of(sealed: &[u8]) -> Option<u32> {
+    let at = sealed.len().checked_sub(SEALED_TRAILER)?;
+    let id = sealed.get(at + 4..at + 8)?;
+    Some(u32::from_le_bytes([id[0], id[1], id[2], id[3]]))
+}
+
 /// Opens the segments of one thing; derives each key id's key once.
 pub struct Opener<'a> {
     ring: &'a KeyRing,
     domain: Domain,
     name: &'a str,
-    derived: Vec<(u32, LessSafeKey)>,
+    derived: Vec<(u32, Arc<LessSafeKey>)>,
 }
 
 impl fmt::Debug for Opener<'_> {
@@ -380,14 +437,7 @@ impl Opener<'_> {
             .checked_sub(SEALED_TRAILER)
             .ok_or(OpenFailure::CutShort)?;
         let (ciphertext, trailer) = sealed.split_at(at);
-        let mut tag = [0u8; 4];
-        tag.copy_from_slice(&trailer[..4]);
-        if !accept.iter().any(|t| **t == tag) {
-            return Err(OpenFailure::UnknownTag(tag));
-        }
-        let key_id = u32::from_le_bytes([trailer[4], trailer[5], trailer[6], trailer[7]]);
-        let mut nonce = [0u8; NONCE_LEN];
-        nonce.copy_from_slice(&trailer[8..8 + NONCE_LEN]);
+        let (tag, key_id, nonce) = parse_trailer(trailer, accept)?;
         let auth = &trailer[8 + NONCE_LEN..];
         let aad = aad(self.name, index, &tag, key_id);
         let key = self.key(key_id)?;
@@ -400,6 +450,32 @@ impl Opener<'_> {
             ciphertext,
             auth,
             out,
+        )
+        .map_err(|_| OpenFailure::Forged)?;
+        Ok(tag)
+    }
+
+    /// Decrypt segment `index` in place: `sealed` is its ciphertext then trailer, and its
+    /// first `sealed.len() - SEALED_TRAILER` bytes become the plaintext. Returns the tag.
+    pub fn open_in_place(
+        &mut self,
+        index: u32,
+        sealed: &mut [u8],
+        accept: &[&[u8; 4]],
+    ) -> std::result::Result<[u8; 4], OpenFailure> {
+        let at = sealed
+            .len()
+            .checked_sub(SEALED_TRAILER)
+            .ok_or(OpenFailure::CutShort)?;
+        let (ciphertext, trailer) = sealed.split_at_mut(at);
+        let (tag, key_id, nonce) = parse_trailer(trailer, accept)?;
+        let aad = aad(self.name, index, &tag, key_id);
+        let key = self.key(key_id)?;
+        key.open_in_place_separate_tag(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::from(aad),
+            &trailer[8 + NONCE_LEN..],
+            ciphertext,
         )
         .map_err(|_| OpenFailure::Forged)?;
         Ok(tag)
@@ -425,9 +501,10 @@ impl Opener<'_> {
         let at = match self.derived.iter().position(|(k, _)| *k == id) {
             Some(at) => at,
             None => {
-                let key = self.ring.get(id).ok_or(OpenFailure::NoKey(id))?;
-                let derived = key
-                    .derive(self.domain, self.name)
+                let derived = self
+                    .ring
+                    .derived(self.domain, id, self.name)
+                    .ok_or(OpenFailure::NoKey(id))?
                     .map_err(|_| OpenFailure::Forged)?;
                 self.derived.push((id, derived));
                 self.derived.len() - 1

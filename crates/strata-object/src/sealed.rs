@@ -98,118 +98,112 @@ pub fn seal_in(ring: &KeyRing, domain: Domain, key: &str, payload: &[u8]) -> Res
     Ok(out.freeze())
 }
 
-/// What opening failed on: a key this client lacks (worth reloading the keys), or bytes
-/// that are not what was sealed.
-enum Failed {
-    NoKey(u32),
-    Corrupt(ObjectError),
-}
-
-impl Failed {
-    fn at(key: &str, what: &str, f: OpenFailure) -> Failed {
-        match f {
-            OpenFailure::NoKey(id) => Failed::NoKey(id),
-            other => Failed::Corrupt(corrupt(key, format!("{what}: {other}"))),
+fn failure(key: &str, what: &str, f: OpenFailure) -> ObjectError {
+    match f {
+        OpenFailure::NoKey(id) => {
+            ObjectError::NoKey(format!("{key} ({what}) is sealed with data key {id}"))
         }
+        other => corrupt(key, format!("{what}: {other}")),
     }
 }
 
-/// The payload length and segment size from the first [`HEADER`] stored bytes.
-fn open_header(ring: &KeyRing, domain: Domain, key: &str, stored: &[u8]) -> Result<u64, Failed> {
+/// The payload length from the first [`HEADER`] stored bytes.
+fn open_header(ring: &KeyRing, domain: Domain, key: &str, stored: &[u8]) -> Result<u64> {
     if stored.get(..4) != Some(&MAGIC[..]) {
-        return Err(Failed::Corrupt(corrupt(
-            key,
-            "not a sealed object (no STS3 header)",
-        )));
+        return Err(corrupt(key, "not a sealed object (no STS3 header)"));
     }
     let sealed = stored
         .get(4..HEADER)
-        .ok_or_else(|| Failed::Corrupt(corrupt(key, "header cut short")))?;
+        .ok_or_else(|| corrupt(key, "header cut short"))?;
     let mut opener = ring.opener(domain, key);
     let mut fields = [0u8; HEADER_FIELDS];
     opener
         .open_into(HEADER_INDEX, sealed, &[TAG_HEADER], &mut fields)
-        .map_err(|f| Failed::at(key, "header", f))?;
+        .map_err(|f| failure(key, "header", f))?;
     let segment = u32::from_le_bytes([fields[4], fields[5], fields[6], fields[7]]);
     if usize::try_from(segment).ok() != Some(SEGMENT) {
-        return Err(Failed::Corrupt(corrupt(key, "unknown segment size")));
+        return Err(corrupt(key, "unknown segment size"));
     }
     Ok(u64::from(u32::from_le_bytes([
         fields[0], fields[1], fields[2], fields[3],
     ])))
 }
 
-/// Open a whole stored object and return its payload.
-fn open_object(ring: &KeyRing, key: &str, stored: &[u8]) -> Result<Bytes, Failed> {
-    open_whole(ring, Domain::Object, key, stored)
+/// The bytes of `stored` to decrypt in place: its own buffer when nothing else holds
+/// it, else a copy.
+fn writable(stored: Bytes) -> BytesMut {
+    stored
+        .try_into_mut()
+        .unwrap_or_else(|shared| BytesMut::from(&shared[..]))
 }
 
-/// A whole payload sealed by [`seal_in`] for `domain`, opened.
-pub fn open_in(ring: &KeyRing, domain: Domain, key: &str, stored: &[u8]) -> Result<Bytes> {
-    open_whole(ring, domain, key, stored).map_err(|f| match f {
-        Failed::NoKey(id) => ObjectError::NoKey(format!("{key} is sealed with data key {id}")),
-        Failed::Corrupt(e) => e,
-    })
-}
-
-fn open_whole(ring: &KeyRing, domain: Domain, key: &str, stored: &[u8]) -> Result<Bytes, Failed> {
-    let len = open_header(ring, domain, key, stored)?;
+/// A whole payload sealed by [`seal_in`] for `domain`, opened (in the stored bytes' own
+/// buffer when it can be).
+pub fn open_in(ring: &KeyRing, domain: Domain, key: &str, stored: Bytes) -> Result<Bytes> {
+    let len = open_header(ring, domain, key, &stored)?;
     if to_u64(stored.len()) != stored_size(len) {
-        return Err(Failed::Corrupt(corrupt(
+        return Err(corrupt(
             key,
             format!(
                 "{} bytes stored, expected {}",
                 stored.len(),
                 stored_size(len)
             ),
-        )));
+        ));
     }
-    let len = usize::try_from(len).map_err(|_| Failed::Corrupt(corrupt(key, "too large")))?;
-    let mut out = BytesMut::zeroed(len);
-    let (tags, _) = open_run(ring, domain, key, 0, &stored[HEADER..], &mut out)?;
-    if len > 0 && tags.last() != Some(&TAG_LAST) {
-        return Err(Failed::Corrupt(corrupt(key, "last segment missing")));
+    let len = usize::try_from(len).map_err(|_| corrupt(key, "too large"))?;
+    let mut buf = writable(stored);
+    let (written, ended) = open_run(ring, domain, key, 0, &mut buf, HEADER)?;
+    if written != len || (len > 0 && !ended) {
+        return Err(corrupt(key, "last segment missing"));
     }
-    Ok(out.freeze())
+    buf.truncate(len);
+    Ok(buf.freeze())
 }
 
-/// Open the stored segments in `run` (from index `first`) into `out`; the tags seen and
-/// the payload bytes written. A segment tagged last must be the run's final one, and only
-/// the last may be shorter than [`SEGMENT`].
+/// Open the stored segments in `buf[from..]` (from index `first`), each in place, and
+/// move their payloads to the front of `buf`; the payload bytes and whether the object's
+/// last segment was among them. A segment tagged last must be the run's final one, and
+/// only the last may be shorter than [`SEGMENT`].
 fn open_run(
     ring: &KeyRing,
     domain: Domain,
     key: &str,
     first: u32,
-    run: &[u8],
-    out: &mut [u8],
-) -> Result<(Vec<&'static [u8; 4]>, usize), Failed> {
+    buf: &mut [u8],
+    from: usize,
+) -> Result<(usize, bool)> {
     let mut opener = ring.opener(domain, key);
-    let mut tags = Vec::new();
     let mut written = 0;
-    for (n, sealed) in run.chunks(STRIDE).enumerate() {
+    let mut at = from;
+    let mut n = 0usize;
+    while at < buf.len() {
+        let end = (at + STRIDE).min(buf.len());
         let index = first
-            .checked_add(index_of(key, n).map_err(Failed::Corrupt)?)
-            .ok_or_else(|| Failed::Corrupt(corrupt(key, "offset too large")))?;
-        let plain = sealed.len().saturating_sub(SEALED_TRAILER);
-        let target = out
-            .get_mut(written..written + plain)
-            .ok_or_else(|| Failed::Corrupt(corrupt(key, "more bytes than expected")))?;
+            .checked_add(index_of(key, n)?)
+            .ok_or_else(|| corrupt(key, "offset too large"))?;
         let tag = opener
-            .open_into(index, sealed, &[TAG_MORE, TAG_LAST], target)
-            .map_err(|f| Failed::at(key, &format!("segment {index}"), f))?;
+            .open_in_place(index, &mut buf[at..end], &[TAG_MORE, TAG_LAST])
+            .map_err(|f| failure(key, &format!("segment {index}"), f))?;
         let last = tag == *TAG_LAST;
-        let final_chunk = (n + 1) * STRIDE >= run.len();
-        if (last && !final_chunk) || (!last && sealed.len() < STRIDE) {
-            return Err(Failed::Corrupt(corrupt(
-                key,
-                format!("segment {index}: cut short"),
-            )));
+        if (last && end != buf.len()) || (!last && end - at < STRIDE) {
+            return Err(corrupt(key, format!("segment {index}: cut short")));
         }
-        tags.push(if last { TAG_LAST } else { TAG_MORE });
+        let plain = end - at - SEALED_TRAILER;
+        buf.copy_within(at..at + plain, written);
         written += plain;
+        at = end;
+        n += 1;
+        if last {
+            return Ok((written, true));
+        }
     }
-    Ok((tags, written))
+    Ok((written, false))
+}
+
+/// The data key id the first sealed piece of `stored` names (from `at`, `len` bytes).
+fn first_key_id(stored: &[u8], at: usize, len: usize) -> Option<u32> {
+    crate::seal::key_id_of(stored.get(at..(at + len).min(stored.len()))?)
 }
 
 /// Seals what is put and opens what is read.
@@ -231,53 +225,43 @@ impl<S: ObjectStore> Sealed<S> {
         e
     }
 
-    /// Run `open` with the client's keys; when the bytes name a key it lacks, fetch the
-    /// volume's keys again (a rotation since it started) and try once more.
-    async fn with_keys<T>(
-        &self,
-        key: &str,
-        open: impl Fn(&KeyRing) -> Result<T, Failed>,
-    ) -> Result<T> {
-        let missing = match open(&self.keys.ring()) {
-            Ok(v) => return Ok(v),
-            Err(Failed::Corrupt(e)) => return Err(self.corrupt(e)),
-            Err(Failed::NoKey(id)) => id,
+    /// The client's keys, holding data key `id` when the volume has it: a key added by a
+    /// rotation since this client started is fetched once.
+    async fn ring_with(&self, key: &str, id: Option<u32>) -> Result<Arc<KeyRing>> {
+        let ring = self.keys.ring();
+        let Some(id) = id.filter(|id| ring.get(*id).is_none()) else {
+            return Ok(ring);
         };
-        if self.keys.reload_for(missing).await? {
-            match open(&self.keys.ring()) {
-                Ok(v) => return Ok(v),
-                Err(Failed::Corrupt(e)) => return Err(self.corrupt(e)),
-                Err(Failed::NoKey(_)) => {}
-            }
+        if self.keys.reload_for(id).await? {
+            return Ok(self.keys.ring());
         }
         Err(ObjectError::NoKey(format!(
-            "object {key} is sealed with data key {missing}, which the volume's settings do not hold"
+            "object {key} is sealed with data key {id}, which the volume's settings do not hold"
         )))
+    }
+
+    /// Count and log a corrupt object; other errors pass.
+    fn checked<T>(&self, r: Result<T>) -> Result<T> {
+        r.map_err(|e| match e {
+            ObjectError::Corrupt { .. } => self.corrupt(e),
+            other => other,
+        })
     }
 
     async fn get_whole(&self, key: &str) -> Result<Bytes> {
         let stored = self.inner.get(key, None).await?;
+        let ring = self
+            .ring_with(key, first_key_id(&stored, 4, HEADER - 4))
+            .await?;
         if stored.len() < OFFLOAD_BYTES {
-            return self
-                .with_keys(key, |ring| open_object(ring, key, &stored))
-                .await;
+            return self.checked(open_in(&ring, Domain::Object, key, stored));
         }
-        let ring = self.keys.ring();
         let owned = key.to_string();
-        let (opened, stored) = tokio::task::spawn_blocking(move || {
-            let opened = open_object(&ring, &owned, &stored);
-            (opened, stored)
-        })
-        .await
-        .map_err(|e| ObjectError::Other(format!("opening {key}: {e}")))?;
-        match opened {
-            Ok(payload) => Ok(payload),
-            Err(Failed::Corrupt(e)) => Err(self.corrupt(e)),
-            Err(Failed::NoKey(_)) => {
-                self.with_keys(key, |ring| open_object(ring, key, &stored))
-                    .await
-            }
-        }
+        let opened =
+            tokio::task::spawn_blocking(move || open_in(&ring, Domain::Object, &owned, stored))
+                .await
+                .map_err(|e| ObjectError::Other(format!("opening {key}: {e}")))?;
+        self.checked(opened)
     }
 
     async fn get_segments(&self, key: &str, range: &Range<u64>) -> Result<Bytes> {
@@ -288,33 +272,39 @@ impl<S: ObjectStore> Sealed<S> {
         let stored_range = to_u64(HEADER) + first * stride..to_u64(HEADER) + (last + 1) * stride;
         let wanted = stored_range.end - stored_range.start;
         let bytes = self.inner.get(key, Some(stored_range)).await?;
+        let fetched = to_u64(bytes.len());
         let first_index = u32::try_from(first).map_err(|_| corrupt(key, "offset too large"))?;
-        let (payload, ended) = self
-            .with_keys(key, |ring| {
-                let mut out = vec![0u8; bytes.len()];
-                let (tags, n) = open_run(ring, Domain::Object, key, first_index, &bytes, &mut out)?;
-                out.truncate(n);
-                Ok((out, tags.last() == Some(&TAG_LAST)))
-            })
-            .await?;
-        if to_u64(bytes.len()) < wanted && !ended {
+        let ring = self.ring_with(key, first_key_id(&bytes, 0, STRIDE)).await?;
+        let mut buf = writable(bytes);
+        let (written, ended) = self.checked(open_run(
+            &ring,
+            Domain::Object,
+            key,
+            first_index,
+            &mut buf,
+            0,
+        ))?;
+        if fetched < wanted && !ended {
             // Fewer bytes than asked for are fine only past the object's end.
-            let past_the_end = payload.is_empty() && self.payload_len(key).await? <= range.start;
+            let past_the_end = written == 0 && self.payload_len(key).await? <= range.start;
             if !past_the_end {
                 return Err(self.corrupt(corrupt(key, "object cut short")));
             }
         }
+        buf.truncate(written);
         let start = range.start - first * segment;
         Ok(slice_range(
-            Bytes::from(payload),
+            buf.freeze(),
             Some(start..range.end - first * segment),
         ))
     }
 
     async fn payload_len(&self, key: &str) -> Result<u64> {
         let head = self.inner.get(key, Some(0..to_u64(HEADER))).await?;
-        self.with_keys(key, |ring| open_header(ring, Domain::Object, key, &head))
-            .await
+        let ring = self
+            .ring_with(key, first_key_id(&head, 4, HEADER - 4))
+            .await?;
+        self.checked(open_header(&ring, Domain::Object, key, &head))
     }
 }
 

@@ -197,7 +197,7 @@ impl Writeback {
         blocking(move || {
             Ok(staging.read(&key, None).map(|read| {
                 let stored = read?;
-                crate::sealed::open_in(&ring, crate::seal::Domain::Staging, &key, &stored)
+                crate::sealed::open_in(&ring, crate::seal::Domain::Staging, &key, stored)
                     .map(|plain| crate::slice_range(plain, range))
             }))
         })

@@ -81,3 +81,25 @@ def test_a_wrong_or_missing_key_fails_at_open(encrypted, tmp_path):
     kek.unlink()
     with pytest.raises(PermissionError, match="key-encryption key file"):
         strata.Client(volume.meta_url)
+
+
+def test_an_rsa_volume_opens_with_its_passphrase(tmp_path, monkeypatch):
+    pem = tmp_path / "key.pem"
+    subprocess.run(["openssl", "genrsa", "-aes256", "-passout", "pass:py-pass", "-out",
+                    str(pem), "2048"], check=True, capture_output=True)
+    monkeypatch.setenv("JFS_RSA_PASSPHRASE", "py-pass")
+    url = f"sqlite3://{tmp_path}/meta.db"
+    run("format", url, "rsavol", "--bucket", str(tmp_path / "bucket"),
+        "--encrypt-rsa-key", str(pem))
+    data = PLANTED * 40_000
+    with strata.Client(url, cache_size=0) as c:
+        with c.open("/r", "wb") as f:
+            f.write(data)
+    with strata.Client(url, cache_size=0) as c:
+        with c.open("/r", "rb") as f:
+            assert f.read() == data
+    for path in files_under(tmp_path / "bucket"):
+        assert PLANTED not in path.read_bytes(), path
+    monkeypatch.setenv("JFS_RSA_PASSPHRASE", "not-it")
+    with pytest.raises(PermissionError, match="wrong passphrase"):
+        strata.Client(url, cache_size=0)

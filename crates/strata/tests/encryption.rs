@@ -319,6 +319,34 @@ fn an_rsa_volume_survives_both_rotations_under_a_running_mount() {
     let first = mount(&vol, "first", &["--cache-size", "0"], &pass);
     let one = planted_data(2_500_000);
     write_synced(&first.path.join("one"), &one);
+    // The gateway opens the RSA-wrapped volume with the same passphrase.
+    let gw = Daemon::start(
+        &vol,
+        "gw",
+        &["gateway", &meta_url, "127.0.0.1:0", "--cache-size", "0"],
+        &[
+            ("STRATA_ACCESS_KEY", "enc-key"),
+            ("STRATA_SECRET_KEY", "enc-secret-123"),
+            ("JFS_RSA_PASSPHRASE", "rsa-pass"),
+        ],
+    );
+    let body = vol.dir.path().join("body");
+    std::fs::write(&body, planted_data(70_000)).unwrap();
+    run(aws_cli(&gw.url, "enc-key", "enc-secret-123")
+        .args([
+            "s3api",
+            "put-object",
+            "--bucket",
+            "e2e-vol",
+            "--key",
+            "via-s3",
+        ])
+        .arg("--body")
+        .arg(&body));
+    gw.stop();
+    assert!(eventually(Duration::from_secs(10), || {
+        std::fs::read(first.path.join("via-s3")).is_ok_and(|b| b == planted_data(70_000))
+    }));
     // A new data key while `first` runs: a client started after it seals with key 2,
     // and `first` fetches the key when it meets a block sealed with it.
     let rotated = Command::new(STRATA)
@@ -361,7 +389,7 @@ fn an_rsa_volume_survives_both_rotations_under_a_running_mount() {
     files_without_plaintext(&vol.dir.path().join("bucket"));
     let verified = strata_ok(&["fsck", &meta_url, "--verify"]);
     assert!(
-        verified.contains("read and verified 2 blocks"),
+        verified.contains("read and verified 3 blocks"),
         "{verified}"
     );
 }
