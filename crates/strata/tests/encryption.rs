@@ -120,6 +120,34 @@ fn read_at(path: &Path, at: u64, len: usize) -> std::io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// A `strata gateway` of the volume at `meta_url` with the key `env` (a KEK file or an
+/// RSA passphrase), and `len` planted bytes put through it as `via-s3`; returns the
+/// gateway and the bytes.
+fn gateway_put(vol: &Volume, meta_url: &str, env: (&str, &str), len: usize) -> (Daemon, Vec<u8>) {
+    let gw = Daemon::start(
+        vol,
+        "gw",
+        &["gateway", meta_url, "127.0.0.1:0", "--cache-size", "0"],
+        &[
+            ("STRATA_ACCESS_KEY", "enc-key"),
+            ("STRATA_SECRET_KEY", "enc-secret-123"),
+            env,
+        ],
+    );
+    let data = planted_data(len);
+    let body = vol.dir.path().join("body");
+    std::fs::write(&body, &data).unwrap();
+    s3api(&gw, &["put-object", "--body", body.to_str().unwrap()]);
+    (gw, data)
+}
+
+/// `aws s3api CMD --bucket e2e-vol --key via-s3 ARGS...` against `gw`.
+fn s3api(gw: &Daemon, args: &[&str]) {
+    run(aws_cli(&gw.url, "enc-key", "enc-secret-123")
+        .args(["s3api", args[0], "--bucket", "e2e-vol", "--key", "via-s3"])
+        .args(&args[1..]));
+}
+
 #[test]
 fn a_kek_volume_keeps_no_plaintext_in_bucket_staging_or_cache() {
     let keys = tempfile::tempdir().unwrap();
@@ -177,41 +205,15 @@ fn a_kek_volume_keeps_no_plaintext_in_bucket_staging_or_cache() {
     );
 
     // The S3 gateway seals what it is given too.
-    let gw = Daemon::start(
+    let (gw, put) = gateway_put(
         &vol,
-        "gw",
-        &["gateway", &vol.meta_url, "127.0.0.1:0", "--cache-size", "0"],
-        &[
-            ("STRATA_ACCESS_KEY", "enc-key"),
-            ("STRATA_SECRET_KEY", "enc-secret-123"),
-            ("STRATA_ENCRYPT_KEY_FILE", kek_arg),
-        ],
+        &vol.meta_url,
+        ("STRATA_ENCRYPT_KEY_FILE", kek_arg),
+        300_000,
     );
-    let body = vol.dir.path().join("body");
-    std::fs::write(&body, planted_data(300_000)).unwrap();
-    run(aws_cli(&gw.url, "enc-key", "enc-secret-123")
-        .args([
-            "s3api",
-            "put-object",
-            "--bucket",
-            "e2e-vol",
-            "--key",
-            "via-s3",
-        ])
-        .arg("--body")
-        .arg(&body));
     let back = vol.dir.path().join("back");
-    run(aws_cli(&gw.url, "enc-key", "enc-secret-123")
-        .args([
-            "s3api",
-            "get-object",
-            "--bucket",
-            "e2e-vol",
-            "--key",
-            "via-s3",
-        ])
-        .arg(&back));
-    assert_eq!(std::fs::read(&back).unwrap(), planted_data(300_000));
+    s3api(&gw, &["get-object", back.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&back).unwrap(), put);
     assert!(eventually(Duration::from_secs(10), || reader
         .path
         .join("via-s3")
@@ -320,32 +322,10 @@ fn an_rsa_volume_survives_both_rotations_under_a_running_mount() {
     let one = planted_data(2_500_000);
     write_synced(&first.path.join("one"), &one);
     // The gateway opens the RSA-wrapped volume with the same passphrase.
-    let gw = Daemon::start(
-        &vol,
-        "gw",
-        &["gateway", &meta_url, "127.0.0.1:0", "--cache-size", "0"],
-        &[
-            ("STRATA_ACCESS_KEY", "enc-key"),
-            ("STRATA_SECRET_KEY", "enc-secret-123"),
-            ("JFS_RSA_PASSPHRASE", "rsa-pass"),
-        ],
-    );
-    let body = vol.dir.path().join("body");
-    std::fs::write(&body, planted_data(70_000)).unwrap();
-    run(aws_cli(&gw.url, "enc-key", "enc-secret-123")
-        .args([
-            "s3api",
-            "put-object",
-            "--bucket",
-            "e2e-vol",
-            "--key",
-            "via-s3",
-        ])
-        .arg("--body")
-        .arg(&body));
+    let (gw, put) = gateway_put(&vol, &meta_url, ("JFS_RSA_PASSPHRASE", "rsa-pass"), 70_000);
     gw.stop();
     assert!(eventually(Duration::from_secs(10), || {
-        std::fs::read(first.path.join("via-s3")).is_ok_and(|b| b == planted_data(70_000))
+        std::fs::read(first.path.join("via-s3")).is_ok_and(|b| b == put)
     }));
     // A new data key while `first` runs: a client started after it seals with key 2,
     // and `first` fetches the key when it meets a block sealed with it.
