@@ -250,6 +250,8 @@ pub trait KeySource: Send + Sync + fmt::Debug {
 pub struct Keys {
     ring: RwLock<Arc<KeyRing>>,
     source: Option<Arc<dyn KeySource>>,
+    /// One reload at a time: readers meeting a new key id together read the settings once.
+    reloading: tokio::sync::Mutex<()>,
 }
 
 impl Keys {
@@ -257,6 +259,7 @@ impl Keys {
         Keys {
             ring: RwLock::new(Arc::new(ring)),
             source,
+            reloading: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -272,6 +275,11 @@ impl Keys {
         let Some(source) = &self.source else {
             return Ok(false);
         };
+        let _turn = self.reloading.lock().await;
+        // Another reader may have fetched it while this one waited.
+        if self.ring().get(missing).is_some() {
+            return Ok(true);
+        }
         let ring = source.reload().await?;
         let found = ring.get(missing).is_some();
         *self.ring.write() = Arc::new(ring);

@@ -90,32 +90,45 @@ impl Framing {
         Ok(out)
     }
 
-    /// What the slot at `at` in `buf` holds: segment `index`, `len` bytes, then its trailer.
-    fn open_slot(&self, key: &str, index: usize, buf: &Bytes, at: usize, len: usize) -> Slot {
+    /// What the slots `first..=last` of a block of `block_len` bytes, read into `buf`
+    /// from slot `first` on, hold; sealed slots are opened in place (their plaintext then
+    /// lies where their ciphertext was).
+    fn check_slots(
+        &self,
+        key: &str,
+        block_len: usize,
+        (first, last): (usize, usize),
+        buf: &mut [u8],
+    ) -> Vec<SlotState> {
+        let stride = self.stride();
+        let place = |i: usize| ((i - first) * stride, segment_len(block_len, i));
         let Framing::Sealed(keys) = self else {
-            return match check_slot(key, index, buf, at, len) {
-                SlotState::Absent => Slot::Absent,
-                SlotState::Damaged => Slot::Damaged,
-                SlotState::Held => Slot::Held(buf.slice(at..at + len)),
-            };
+            return (first..=last)
+                .map(|i| {
+                    let (at, len) = place(i);
+                    check_slot(key, i, buf, at, len)
+                })
+                .collect();
         };
-        let Some(sealed) = buf.get(at..at + len + SEALED_TRAILER) else {
-            return Slot::Damaged;
-        };
-        if &sealed[len..len + 4] != SEALED_TAG {
-            return Slot::Absent;
-        }
         let ring = keys.ring();
-        let Ok(index) = u32::try_from(index) else {
-            return Slot::Damaged;
-        };
-        match ring
-            .opener(Domain::Cache, key)
-            .open_to_vec(index, sealed, &[SEALED_TAG])
-        {
-            Ok((plain, _)) => Slot::Held(Bytes::from(plain)),
-            Err(_) => Slot::Damaged,
-        }
+        let mut opener = ring.opener(Domain::Cache, key);
+        (first..=last)
+            .map(|i| {
+                let (at, len) = place(i);
+                let (Some(sealed), Ok(index)) =
+                    (buf.get_mut(at..at + len + SEALED_TRAILER), u32::try_from(i))
+                else {
+                    return SlotState::Damaged;
+                };
+                if &sealed[len..len + 4] != SEALED_TAG {
+                    return SlotState::Absent;
+                }
+                match opener.open_in_place(index, sealed, &[SEALED_TAG]) {
+                    Ok(_) => SlotState::Held,
+                    Err(_) => SlotState::Damaged,
+                }
+            })
+            .collect()
     }
 }
 
@@ -202,11 +215,17 @@ pub fn read_slots(
     let mut buf = vec![0u8; span];
     let got = read_full_at(file, &mut buf, framing.offset_of(first))?;
     buf.truncate(got);
+    let states = framing.check_slots(key, block_len, (first, last), &mut buf);
     let buf = Bytes::from(buf);
     Ok((first..=last)
-        .map(|i| {
+        .zip(states)
+        .map(|(i, state)| {
             let (at, len) = ((i - first) * stride, segment_len(block_len, i));
-            framing.open_slot(key, i, &buf, at, len)
+            match state {
+                SlotState::Absent => Slot::Absent,
+                SlotState::Damaged => Slot::Damaged,
+                SlotState::Held => Slot::Held(buf.slice(at..at + len)),
+            }
         })
         .collect())
 }
@@ -237,47 +256,25 @@ pub fn read_whole(
     let mut buf = vec![0u8; full_file_len(block_len, framing)];
     let got = read_full_at(file, &mut buf, 0)?;
     buf.truncate(got);
-    if let Framing::Sealed(_) = framing {
-        return Ok(open_whole(key, block_len, framing, Bytes::from(buf)));
-    }
-    for i in 0..segment_count(block_len) {
-        match check_slot(key, i, &buf, i * STRIDE, segment_len(block_len, i)) {
-            SlotState::Held => {}
-            SlotState::Absent => return Ok(Err((i, false))),
-            SlotState::Damaged => return Ok(Err((i, true))),
+    let last = segment_count(block_len).saturating_sub(1);
+    if block_len > 0 {
+        let states = framing.check_slots(key, block_len, (0, last), &mut buf);
+        for (i, state) in states.into_iter().enumerate() {
+            match state {
+                SlotState::Held => {}
+                SlotState::Absent => return Ok(Err((i, false))),
+                SlotState::Damaged => return Ok(Err((i, true))),
+            }
         }
     }
-    // Verified: move each segment down over the trailers before it, in place.
+    // Verified (and opened): move each segment down over the trailers before it.
+    let stride = framing.stride();
     for i in 1..segment_count(block_len) {
-        let at = i * STRIDE;
+        let at = i * stride;
         buf.copy_within(at..at + segment_len(block_len, i), i * SEGMENT);
     }
     buf.truncate(block_len);
     Ok(Ok(Bytes::from(buf)))
-}
-
-/// Every slot of a sealed file opened into one buffer.
-fn open_whole(
-    key: &str,
-    block_len: usize,
-    framing: &Framing,
-    buf: Bytes,
-) -> Result<Bytes, (usize, bool)> {
-    let mut out = Vec::with_capacity(block_len);
-    for i in 0..segment_count(block_len) {
-        match framing.open_slot(
-            key,
-            i,
-            &buf,
-            i * framing.stride(),
-            segment_len(block_len, i),
-        ) {
-            Slot::Held(data) => out.extend_from_slice(&data),
-            Slot::Absent => return Err((i, false)),
-            Slot::Damaged => return Err((i, true)),
-        }
-    }
-    Ok(Bytes::from(out))
 }
 
 /// Create the directories above `path`, the owner's alone.

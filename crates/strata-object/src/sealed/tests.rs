@@ -223,6 +223,8 @@ struct Rotated(AtomicU64);
 impl KeySource for Rotated {
     async fn reload(&self) -> Result<KeyRing> {
         self.0.fetch_add(1, Ordering::Relaxed);
+        // A reload takes a round trip: other readers run meanwhile.
+        tokio::task::yield_now().await;
         KeyRing::new(
             2,
             vec![
@@ -259,6 +261,24 @@ async fn keys_added_by_a_rotation_are_fetched_once_needed() {
         payload(70_000, 2)
     );
     assert_eq!(source.0.load(Ordering::Relaxed), 1, "fetched once");
+    // Readers meeting the new key together fetch it once.
+    let source = Arc::new(Rotated(AtomicU64::new(0)));
+    let ring = KeyRing::new(1, vec![key(1, Cipher::Aes256Gcm, 1)]).unwrap();
+    let keys = Arc::new(Keys::new(ring, Some(source.clone())));
+    let readers: Vec<_> = (0..8)
+        .map(|_| {
+            let keys = keys.clone();
+            tokio::spawn(async move { keys.reload_for(2).await.unwrap() })
+        })
+        .collect();
+    for r in readers {
+        assert!(r.await.unwrap());
+    }
+    assert_eq!(
+        source.0.load(Ordering::Relaxed),
+        1,
+        "one reload for eight readers"
+    );
 }
 
 proptest! {
