@@ -167,7 +167,7 @@ pub enum NewWrapping {
     Kek(KekSource),
     /// A PEM private key file, and its passphrase (if the key has one).
     Rsa {
-        pem: String,
+        pem: Secret,
         passphrase: Option<Secret>,
     },
 }
@@ -362,7 +362,7 @@ fn new_wrapper(how: &NewWrapping) -> Result<(Wrapper, Encryption)> {
             },
         )),
         NewWrapping::Rsa { pem, passphrase: p } => {
-            let private = rsa_private_key(pem, passphrase(p.as_ref()).as_ref())?;
+            let private = rsa_private_key(pem.expose(), passphrase(p.as_ref()).as_ref())?;
             Ok((
                 Wrapper::Rsa(Box::new(private)),
                 Encryption {
@@ -425,9 +425,13 @@ pub fn open_wrapper(record: &Encryption, opts: &KeyOptions) -> Result<Wrapper> {
             Ok(Wrapper::Kek(source.read()?))
         }
         "rsa" => {
-            let pem = record.rsa_private_key.as_deref().ok_or_else(|| {
-                KeyError::Invalid("the volume's settings lack its RSA key".into())
-            })?;
+            let pem = record
+                .rsa_private_key
+                .as_ref()
+                .map(Secret::expose)
+                .ok_or_else(|| {
+                    KeyError::Invalid("the volume's settings lack its RSA key".into())
+                })?;
             let pass = passphrase(opts.rsa_passphrase.as_ref());
             Ok(Wrapper::Rsa(Box::new(rsa_private_key(pem, pass.as_ref())?)))
         }

@@ -31,9 +31,10 @@ pub struct Encryption {
     /// a command from here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kek_source: Option<String>,
-    /// With `rsa`: the private key as given (PEM, encrypted with its passphrase).
+    /// With `rsa`: the private key as given (PEM, normally encrypted with its passphrase;
+    /// a `Secret` all the same, for an unprotected one is the key itself).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rsa_private_key: Option<String>,
+    pub rsa_private_key: Option<Secret>,
     /// The id new data is sealed with.
     pub current_key: u32,
     /// Every data key the volume's data may be sealed with.

@@ -20,6 +20,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use aws_lc_rs::aead::{self, Aad, LessSafeKey, Nonce, UnboundKey};
 use aws_lc_rs::hkdf;
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
 use parking_lot::{Mutex, RwLock};
 use zeroize::Zeroizing;
 
@@ -224,7 +226,11 @@ impl KeyRing {
         let key = self
             .derived(domain, id, name)
             .ok_or_else(|| ObjectError::NoKey(format!("data key {id}")))??;
-        Ok(Sealer { key, key_id: id })
+        Ok(Sealer {
+            key,
+            key_id: id,
+            name: name.to_string(),
+        })
     }
 
     /// An opener for `name` in `domain` (keys derived as segments ask for them).
@@ -245,13 +251,17 @@ pub trait KeySource: Send + Sync + fmt::Debug {
     async fn reload(&self) -> Result<KeyRing>;
 }
 
+/// A reload of the keys under way, awaited by every reader that needs it.
+type Reload = Shared<BoxFuture<'static, Result<Arc<KeyRing>>>>;
+
 /// The keys a client holds, replaced when a rotation adds one.
 #[derive(Debug)]
 pub struct Keys {
     ring: RwLock<Arc<KeyRing>>,
     source: Option<Arc<dyn KeySource>>,
-    /// One reload at a time: readers meeting a new key id together read the settings once.
-    reloading: tokio::sync::Mutex<()>,
+    /// The reload in flight: readers meeting a new key id together read the settings
+    /// once, and no lock is held while they do.
+    reloading: Mutex<Option<Reload>>,
 }
 
 impl Keys {
@@ -259,7 +269,7 @@ impl Keys {
         Keys {
             ring: RwLock::new(Arc::new(ring)),
             source,
-            reloading: tokio::sync::Mutex::new(()),
+            reloading: Mutex::new(None),
         }
     }
 
@@ -275,27 +285,45 @@ impl Keys {
         let Some(source) = &self.source else {
             return Ok(false);
         };
-        let _turn = self.reloading.lock().await;
-        // Another reader may have fetched it while this one waited.
-        if self.ring().get(missing).is_some() {
-            return Ok(true);
+        let reload = {
+            let mut reloading = self.reloading.lock();
+            match reloading.as_ref() {
+                Some(under_way) => under_way.clone(),
+                None => {
+                    let source = source.clone();
+                    let fresh: Reload = async move { source.reload().await.map(Arc::new) }
+                        .boxed()
+                        .shared();
+                    *reloading = Some(fresh.clone());
+                    fresh
+                }
+            }
+        };
+        let result = reload.clone().await;
+        {
+            // The first reader back publishes the keys and ends the reload.
+            let mut reloading = self.reloading.lock();
+            if reloading.as_ref().is_some_and(|r| r.ptr_eq(&reload)) {
+                *reloading = None;
+                if let Ok(ring) = &result {
+                    *self.ring.write() = ring.clone();
+                }
+            }
         }
-        let ring = source.reload().await?;
-        let found = ring.get(missing).is_some();
-        *self.ring.write() = Arc::new(ring);
-        Ok(found)
+        Ok(result?.get(missing).is_some())
     }
 }
 
-/// Seals segments of one thing with one derived key.
+/// Seals segments of one thing (the name its key was derived for) with one derived key.
 pub struct Sealer {
     key: Arc<LessSafeKey>,
     key_id: u32,
+    name: String,
 }
 
 impl fmt::Debug for Sealer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Sealer(key {})", self.key_id)
+        write!(f, "Sealer({}, key {})", self.name, self.key_id)
     }
 }
 
@@ -313,10 +341,9 @@ impl Sealer {
         self.key_id
     }
 
-    /// Encrypt `in_out` (segment `index` of `name`) in place and return its trailer.
+    /// Encrypt `in_out` (segment `index`) in place and return its trailer.
     pub fn seal(
         &self,
-        name: &str,
         index: u32,
         tag: &[u8; 4],
         in_out: &mut [u8],
@@ -328,10 +355,10 @@ impl Sealer {
             .key
             .seal_in_place_separate_tag(
                 Nonce::assume_unique_for_key(nonce),
-                Aad::from(aad(name, index, tag, self.key_id)),
+                Aad::from(aad(&self.name, index, tag, self.key_id)),
                 in_out,
             )
-            .map_err(|_| ObjectError::Other(format!("sealing {name} failed")))?;
+            .map_err(|_| ObjectError::Other(format!("sealing {} failed", self.name)))?;
         let mut trailer = [0u8; SEALED_TRAILER];
         trailer[..4].copy_from_slice(tag);
         trailer[4..8].copy_from_slice(&self.key_id.to_le_bytes());
@@ -341,16 +368,10 @@ impl Sealer {
     }
 
     /// `data` sealed as one segment: ciphertext then trailer.
-    pub fn seal_to_vec(
-        &self,
-        name: &str,
-        index: u32,
-        tag: &[u8; 4],
-        data: &[u8],
-    ) -> Result<Vec<u8>> {
+    pub fn seal_to_vec(&self, index: u32, tag: &[u8; 4], data: &[u8]) -> Result<Vec<u8>> {
         let mut out = Vec::with_capacity(data.len() + SEALED_TRAILER);
         out.extend_from_slice(data);
-        let trailer = self.seal(name, index, tag, &mut out)?;
+        let trailer = self.seal(index, tag, &mut out)?;
         out.extend_from_slice(&trailer);
         Ok(out)
     }

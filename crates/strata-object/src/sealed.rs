@@ -79,7 +79,7 @@ pub fn seal_in(ring: &KeyRing, domain: Domain, key: &str, payload: &[u8]) -> Res
     let mut fields = [0u8; HEADER_FIELDS];
     fields[..4].copy_from_slice(&len.to_le_bytes());
     fields[4..8].copy_from_slice(&index_of(key, SEGMENT)?.to_le_bytes());
-    let trailer = sealer.seal(key, HEADER_INDEX, TAG_HEADER, &mut fields)?;
+    let trailer = sealer.seal(HEADER_INDEX, TAG_HEADER, &mut fields)?;
     out.put_slice(&fields);
     out.put_slice(&trailer);
     let segments = payload.len().div_ceil(SEGMENT);
@@ -92,7 +92,7 @@ pub fn seal_in(ring: &KeyRing, domain: Domain, key: &str, payload: &[u8]) -> Res
         };
         let start = out.len();
         out.put_slice(data);
-        let trailer = sealer.seal(key, index_of(key, i)?, tag, &mut out[start..])?;
+        let trailer = sealer.seal(index_of(key, i)?, tag, &mut out[start..])?;
         out.put_slice(&trailer);
     }
     Ok(out.freeze())

@@ -293,7 +293,10 @@ fn wrapping_from(
             let pem = std::fs::read_to_string(path)
                 .with_context(|| format!("RSA key {}", path.display()))?;
             let passphrase = std::env::var(pass_var).ok().map(Secret::new);
-            Ok(Some(NewWrapping::Rsa { pem, passphrase }))
+            Ok(Some(NewWrapping::Rsa {
+                pem: Secret::new(pem),
+                passphrase,
+            }))
         }
         (None, Some(source)) => Ok(Some(NewWrapping::Kek(source))),
         (None, None) => Ok(None),

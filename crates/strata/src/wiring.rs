@@ -26,7 +26,7 @@ pub use strata_client::{home_path, load_meta, open_backend, open_engine};
 pub fn shown_format(format: &Format) -> Format {
     let removed = |s: &Option<Secret>| s.as_ref().map(|_| Secret::new("removed"));
     let encryption = format.encryption.clone().map(|e| strata_meta::Encryption {
-        rsa_private_key: e.rsa_private_key.as_ref().map(|_| "removed".into()),
+        rsa_private_key: e.rsa_private_key.as_ref().map(|_| Secret::new("removed")),
         ..e
     });
     Format {

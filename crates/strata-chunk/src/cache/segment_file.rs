@@ -81,7 +81,7 @@ impl Framing {
                     out.extend_from_slice(data);
                     let index = u32::try_from(first + i).map_err(io_error)?;
                     let t = sealer
-                        .seal(key, index, SEALED_TAG, &mut out[at..])
+                        .seal(index, SEALED_TAG, &mut out[at..])
                         .map_err(io_error)?;
                     out.extend_from_slice(&t);
                 }

@@ -59,8 +59,11 @@ fn payload_name(req: &Request) -> String {
     format!("{}:{}-{}:{nonce}", req.key, req.from, req.to)
 }
 
+/// Payloads at least this big are sealed and opened on the blocking pool.
+const OFFLOAD_BYTES: usize = 256 << 10;
+
 /// Block bytes answering `req`, sealed when the volume is encrypted.
-pub(crate) fn seal_payload(
+pub(crate) async fn seal_payload(
     keys: Option<&Arc<Keys>>,
     req: &Request,
     data: Bytes,
@@ -68,17 +71,18 @@ pub(crate) fn seal_payload(
     let Some(keys) = keys else {
         return Ok(data);
     };
-    let name = payload_name(req);
-    let sealed = keys
-        .ring()
-        .sealer(Domain::Peer, &name)
-        .and_then(|s| s.seal_to_vec(&name, 0, PEER_TAG, &data))
-        .map_err(|e| WireError::Malformed(format!("sealing a reply: {e}")))?;
-    Ok(Bytes::from(sealed))
+    let (ring, name) = (keys.ring(), payload_name(req));
+    let seal = move || {
+        ring.sealer(Domain::Peer, &name)
+            .and_then(|s| s.seal_to_vec(0, PEER_TAG, &data))
+            .map(Bytes::from)
+            .map_err(|e| WireError::Malformed(format!("sealing a reply: {e}")))
+    };
+    off_the_workers(OFFLOAD_BYTES <= req_len(req), seal).await?
 }
 
 /// The block bytes of a reply to `req`, opened when the volume is encrypted.
-fn open_payload(
+async fn open_payload(
     keys: Option<&Arc<Keys>>,
     req: &Request,
     payload: Bytes,
@@ -86,14 +90,33 @@ fn open_payload(
     let Some(keys) = keys else {
         return Ok(payload);
     };
-    let name = payload_name(req);
-    let ring = keys.ring();
-    let opened = ring
-        .opener(Domain::Peer, &name)
-        .open_to_vec(0, &payload, &[PEER_TAG]);
-    opened
-        .map(|(plain, _)| Bytes::from(plain))
-        .map_err(|e| WireError::Malformed(format!("a peer's reply does not open: {e}")))
+    let (ring, name) = (keys.ring(), payload_name(req));
+    let open = move || {
+        ring.opener(Domain::Peer, &name)
+            .open_to_vec(0, &payload, &[PEER_TAG])
+            .map(|(plain, _)| Bytes::from(plain))
+            .map_err(|e| WireError::Malformed(format!("a peer's reply does not open: {e}")))
+    };
+    off_the_workers(OFFLOAD_BYTES <= req_len(req), open).await?
+}
+
+/// Bytes a request asks for.
+fn req_len(req: &Request) -> usize {
+    usize::try_from(req.to.saturating_sub(req.from)).unwrap_or(usize::MAX)
+}
+
+/// `job`'s result, computed on the blocking pool when it is `big` (CPU work of a
+/// millisecond or more must not hold up an async worker).
+async fn off_the_workers<T: Send + 'static>(
+    big: bool,
+    job: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, WireError> {
+    if !big {
+        return Ok(job());
+    }
+    tokio::task::spawn_blocking(job)
+        .await
+        .map_err(|e| WireError::Malformed(format!("sealing on the blocking pool: {e}")))
 }
 
 impl GroupConfig {
@@ -215,16 +238,19 @@ impl Group {
             time: unix_now(),
             nonce: rand::random(),
         };
-        let reply = peer
+        let mut reply = peer
             .call(&req, &self.config.secret, self.config.timeouts)
-            .await
-            .and_then(|mut reply| {
-                let carries_block = matches!(op, Op::Get | Op::Staged);
-                if carries_block && reply.status == wire::REPLY_OK {
-                    reply.payload = open_payload(self.config.keys.as_ref(), &req, reply.payload)?;
-                }
-                Ok(reply)
-            });
+            .await;
+        if let Ok(r) = &mut reply
+            && matches!(op, Op::Get | Op::Staged)
+            && r.status == wire::REPLY_OK
+        {
+            let payload = std::mem::take(&mut r.payload);
+            match open_payload(self.config.keys.as_ref(), &req, payload).await {
+                Ok(opened) => r.payload = opened,
+                Err(e) => reply = Err(e),
+            }
+        }
         if reply.is_err() {
             bump(&self.stats.peer_fallbacks);
         }

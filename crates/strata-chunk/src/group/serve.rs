@@ -90,7 +90,7 @@ async fn connection(mut stream: TcpStream, chunks: &ChunkStore, group: &Group) {
         }
         let mut reply = chunks.answer_peer(&req).await;
         if matches!(req.op, Op::Get | Op::Staged) && reply.status == wire::REPLY_OK {
-            match super::seal_payload(group.config().keys.as_ref(), &req, reply.payload) {
+            match super::seal_payload(group.config().keys.as_ref(), &req, reply.payload).await {
                 Ok(sealed) => reply.payload = sealed,
                 Err(e) => {
                     tracing::warn!("cache group: {e}");

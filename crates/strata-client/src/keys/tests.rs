@@ -136,11 +136,18 @@ fn rsa_keys_as_openssl_writes_them_wrap_and_unwrap() {
     assert!(pem.contains("ENCRYPTED PRIVATE KEY"));
     let pass = Some(Secret::new("s3cret"));
     let how = NewWrapping::Rsa {
-        pem: pem.clone(),
+        pem: Secret::new(pem.clone()),
         passphrase: pass.clone(),
     };
     let record = new_encryption(UUID, Cipher::ChaCha20Poly1305, &how).unwrap();
-    assert_eq!(record.rsa_private_key.as_deref(), Some(pem.as_str()));
+    assert_eq!(
+        record.rsa_private_key.as_ref().map(Secret::expose),
+        Some(pem.as_str())
+    );
+    assert!(
+        !format!("{record:?}").contains("PRIVATE KEY"),
+        "no key in Debug"
+    );
     let opts = KeyOptions {
         kek: None,
         rsa_passphrase: pass,
@@ -176,7 +183,7 @@ fn rsa_keys_as_openssl_writes_them_wrap_and_unwrap() {
     for path in [plain8, plain1] {
         let pem = std::fs::read_to_string(&path).unwrap();
         let how = NewWrapping::Rsa {
-            pem,
+            pem: Secret::new(pem),
             passphrase: None,
         };
         let record = new_encryption(UUID, Cipher::Aes256Gcm, &how).unwrap();

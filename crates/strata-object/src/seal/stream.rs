@@ -76,7 +76,7 @@ impl<W: Write> SealedWriter<W> {
     fn seal_record(&mut self, tag: &[u8; 4]) -> io::Result<()> {
         let trailer = self
             .sealer
-            .seal(&self.name, self.index, tag, &mut self.buf)
+            .seal(self.index, tag, &mut self.buf)
             .map_err(io::Error::other)?;
         let len = u32::try_from(self.buf.len() + SEALED_TRAILER).map_err(|_| invalid("record"))?;
         self.inner.write_all(&len.to_le_bytes())?;

@@ -18,9 +18,7 @@ fn segments_open_only_where_they_were_sealed() {
     for cipher in [Cipher::Aes256Gcm, Cipher::ChaCha20Poly1305] {
         let ring = ring(cipher);
         let sealer = ring.sealer(Domain::Object, "a/b_0_9").unwrap();
-        let sealed = sealer
-            .seal_to_vec("a/b_0_9", 3, MORE, b"plaintext")
-            .unwrap();
+        let sealed = sealer.seal_to_vec(3, MORE, b"plaintext").unwrap();
         assert_eq!(sealed.len(), 9 + SEALED_TRAILER);
         assert!(!sealed.windows(9).any(|w| w == b"plaintext"));
         let open = |domain, name, index, accept: &[&[u8; 4]]| {
@@ -62,7 +60,7 @@ fn a_segment_names_its_key_and_older_keys_still_open() {
     let sealed = before
         .sealer(Domain::Object, "k")
         .unwrap()
-        .seal_to_vec("k", 0, LAST, b"old data")
+        .seal_to_vec(0, LAST, b"old data")
         .unwrap();
     let rotated = KeyRing::new(
         2,
@@ -81,7 +79,7 @@ fn a_segment_names_its_key_and_older_keys_still_open() {
     let newer = rotated
         .sealer(Domain::Object, "k")
         .unwrap()
-        .seal_to_vec("k", 0, LAST, b"new data")
+        .seal_to_vec(0, LAST, b"new data")
         .unwrap();
     let mut o = before.opener(Domain::Object, "k");
     assert_eq!(
@@ -120,7 +118,7 @@ proptest! {
         bit in 0u8..8,
     ) {
         let ring = ring(Cipher::Aes256Gcm);
-        let mut sealed = ring.sealer(Domain::Cache, "x").unwrap().seal_to_vec("x", 1, MORE, &data).unwrap();
+        let mut sealed = ring.sealer(Domain::Cache, "x").unwrap().seal_to_vec(1, MORE, &data).unwrap();
         let i = at.index(sealed.len());
         sealed[i] ^= 1 << bit;
         let opened = ring.opener(Domain::Cache, "x").open_to_vec(1, &sealed, &[MORE]);

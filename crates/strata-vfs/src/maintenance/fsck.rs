@@ -256,47 +256,55 @@ async fn verify_blocks(
 ) -> Result<()> {
     use futures::StreamExt;
     progress.stage("reading and verifying blocks", report.blocks_checked);
-    let mut lines = Vec::new();
-    let mut batch = Vec::with_capacity(1024);
+    // Lines are sorted by key: a block shared by several files (clones) is read once
+    // and counted against each of them.
+    let mut batch: Vec<(String, Vec<Ino>)> = Vec::with_capacity(1024);
     loop {
         let line = present.next_line()?;
-        if let Some(line) = line.as_ref() {
-            batch.push(line.clone());
+        if let Some((key, ino)) = line.as_deref().and_then(|l| l.split_once('\t')) {
+            let ino = Ino(ino.parse().unwrap_or(0));
+            match batch.last_mut() {
+                Some((last, inos)) if last.as_str() == key => inos.push(ino),
+                _ => batch.push((key.to_string(), vec![ino])),
+            }
         }
         if batch.len() < 1024 && line.is_some() {
             continue;
         }
-        let results: Vec<(String, bool, u64)> = futures::stream::iter(batch.drain(..))
-            .map(|line| async move {
-                let key = line.split_once('\t').map_or(line.as_str(), |(k, _)| k);
-                match data.get(key, None).await {
-                    Ok(bytes) => (line.clone(), true, u64::try_from(bytes.len()).unwrap_or(0)),
+        // The last key may have more lines to come: it waits for the next batch.
+        let keep = match line {
+            Some(_) => batch.pop(),
+            None => None,
+        };
+        let results: Vec<(String, Vec<Ino>, Option<u64>)> = futures::stream::iter(batch.drain(..))
+            .map(|(key, inos)| async move {
+                match data.get(&key, None).await {
+                    Ok(bytes) => {
+                        let n = u64::try_from(bytes.len()).unwrap_or(0);
+                        (key, inos, Some(n))
+                    }
                     Err(e) => {
                         tracing::warn!("fsck --verify: {key}: {e}");
-                        (line.clone(), false, 0)
+                        (key, inos, None)
                     }
                 }
             })
             .buffer_unordered(threads.max(1))
             .collect()
             .await;
-        for (line, ok, bytes) in results {
-            progress.add(1, bytes);
+        for (key, inos, read) in results {
+            progress.add(1, read.unwrap_or(0));
             report.blocks_verified += 1;
-            if !ok {
-                lines.push(line);
+            if read.is_none() {
+                for ino in inos {
+                    broken_entry(broken, ino, &key).unreadable_blocks += 1;
+                }
             }
         }
+        batch.extend(keep);
         if line.is_none() {
             break;
         }
-    }
-    for line in lines {
-        let Some((key, ino)) = line.split_once('\t') else {
-            continue;
-        };
-        let ino = Ino(ino.parse().unwrap_or(0));
-        broken_entry(broken, ino, key).unreadable_blocks += 1;
     }
     Ok(())
 }
