@@ -22,7 +22,7 @@ use aws_lc_rs::rsa::{
 };
 use strata_meta::{Encryption, Meta, WrappedKey};
 use strata_object::seal::{Cipher, DataKey, KEY_LEN, KeyRing, KeySource};
-use strata_types::Secret;
+use strata_types::{Secret, hex};
 use zeroize::Zeroizing;
 
 /// What went wrong with a volume's keys: one line a user can act on.
@@ -114,7 +114,7 @@ fn parse_key(text: &[u8]) -> Option<[u8; KEY_LEN]> {
     }
     let trimmed = std::str::from_utf8(text).ok()?.trim();
     let bytes = match trimmed.len() {
-        64 => Zeroizing::new(from_hex(trimmed)?),
+        64 => Zeroizing::new(hex::decode(trimmed)?),
         _ => {
             use base64::Engine;
             Zeroizing::new(
@@ -125,20 +125,6 @@ fn parse_key(text: &[u8]) -> Option<[u8; KEY_LEN]> {
         }
     };
     <[u8; KEY_LEN]>::try_from(bytes.as_slice()).ok()
-}
-
-fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn from_hex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 /// A key-encryption key (redacted in `Debug`, zeroed on drop).
@@ -220,7 +206,7 @@ impl Wrapper {
                         &mut *sealed,
                     )
                     .map_err(failed)?;
-                Ok(format!("{}{}", to_hex(&nonce), to_hex(&sealed)))
+                Ok(format!("{}{}", hex::encode(&nonce), hex::encode(&sealed)))
             }
             Wrapper::Rsa(private) => rsa_wrap(
                 &OaepPublicEncryptingKey::new(private.public_key()).map_err(failed)?,
@@ -233,7 +219,7 @@ impl Wrapper {
     fn unwrap(&self, uuid: &str, record: &WrappedKey) -> Result<DataKey> {
         let cipher = Cipher::parse(&record.cipher).map_err(KeyError::Invalid)?;
         let bind = binding(uuid, record.id, cipher.name());
-        let bytes = from_hex(&record.wrapped)
+        let bytes = hex::decode(&record.wrapped)
             .ok_or_else(|| KeyError::Invalid(format!("data key {}: not hex", record.id)))?;
         let mut plain = Zeroizing::new(vec![0u8; bytes.len()]);
         let secret: &[u8] = match self {
@@ -277,7 +263,7 @@ fn rsa_wrap(public: &OaepPublicEncryptingKey, bind: &[u8], key: &DataKey) -> Res
     let sealed = public
         .encrypt(&OAEP_SHA256_MGF1SHA256, key.secret(), &mut out, Some(bind))
         .map_err(|_| KeyError::Invalid("wrapping a data key with RSA failed".into()))?;
-    Ok(to_hex(sealed))
+    Ok(hex::encode(sealed))
 }
 
 /// The private key in `pem`, decrypted with `passphrase` if it is protected.

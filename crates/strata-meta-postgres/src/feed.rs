@@ -87,25 +87,7 @@ impl PostgresEngine {
 
 /// The payload of a commit's announcement.
 pub(crate) fn notice_text(payload: &[u8]) -> String {
-    let mut out = String::with_capacity(payload.len() * 2);
-    for b in payload {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
-}
-
-fn from_hex(text: &str) -> Option<Vec<u8>> {
-    let bytes = text.as_bytes();
-    if !bytes.len().is_multiple_of(2) {
-        return None;
-    }
-    bytes
-        .chunks(2)
-        .map(|pair| {
-            let s = std::str::from_utf8(pair).ok()?;
-            u8::from_str_radix(s, 16).ok()
-        })
-        .collect()
+    strata_types::hex::encode(payload)
 }
 
 #[async_trait]
@@ -117,7 +99,7 @@ impl ChangeFeed for PostgresFeed {
             ));
         };
         if n.channel() == self.changes {
-            let payload = from_hex(n.payload())
+            let payload = strata_types::hex::decode(n.payload())
                 .ok_or_else(|| KvError::Engine("PostgreSQL: malformed announcement".into()))?;
             return decode_change(&payload);
         }
@@ -141,8 +123,11 @@ mod tests {
     fn notices_are_hex_both_ways() {
         let text = notice_text(&[0, 1, 0xab, 0xff]);
         assert_eq!(text, "0001abff");
-        assert_eq!(from_hex(&text), Some(vec![0, 1, 0xab, 0xff]));
-        assert_eq!(from_hex("abc"), None);
-        assert_eq!(from_hex("zz"), None);
+        assert_eq!(
+            strata_types::hex::decode(&text),
+            Some(vec![0, 1, 0xab, 0xff])
+        );
+        assert_eq!(strata_types::hex::decode("abc"), None);
+        assert_eq!(strata_types::hex::decode("zz"), None);
     }
 }

@@ -110,15 +110,7 @@ pub fn derived_etag(ino: Ino, attr: &Attr) -> String {
 }
 
 /// Lower-case hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 15)]));
-    }
-    out
-}
+pub use strata_types::hex::encode as hex;
 
 /// The ETag of a multipart object from its parts' MD5s: MD5 of their concatenation,
 /// then `-N`.
@@ -136,11 +128,7 @@ pub fn md5_of_etag(etag: &str) -> Option<[u8; 16]> {
     if text.len() != 32 {
         return None;
     }
-    let mut out = [0u8; 16];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(out)
+    <[u8; 16]>::try_from(strata_types::hex::decode(text)?).ok()
 }
 
 #[cfg(test)]

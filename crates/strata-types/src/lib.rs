@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+pub mod hex;
 pub mod metrics;
 mod secret;
 

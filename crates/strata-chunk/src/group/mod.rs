@@ -55,7 +55,7 @@ const PEER_TAG: &[u8; 4] = b"PER3";
 
 /// What a sealed payload is bound to: the block, the range and the request's nonce.
 fn payload_name(req: &Request) -> String {
-    let nonce: String = req.nonce.iter().map(|b| format!("{b:02x}")).collect();
+    let nonce = strata_types::hex::encode(&req.nonce);
     format!("{}:{}-{}:{nonce}", req.key, req.from, req.to)
 }
 

@@ -33,7 +33,7 @@ fn opts_with(kek: KekSource) -> KeyOptions {
 fn a_kek_in_any_spelling_unwraps_the_same_keys() {
     let dir = tempfile::tempdir().unwrap();
     let raw = [0x5au8; KEY_LEN];
-    let hex = kek_file(&dir, "hex", format!("{}\n", to_hex(&raw)).as_bytes());
+    let hex = kek_file(&dir, "hex", format!("{}\n", hex::encode(&raw)).as_bytes());
     let record = new_encryption(UUID, Cipher::Aes256Gcm, &NewWrapping::Kek(hex.clone())).unwrap();
     assert_eq!(record.wrapping, "kek");
     assert_eq!(record.kek_source.as_deref(), Some(hex.hint().as_str()));
@@ -68,7 +68,7 @@ fn a_kek_in_any_spelling_unwraps_the_same_keys() {
     .unwrap();
     assert_eq!(secrets(&ring), expected);
     // A wrong key says so; so does a missing one or a bad spelling.
-    let wrong = kek_file(&dir, "wrong", to_hex(&[1u8; KEY_LEN]).as_bytes());
+    let wrong = kek_file(&dir, "wrong", hex::encode(&[1u8; KEY_LEN]).as_bytes());
     let e = from(wrong).unwrap_err();
     assert!(
         matches!(e, KeyError::Wrong(_)) && e.to_string().contains("wrong key"),
@@ -199,8 +199,8 @@ fn rsa_keys_as_openssl_writes_them_wrap_and_unwrap() {
 #[test]
 fn rotations_keep_every_data_key() {
     let dir = tempfile::tempdir().unwrap();
-    let old = kek_file(&dir, "old", to_hex(&[3u8; KEY_LEN]).as_bytes());
-    let new = kek_file(&dir, "new", to_hex(&[4u8; KEY_LEN]).as_bytes());
+    let old = kek_file(&dir, "old", hex::encode(&[3u8; KEY_LEN]).as_bytes());
+    let new = kek_file(&dir, "new", hex::encode(&[4u8; KEY_LEN]).as_bytes());
     let record = new_encryption(UUID, Cipher::Aes256Gcm, &NewWrapping::Kek(old.clone())).unwrap();
     let old_wrapper = open_wrapper(&record, &opts_with(old.clone())).unwrap();
     let before = secrets(&unwrap_ring(&record, UUID, &old_wrapper).unwrap());
@@ -222,7 +222,7 @@ fn rotations_keep_every_data_key() {
     assert!(unwrap_ring(&rewrapped, UUID, &old_wrapper).is_err());
     // Rotating needs the volume's current wrapper.
     let stranger = Wrapper::Kek(
-        kek_file(&dir, "x", to_hex(&[9u8; KEY_LEN]).as_bytes())
+        kek_file(&dir, "x", hex::encode(&[9u8; KEY_LEN]).as_bytes())
             .read()
             .unwrap(),
     );
@@ -232,7 +232,7 @@ fn rotations_keep_every_data_key() {
 #[test]
 fn wrappers_and_keys_never_show_secrets() {
     let dir = tempfile::tempdir().unwrap();
-    let kek = kek_file(&dir, "k", to_hex(&[0xcdu8; KEY_LEN]).as_bytes())
+    let kek = kek_file(&dir, "k", hex::encode(&[0xcdu8; KEY_LEN]).as_bytes())
         .read()
         .unwrap();
     let shown = format!("{kek:?} {:?}", Wrapper::Kek(kek.clone()));

@@ -33,7 +33,7 @@ impl Raw {
         match std::str::from_utf8(bytes) {
             Ok(s) => Raw::Text(s.to_string()),
             Err(_) => Raw::Hex {
-                hex: bytes.iter().map(|b| format!("{b:02x}")).collect(),
+                hex: strata_types::hex::encode(bytes),
             },
         }
     }
@@ -41,14 +41,8 @@ impl Raw {
     pub fn bytes(&self) -> Result<Vec<u8>> {
         match self {
             Raw::Text(s) => Ok(s.as_bytes().to_vec()),
-            Raw::Hex { hex } => (0..hex.len())
-                .step_by(2)
-                .map(|i| {
-                    hex.get(i..i + 2)
-                        .and_then(|h| u8::from_str_radix(h, 16).ok())
-                        .ok_or_else(|| MetaError::Invalid(format!("bad hex in dump: {hex:?}")))
-                })
-                .collect(),
+            Raw::Hex { hex } => strata_types::hex::decode(hex)
+                .ok_or_else(|| MetaError::Invalid(format!("bad hex in dump: {hex:?}"))),
         }
     }
 }

@@ -29,7 +29,7 @@ impl Meta {
     /// The volume's group secret (64 hex digits), made on first use.
     pub async fn group_secret(&self) -> Result<String> {
         let fresh: [u8; 32] = rand::random();
-        let fresh: String = fresh.iter().map(|b| format!("{b:02x}")).collect();
+        let fresh = strata_types::hex::encode(&fresh);
         let fresh = &fresh;
         self.txn(|tx| {
             Box::pin(async move {

@@ -24,8 +24,7 @@ fn invalid(what: impl Into<String>) -> io::Error {
 }
 
 fn name_of(file_id: &[u8; FILE_ID]) -> String {
-    let hex: String = file_id.iter().map(|b| format!("{b:02x}")).collect();
-    format!("dump/{hex}")
+    format!("dump/{}", strata_types::hex::encode(file_id))
 }
 
 /// Whether `head` (the first bytes of a file) starts a sealed file.
