@@ -8,9 +8,13 @@
 # one core: the cipher's ceiling on this machine.
 #
 # Usage: benches/encryption.sh [WORKDIR]
-#   STRATA=path/to/strata (default target/release/strata), JUICEFS=juicefs,
-#   SIZE=file size (1G), RUNTIME=seconds per fio row (10), SIDES="plain aes chacha
-#   jfs-plain jfs-rsa", ROUNDS=3 (every side mounted at once; each row runs on every side
+#   STRATA=path/to/strata (default target/release/strata), STRATA_B=another build (for
+#   sides plain-b, aes-b, chacha-b), JUICEFS=juicefs, SIZE=file size (1G),
+#   RUNTIME=seconds per fio row (10), SIDES="plain aes chacha jfs-plain jfs-rsa",
+#   CACHE_ROOT=where the disk caches go (default WORKDIR: the bucket's device, where
+#   Strata skips its disk cache and reads come from the bucket; /dev/shm for a warm disk
+#   cache on another device, as an S3 bucket with a local cache has), ROWS_ONLY (below),
+#   ROUNDS=3 (every side mounted at once; each row runs on every side
 #   in turn, ROUNDS times, and the median is shown, so drift of the machine hits all
 #   sides alike).
 # Needs root (drops the page cache between rows), fio (Debian `fio`) and openssl.
@@ -23,37 +27,41 @@ SIZE=${SIZE:-1G}
 RUNTIME=${RUNTIME:-10}
 ROUNDS=${ROUNDS:-3}
 SIDES=${SIDES:-plain aes chacha jfs-plain jfs-rsa}
+CACHE_ROOT=${CACHE_ROOT:-$WORK}
 
 cleanup() {
   for m in "$WORK"/*/m; do
     mountpoint -q "$m" 2>/dev/null && umount -l "$m" 2>/dev/null || true
   done
 }
-trap cleanup EXIT
+trap 'cleanup; [ "$CACHE_ROOT" = "$WORK" ] || for s in $SIDES; do rm -rf "${CACHE_ROOT:?}/$s"; done' EXIT
 cleanup
 rm -rf "$WORK" && mkdir -p "$WORK"
+for side in $SIDES; do rm -rf "${CACHE_ROOT:?}/$side/cache"; done
 openssl rand -hex 32 > "$WORK/kek" && chmod 600 "$WORK/kek"
 openssl genrsa -aes256 -passout pass:bench -out "$WORK/rsa.pem" 2048 2>/dev/null
 export JFS_RSA_PASSPHRASE=bench
 
 mount_side() {
-  local side=$1 dir=$WORK/$1
+  local side=$1 dir=$WORK/$1 strata=$STRATA
   mkdir -p "$dir/m"
+  # A side named plain-b, aes-b or chacha-b runs the build STRATA_B (A/B of two builds).
+  case $side in *-b) strata=${STRATA_B:?STRATA_B: the second build}; side=${side%-b} ;; esac
   case $side in
     plain|aes|chacha)
       local enc=()
       [ "$side" = aes ] && enc=(--encrypt-key-file "$WORK/kek" --encrypt-algo aes256gcm)
       [ "$side" = chacha ] && enc=(--encrypt-key-file "$WORK/kek" --encrypt-algo chacha20)
-      "$STRATA" format "sqlite3://$dir/meta.db" bench --bucket "$dir/bucket" "${enc[@]}" >/dev/null
-      "$STRATA" mount "sqlite3://$dir/meta.db" "$dir/m" -d --log "$dir/log" \
-        --cache-dir "$dir/cache" >/dev/null ;;
+      "$strata" format "sqlite3://$dir/meta.db" bench --bucket "$dir/bucket" "${enc[@]}" >/dev/null
+      "$strata" mount "sqlite3://$dir/meta.db" "$dir/m" -d --log "$dir/log" \
+        --cache-dir "$CACHE_ROOT/$1/cache" >/dev/null ;;
     jfs-plain|jfs-rsa)
       local enc=()
       [ "$side" = jfs-rsa ] && enc=(--encrypt-rsa-key "$WORK/rsa.pem" --encrypt-algo aes256gcm-rsa)
       "$JUICEFS" format "sqlite3://$dir/meta.db" bench --storage file --bucket "$dir/bucket/" \
         "${enc[@]}" >/dev/null 2>&1
       "$JUICEFS" mount "sqlite3://$dir/meta.db" "$dir/m" -d --log "$dir/log" \
-        --cache-dir "$dir/cache" >/dev/null 2>&1 ;;
+        --cache-dir "$CACHE_ROOT/$1/cache" >/dev/null 2>&1 ;;
   esac
 }
 
@@ -83,6 +91,9 @@ print("%.0f %.0f %.2f" % (side["iops"], side["bw_bytes"] / 2**20, p99))'
 
 ROWS=("write 1m 0 1" "read 1m 0 1" "randread 4k 0 1" "randread 4k 1 1" "randread 4k 1 4"
   "randread 128k 0 1" "randread 128k 1 1")
+# ROWS_ONLY="write 1m 0 1;randread 4k 0 1": run only these rows (RW BS DIRECT JOBS; keep the
+# write row first: it writes the file the others read).
+[ -n "${ROWS_ONLY:-}" ] && IFS=';' read -ra ROWS <<< "$ROWS_ONLY"
 median() { sort -g | awk '{v[NR]=$0} END {print v[int((NR+1)/2)]}'; }
 
 declare -A RESULT

@@ -20,6 +20,12 @@ fn segment_key(key: &str, index: usize) -> String {
     format!("{key}#{index}")
 }
 
+/// The memory-cache key of the sealed slot of segment `index` of block `key` (an
+/// encrypted volume's disk cache slot, kept sealed).
+fn sealed_slot_key(key: &str, index: usize) -> String {
+    format!("{key}#{index}/sealed")
+}
+
 impl ChunkStore {
     /// Bytes `[from, to)` of block `key` (`block_len` bytes in all), fetching only the
     /// segments they lie in — from the block's owner when a peer in the cache group owns it.
@@ -39,6 +45,13 @@ impl ChunkStore {
         let mut found: Vec<Option<Bytes>> = Vec::with_capacity(last - first + 1);
         for index in first..=last {
             found.push(self.shared.segments.peek(&segment_key(key, index)));
+        }
+        if found.iter().any(Option::is_none)
+            && first == last
+            && self.shared.cache.serves_ranges()
+            && let Some(bytes) = self.sealed_range(key, block_len, from, to).await
+        {
+            return Ok(bytes);
         }
         if self.shared.cache.holds_segments() && found.iter().any(Option::is_none) {
             self.fill_from_cache(key, block_len, first, &mut found)
@@ -69,6 +82,30 @@ impl ChunkStore {
             }
         }
         assemble(key, &found, first, from, to)
+    }
+
+    /// Bytes `[from, to)` (inside one segment) from a cache that keeps slots sealed: the
+    /// segment's sealed slot is kept in memory, and every read of it opens only the units
+    /// its bytes lie in (a 4 KiB read decrypts one 16 KiB unit, not 32 KiB; memory holds no plaintext
+    /// of it).
+    async fn sealed_range(
+        &self,
+        key: &str,
+        block_len: usize,
+        from: usize,
+        to: usize,
+    ) -> Option<Bytes> {
+        let cache = &self.shared.cache;
+        let slot_key = sealed_slot_key(key, from / SEGMENT);
+        if let Some(slot) = self.shared.segments.peek(&slot_key) {
+            if let Some(bytes) = cache.open_range(key, block_len, (from, to), &slot) {
+                return Some(bytes);
+            }
+            self.shared.segments.forget(&slot_key);
+        }
+        let hit = cache.get_range(key, block_len, from, to).await?;
+        self.shared.segments.insert(&slot_key, hit.slot);
+        Some(hit.bytes)
     }
 
     /// Take what the block cache holds of the missing segments.

@@ -1,6 +1,7 @@
 //! Random readers take only the segments of a block they need: ranged reads agree with a
 //! reference over blocks of every size, verify every segment they return, still read
-//! objects of the previous format, and cost one ranged GET each against a slow S3 server.
+//! objects of the previous format, and cost one ranged GET each against a slow S3 server;
+//! an encrypted volume's disk cache serves them from the sealed units they lie in.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code
 
 mod common;
@@ -12,7 +13,8 @@ use bytes::Bytes;
 use proptest::prelude::*;
 use strata_chunk::ChunkOptions;
 use strata_chunk::cache::disk::DiskCache;
-use strata_chunk::cache::{BlockCache, NoCache};
+use strata_chunk::cache::segment_file::{Framing, UNIT};
+use strata_chunk::cache::{BlockCache, CacheStats, NoCache};
 use strata_chunk::{ChunkError, ChunkStore, block_key};
 use strata_object::backend::Backend;
 use strata_object::checksum::SEGMENT;
@@ -21,6 +23,7 @@ use strata_object::conformance::{S3sFs, TestBackend};
 use strata_object::fault::{FaultControl, FaultPlan, Faulty};
 use strata_object::metered::ObjectStats;
 use strata_object::retry::RetryPolicy;
+use strata_object::seal::{Cipher, DataKey, KeyRing, Keys, SEALED_TRAILER};
 use strata_object::stack::{StackOptions, build};
 use strata_object::{ObjectError, ObjectStore};
 use strata_types::Slice;
@@ -158,6 +161,66 @@ proptest! {
         let reads = reads.into_iter().map(|(off, len)| (off, len.min(1_200_000 - off))).collect();
         check_reads(reads, cache);
     }
+
+    /// The same through an encrypted volume's disk cache, which serves ranges by opening
+    /// only the sealed units they lie in.
+    #[test]
+    fn ranged_reads_through_a_sealed_disk_cache_match_the_reference(
+        reads in prop::collection::vec((0u32..1_199_000, 1u32..100_000), 1..12),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let dirs = [dir.path().to_path_buf()];
+        let cache = DiskCache::open_with(&dirs, 64 << 20, 0.0, sealed_framing()).unwrap();
+        let reads = reads.into_iter().map(|(off, len)| (off, len.min(1_200_000 - off))).collect();
+        check_reads(reads, Arc::new(cache));
+    }
+}
+
+fn sealed_framing() -> Framing {
+    let key = DataKey::generate(1, Cipher::Aes256Gcm).unwrap();
+    Framing::Sealed(Arc::new(Keys::new(
+        KeyRing::new(1, vec![key]).unwrap(),
+        None,
+    )))
+}
+
+/// A 4 KiB random read served by a sealed disk cache opens only its unit: a damaged unit
+/// elsewhere in the same segment costs that read nothing (no GET, nothing dropped), and a
+/// read that touches it is re-read from the store.
+#[tokio::test]
+async fn a_sealed_cache_serves_a_small_read_from_its_unit_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = [dir.path().to_path_buf()];
+    let cache = Arc::new(DiskCache::open_with(&dirs, 64 << 20, 0.0, sealed_framing()).unwrap());
+    let r = rig_on(Arc::new(Backend::memory()), cache.clone(), 4 << 20, None);
+    let data = bytes(1 << 20, 12);
+    let s = write_slice(&r.chunks, 61, 0, &data).await;
+    let key = block_key(61, 0, 1 << 20);
+    cache.put(&key, Bytes::from(data.clone())).await;
+    let path = cache.path_of(&key);
+    let mut raw = std::fs::read(&path).unwrap();
+    // Unit 1 of segment 0 (bytes UNIT..2 × UNIT) damaged.
+    raw[UNIT + SEALED_TRAILER + 10] ^= 1;
+    std::fs::write(&path, raw).unwrap();
+    let gets = r.stats.requests("get", "ok");
+    for off in [0usize, 4096, 2 * UNIT + 100, 500_000] {
+        let got = r.chunks.read_ranged(&[s], off as u32, 4096).await.unwrap();
+        assert_eq!(&got[..], &data[off..off + 4096]);
+    }
+    assert_eq!(r.stats.requests("get", "ok"), gets, "served by the cache");
+    assert_eq!(CacheStats::get(&cache.stats().corrupt), 0);
+    let got = r
+        .chunks
+        .read_ranged(&[s], UNIT as u32 + 7, 1000)
+        .await
+        .unwrap();
+    assert_eq!(&got[..], &data[UNIT + 7..UNIT + 1007]);
+    assert_eq!(
+        r.stats.requests("get", "ok"),
+        gets + 1,
+        "re-read from the store"
+    );
+    assert_eq!(CacheStats::get(&cache.stats().corrupt), 1);
 }
 
 /// Every segment boundary and both ends of every block size from 1 byte to several

@@ -90,7 +90,7 @@ impl Domain {
     fn label(self) -> &'static [u8] {
         match self {
             Domain::Object => b"strata sealed object v3",
-            Domain::Cache => b"strata sealed cache v3",
+            Domain::Cache => b"strata sealed cache v4",
             Domain::Staging => b"strata sealed staging v3",
             Domain::Peer => b"strata sealed peer v3",
             Domain::Dump => b"strata sealed dump v1",
@@ -497,6 +497,21 @@ impl Opener<'_> {
             .checked_sub(SEALED_TRAILER)
             .ok_or(OpenFailure::CutShort)?;
         let (ciphertext, trailer) = sealed.split_at_mut(at);
+        self.open_detached(index, ciphertext, trailer, accept)
+    }
+
+    /// Decrypt segment `index` in place when its ciphertext and its trailer were read
+    /// apart (`trailer`: [`SEALED_TRAILER`] bytes). Returns the tag.
+    pub fn open_detached(
+        &mut self,
+        index: u32,
+        ciphertext: &mut [u8],
+        trailer: &[u8],
+        accept: &[&[u8; 4]],
+    ) -> std::result::Result<[u8; 4], OpenFailure> {
+        if trailer.len() != SEALED_TRAILER {
+            return Err(OpenFailure::CutShort);
+        }
         let (tag, key_id, nonce) = parse_trailer(trailer, accept)?;
         let aad = aad(self.name, index, &tag, key_id);
         let key = self.key(key_id)?;

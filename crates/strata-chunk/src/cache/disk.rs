@@ -1,15 +1,15 @@
 //! The local disk block cache (`--cache-dir a:b`, `--cache-size`, `--free-space-ratio`).
 //!
 //! Each block is a sparse file `{dir}/seg2/{object key}` (an encrypted volume's:
-//! `{dir}/sealed3/...`, every segment sealed) with a slot per segment
-//! ([`super::segment_file`], FORMAT.md "cache v2"/"cache v3"), so the cache holds whole blocks of
+//! `{dir}/sealed4/...`, sealed in 16 KiB units) with a slot per segment
+//! ([`super::segment_file`], FORMAT.md "cache v2"/"cache v4"), so the cache holds whole blocks of
 //! sequential readers and single segments of random readers alike, and serves partial
 //! hits. Whole blocks are written to a temporary name and renamed; segments are written
 //! into their slots and counted only once written, and each carries its own checksum, so a
 //! crash or a flipped bit costs at most a re-read of that segment. The index (which
 //! segments each file holds, LRU order and sizes) lives in memory and is rebuilt at start
-//! from the files' allocated extents. Files of the previous format (`{dir}/raw`) are
-//! removed at start. All file I/O runs on the blocking pool.
+//! from the files' allocated extents. Files of earlier formats (`{dir}/raw`, cache v1;
+//! `{dir}/sealed3`, cache v3) are removed at start. All file I/O runs on the blocking pool.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -21,11 +21,13 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use super::segment_file::{self as seg, Framing, Slot};
-use super::{BlockCache, CacheStats, Lru};
+use super::segment_file::{self as seg, Framing, Layout, RangeRead, Slot};
+use super::{BlockCache, CacheStats, Lru, RangeHit};
+use strata_object::checksum::SEGMENT;
 
-/// The previous format's subdirectory (whole blocks with one checksum), dropped at start.
-const OLD_FORMAT_DIR: &str = "raw";
+/// Subdirectories of earlier formats, dropped at start: whole blocks with one checksum
+/// (`raw`), and sealed files whose segments were sealed whole (`sealed3`, cache v3).
+const OLD_FORMAT_DIRS: [&str; 2] = ["raw", "sealed3"];
 
 /// Blocks and segments of blocks cached in local directories.
 #[derive(Debug, Clone)]
@@ -48,8 +50,8 @@ struct Inner {
 struct Index {
     lru: Lru,
     blocks: HashMap<String, Held>,
-    /// Bytes after each segment in the files.
-    trailer: usize,
+    /// The shape of the files (what a segment takes on disk).
+    layout: Layout,
 }
 
 /// The segments of one block the cache holds.
@@ -57,14 +59,14 @@ struct Index {
 struct Held {
     block_len: usize,
     present: Vec<bool>,
-    trailer: usize,
+    layout: Layout,
 }
 
 impl Held {
     fn bytes(&self) -> u64 {
         let held: usize = (0..self.present.len())
             .filter(|&i| self.present[i])
-            .map(|i| seg::segment_len(self.block_len, i) + self.trailer)
+            .map(|i| self.layout.stored_len(seg::segment_len(self.block_len, i)))
             .sum();
         u64::try_from(held).unwrap_or(u64::MAX)
     }
@@ -77,11 +79,11 @@ impl Held {
 impl Index {
     /// Record segments `first..first+count` of `key` as held.
     fn mark(&mut self, key: &str, block_len: usize, first: usize, count: usize) {
-        let trailer = self.trailer;
+        let layout = self.layout;
         let held = self.blocks.entry(key.to_string()).or_insert_with(|| Held {
             block_len,
             present: vec![false; seg::segment_count(block_len)],
-            trailer,
+            layout,
         });
         for slot in held.present.iter_mut().skip(first).take(count) {
             *slot = true;
@@ -127,7 +129,7 @@ impl DiskCache {
         framing: Framing,
     ) -> std::io::Result<DiskCache> {
         let mut index = Index {
-            trailer: framing.trailer(),
+            layout: framing.layout(),
             ..Index::default()
         };
         for dir in dirs {
@@ -137,13 +139,14 @@ impl DiskCache {
                 .recursive(true)
                 .mode(0o700)
                 .create(&root)?;
-            let old = dir.join(OLD_FORMAT_DIR);
-            if old.exists() {
-                tracing::info!(
-                    "removing cache files of the previous format in {}",
-                    old.display()
-                );
-                std::fs::remove_dir_all(&old)?;
+            for old in OLD_FORMAT_DIRS.map(|name| dir.join(name)) {
+                if old.exists() {
+                    tracing::info!(
+                        "removing cache files of an earlier format in {}",
+                        old.display()
+                    );
+                    std::fs::remove_dir_all(&old)?;
+                }
             }
             scan(&root, &root, &mut index, &framing)?;
         }
@@ -293,6 +296,34 @@ impl Inner {
             .collect()
     }
 
+    /// Bytes `[from, to)` (inside one segment) of block `key` with that segment's sealed
+    /// slot; a unit that fails to open drops its segment.
+    fn read_range(&self, key: &str, block_len: usize, from: usize, to: usize) -> Option<RangeHit> {
+        let segment = from / SEGMENT;
+        let slot = File::open(self.path_of(key))
+            .and_then(|file| seg::read_sealed_slot(&file, block_len, segment, &self.framing));
+        let slot = match slot {
+            Ok(Some(slot)) => slot,
+            Ok(None) => return None,
+            Err(_) => {
+                self.index.lock().forget(key);
+                return None;
+            }
+        };
+        match seg::open_slot_range(key, block_len, (from, to), &slot, &self.framing) {
+            Ok(RangeRead::Held(bytes)) => Some(RangeHit { bytes, slot }),
+            Ok(RangeRead::Absent(index)) => {
+                self.drop_segment(key, index, false);
+                None
+            }
+            Ok(RangeRead::Damaged(index)) => {
+                self.drop_segment(key, index, true);
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
     fn write_whole(&self, key: &str, data: &Bytes) {
         let block_len = data.len();
         let size = u64::try_from(seg::full_file_len(block_len, &self.framing)).unwrap_or(u64::MAX);
@@ -311,7 +342,7 @@ impl Inner {
     fn write_segments(&self, key: &str, block_len: usize, first: usize, segments: &[Bytes]) {
         let size: usize = segments
             .iter()
-            .map(|s| s.len() + self.framing.trailer())
+            .map(|s| self.framing.stored_len(s.len()))
             .sum();
         self.evict_to_fit(u64::try_from(size).unwrap_or(u64::MAX));
         let path = self.path_of(key);
@@ -347,7 +378,7 @@ fn scan(root: &Path, dir: &Path, index: &mut Index, framing: &Framing) -> std::i
                 .map(|present| Held {
                     block_len,
                     present,
-                    trailer: framing.trailer(),
+                    layout: framing.layout(),
                 }),
             _ => None,
         };
@@ -441,9 +472,58 @@ impl BlockCache for DiskCache {
         found
     }
 
+    fn serves_ranges(&self) -> bool {
+        matches!(self.inner.framing, Framing::Sealed(_))
+    }
+
+    async fn get_range(
+        &self,
+        key: &str,
+        block_len: usize,
+        from: usize,
+        to: usize,
+    ) -> Option<RangeHit> {
+        let segment = from / SEGMENT;
+        if !self.serves_ranges() || from >= to || to > block_len || (to - 1) / SEGMENT != segment {
+            return None;
+        }
+        {
+            let mut index = self.inner.index.lock();
+            match index.blocks.get(key) {
+                Some(held)
+                    if held.block_len == block_len
+                        && held.present.get(segment).copied().unwrap_or(false) => {}
+                _ => return None,
+            }
+            index.lru.touch(key);
+        }
+        let key = key.to_string();
+        let hit = self
+            .blocking(move |inner| inner.read_range(&key, block_len, from, to))
+            .await
+            .flatten();
+        if hit.is_some() {
+            self.inner.stats.record_lookup(true);
+        }
+        hit
+    }
+
+    fn open_range(
+        &self,
+        key: &str,
+        block_len: usize,
+        (from, to): (usize, usize),
+        slot: &[u8],
+    ) -> Option<Bytes> {
+        match seg::open_slot_range(key, block_len, (from, to), slot, &self.inner.framing) {
+            Ok(RangeRead::Held(bytes)) => Some(bytes),
+            _ => None,
+        }
+    }
+
     async fn put_segments(&self, key: &str, block_len: usize, first: usize, segments: &[Bytes]) {
-        let trailer = self.inner.framing.trailer();
-        let size: usize = segments.iter().map(|s| s.len() + trailer).sum();
+        let framing = &self.inner.framing;
+        let size: usize = segments.iter().map(|s| framing.stored_len(s.len())).sum();
         if u64::try_from(size).unwrap_or(u64::MAX) > self.inner.capacity || segments.is_empty() {
             return;
         }
@@ -589,7 +669,6 @@ mod tests {
 
     #[tokio::test]
     async fn segments_are_cached_apart_and_survive_reopen() {
-        use strata_object::checksum::SEGMENT;
         let dir = tempfile::tempdir().unwrap();
         let dirs = [dir.path().to_path_buf()];
         let cache = DiskCache::open(&dirs, 1 << 30, 0.0).unwrap();
@@ -627,5 +706,71 @@ mod tests {
         assert_eq!(CacheStats::get(&cache.stats().corrupt), 1);
         cache.put(&key, data.clone()).await;
         assert_eq!(cache.get(&key).await, Some(data), "whole after a full put");
+    }
+
+    #[tokio::test]
+    async fn a_sealed_cache_serves_ranges_and_drops_what_fails_to_open() {
+        use strata_object::seal::{Cipher, DataKey, KeyRing, Keys};
+        let ring = KeyRing::new(1, vec![DataKey::generate(1, Cipher::Aes256Gcm).unwrap()]);
+        let framing = Framing::Sealed(Arc::new(Keys::new(ring.unwrap(), None)));
+        let dir = tempfile::tempdir().unwrap();
+        let dirs = [dir.path().to_path_buf()];
+        let earlier = dir.path().join("sealed3/chunks/old");
+        std::fs::create_dir_all(&earlier).unwrap();
+        let cache = DiskCache::open_with(&dirs, 1 << 30, 0.0, framing.clone()).unwrap();
+        assert!(cache.serves_ranges());
+        assert!(!earlier.exists(), "files of cache v3 removed at start");
+        let len = 3 * SEGMENT;
+        let key = format!("chunks/0/0/4_0_{len}");
+        let data = Bytes::from(
+            (0..len)
+                .map(|i| u8::try_from(i % 251).unwrap())
+                .collect::<Vec<u8>>(),
+        );
+        let seg = |i: usize| data.slice(i * SEGMENT..(i + 1) * SEGMENT);
+        cache.put_segments(&key, len, 0, &[seg(0), seg(1)]).await;
+        assert_eq!(cache.used_bytes(), (2 * framing.stride()) as u64);
+        let hit = cache.get_range(&key, len, 5000, 9096).await.unwrap();
+        assert_eq!(hit.bytes, data.slice(5000..9096));
+        let again = cache.open_range(&key, len, (100, 200), &hit.slot);
+        assert_eq!(again, Some(data.slice(100..200)), "the slot opens again");
+        assert_eq!(
+            cache.open_range(&key, len, (SEGMENT, SEGMENT + 1), &hit.slot),
+            None
+        );
+        assert_eq!(CacheStats::get(&cache.stats().hits), 1);
+        let miss = cache
+            .get_range(&key, len, 2 * SEGMENT, 2 * SEGMENT + 1)
+            .await;
+        assert!(miss.is_none());
+        let across = cache.get_range(&key, len, SEGMENT - 1, SEGMENT + 1).await;
+        assert!(across.is_none(), "one segment at a time");
+        assert!(
+            cache.get_range(&key, len + 1, 0, 1).await.is_none(),
+            "another length"
+        );
+        assert_eq!(
+            CacheStats::get(&cache.stats().hits),
+            1,
+            "misses left to count"
+        );
+        // Rebuilt from the file's extents; a damaged unit drops its segment alone.
+        drop(cache);
+        let cache = DiskCache::open_with(&dirs, 1 << 30, 0.0, framing).unwrap();
+        let path = cache.path_of(&key);
+        let mut raw = std::fs::read(&path).unwrap();
+        raw[SEGMENT + 4000] ^= 1;
+        std::fs::write(&path, raw).unwrap();
+        let hit = cache.get_range(&key, len, 0, 10).await.unwrap();
+        assert_eq!(hit.bytes, data.slice(..10));
+        assert!(
+            cache
+                .get_range(&key, len, SEGMENT, SEGMENT + 10)
+                .await
+                .is_none()
+        );
+        assert_eq!(CacheStats::get(&cache.stats().corrupt), 1);
+        let slots = cache.get_segments(&key, len, 0, 2).await;
+        assert_eq!(slots, vec![Some(seg(0)), None, None]);
     }
 }

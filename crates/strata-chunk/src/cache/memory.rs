@@ -42,6 +42,13 @@ impl MemoryCache {
         found
     }
 
+    /// Drop the entry under `key`, if held.
+    pub fn forget(&self, key: &str) {
+        let mut inner = self.inner.lock();
+        inner.lru.remove(key);
+        inner.blocks.remove(key);
+    }
+
     /// Keep `data` under `key`, evicting the least recently used beyond the capacity.
     pub fn insert(&self, key: &str, data: Bytes) {
         let size = u64::try_from(data.len()).unwrap_or(u64::MAX);

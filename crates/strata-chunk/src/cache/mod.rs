@@ -39,6 +39,14 @@ impl CacheStats {
     }
 }
 
+/// What [`BlockCache::get_range`] found: the bytes asked for, and the sealed slot of the
+/// segment they lie in (a reader may keep it and open other bytes of it later).
+#[derive(Debug, Clone)]
+pub struct RangeHit {
+    pub bytes: Bytes,
+    pub slot: Bytes,
+}
+
 /// A cache of blocks by object key.
 #[async_trait]
 pub trait BlockCache: Send + Sync + fmt::Debug {
@@ -63,6 +71,37 @@ pub trait BlockCache: Send + Sync + fmt::Debug {
     ) -> Vec<Option<Bytes>> {
         let _ = (key, block_len);
         vec![None; last + 1 - first]
+    }
+    /// Whether this cache serves bytes from slots it keeps sealed ([`Self::get_range`],
+    /// [`Self::open_range`]): an encrypted volume's disk cache, which opens only the
+    /// 16 KiB units a read needs.
+    fn serves_ranges(&self) -> bool {
+        false
+    }
+    /// Bytes `[from, to)` (inside one segment) of a block of `block_len` bytes, with the
+    /// segment's slot still sealed for [`Self::open_range`], when the segment is cached
+    /// and the bytes open (a hit is counted; a miss is left for `get_segments` to count).
+    async fn get_range(
+        &self,
+        key: &str,
+        block_len: usize,
+        from: usize,
+        to: usize,
+    ) -> Option<RangeHit> {
+        let _ = (key, block_len, from, to);
+        None
+    }
+    /// Bytes `[from, to)` of block `key` opened from a slot [`Self::get_range`] returned
+    /// for the same segment; `None` if they do not open.
+    fn open_range(
+        &self,
+        key: &str,
+        block_len: usize,
+        (from, to): (usize, usize),
+        slot: &[u8],
+    ) -> Option<Bytes> {
+        let _ = (key, block_len, from, to, slot);
+        None
     }
     /// Keep segments `first..` of a block of `block_len` bytes (a random reader's).
     async fn put_segments(&self, key: &str, block_len: usize, first: usize, segments: &[Bytes]) {

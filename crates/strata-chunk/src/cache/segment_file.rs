@@ -1,14 +1,16 @@
-//! The file of one block in the disk cache (FORMAT.md, "cache v2" and "cache v3"): a
+//! The file of one block in the disk cache (FORMAT.md, "cache v2" and "cache v4"): a
 //! sparse file with a slot per segment of the block. With [`Framing::Checked`] slot `i`
 //! starts at `i × (SEGMENT + 8)` and holds the segment's bytes followed by an 8-byte
 //! trailer: a CRC32C bound to the block's key, the segment's index and length, then the
-//! tag `CSG2`. With [`Framing::Sealed`] (an encrypted volume) slot `i` starts at
-//! `i × (SEGMENT + 36)` and holds the segment sealed under a cache key derived from the
-//! volume's data key and the block's key, tagged `CSE3` (`strata_object::seal`): the disk
-//! holds no plaintext. A slot never written is a hole and reads as zeros (no tag): the
-//! segment is simply not cached. A slot whose tag is there but whose bytes fail their
-//! check is damaged. Everything here is blocking file I/O, run on the blocking pool by the
-//! cache.
+//! tag `CSG2`. With [`Framing::Sealed`] (an encrypted volume) the file is a row of sealed
+//! [`UNIT`]s of 16 KiB: unit `k` (block bytes `k × 16384..`) starts at `k × (16384 + 36)`,
+//! sealed under a cache key derived from the volume's data key and the block's key, tagged
+//! `CSE4` (`strata_object::seal`), so the disk holds no plaintext and a 4 KiB random read
+//! opens one unit, not a whole segment ([`open_slot_range`]); segment `i`'s slot is its
+//! two units. A
+//! slot never written is a hole and reads as zeros (no tag): the segment is simply not
+//! cached. A slot whose tag is there but whose bytes fail their check is damaged.
+//! Everything here is blocking file I/O, run on the blocking pool by the cache.
 
 use std::fs::File;
 use std::io::Write;
@@ -25,8 +27,14 @@ use strata_object::seal::{Domain, Keys, SEALED_TRAILER};
 pub const TRAILER: usize = 8;
 /// Bytes from one slot to the next in a checked file.
 pub const STRIDE: usize = SEGMENT + TRAILER;
+/// Plaintext bytes sealed together in a sealed file: what a random read opens at least.
+/// 16 KiB: a 4 KiB read opens half a segment, and a 128 KiB read pays 8 seals' fixed cost
+/// (≈ 0.27 µs each with AES-GCM here) rather than 32 (4 KiB units cost such reads 9 %).
+pub const UNIT: usize = 16 << 10;
+/// Bytes from one sealed unit to the next.
+const UNIT_STRIDE: usize = UNIT + SEALED_TRAILER;
 const TAG: &[u8; 4] = b"CSG2";
-const SEALED_TAG: &[u8; 4] = b"CSE3";
+const SEALED_TAG: &[u8; 4] = b"CSE4";
 
 /// How the segments of a cache file are protected.
 #[derive(Debug, Clone, Default)]
@@ -34,29 +42,65 @@ pub enum Framing {
     /// A CRC32C per segment (a plain volume).
     #[default]
     Checked,
-    /// Sealed with the volume's keys (an encrypted volume).
+    /// Sealed with the volume's keys in [`UNIT`]s (an encrypted volume).
     Sealed(Arc<Keys>),
 }
 
-impl Framing {
-    /// Bytes after each segment.
-    pub fn trailer(&self) -> usize {
+/// The shape of a framing's files, without its keys: what sizes are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Layout {
+    #[default]
+    Checked,
+    Sealed,
+}
+
+impl Layout {
+    /// Bytes a segment of `len` bytes takes in a file.
+    pub fn stored_len(self, len: usize) -> usize {
         match self {
-            Framing::Checked => TRAILER,
-            Framing::Sealed(_) => SEALED_TRAILER,
+            Layout::Checked => len + TRAILER,
+            Layout::Sealed => len + len.div_ceil(UNIT) * SEALED_TRAILER,
         }
+    }
+}
+
+/// One protected piece of a file read into a buffer: a checked segment, or a sealed unit.
+#[derive(Debug, Clone, Copy)]
+struct Piece {
+    /// The segment it belongs to.
+    segment: usize,
+    /// Its index in the block (the segment's, or the unit's).
+    index: usize,
+    /// Where it lies in the buffer read (its trailer follows).
+    stored: usize,
+    /// Where its plaintext lies once the buffer is compacted.
+    plain: usize,
+    len: usize,
+}
+
+impl Framing {
+    pub fn layout(&self) -> Layout {
+        match self {
+            Framing::Checked => Layout::Checked,
+            Framing::Sealed(_) => Layout::Sealed,
+        }
+    }
+
+    /// Bytes a segment of `len` bytes takes in a file.
+    pub fn stored_len(&self, len: usize) -> usize {
+        self.layout().stored_len(len)
     }
 
     /// Bytes from one slot to the next.
     pub fn stride(&self) -> usize {
-        SEGMENT + self.trailer()
+        self.stored_len(SEGMENT)
     }
 
     /// The subdirectory of a cache directory holding files of this framing.
     pub fn dir_name(&self) -> &'static str {
         match self {
             Framing::Checked => "seg2",
-            Framing::Sealed(_) => "sealed3",
+            Framing::Sealed(_) => "sealed4",
         }
     }
 
@@ -64,26 +108,82 @@ impl Framing {
         u64::try_from(index.saturating_mul(self.stride())).unwrap_or(u64::MAX)
     }
 
-    /// The stored form of segments `first..` (each followed by its trailer), as one buffer.
-    fn framed_run(&self, key: &str, first: usize, segments: &[Bytes]) -> std::io::Result<Vec<u8>> {
-        let mut out = Vec::with_capacity(segments.len() * self.stride());
+    /// The pieces of segments `first..=last` of a block of `block_len` bytes, placed in a
+    /// buffer read from segment `first`'s slot on.
+    fn pieces(&self, block_len: usize, (first, last): (usize, usize)) -> Vec<Piece> {
+        let mut out = Vec::new();
+        for segment in first..=last {
+            let at = (segment - first) * self.stride();
+            let plain = (segment - first) * SEGMENT;
+            self.pieces_of(
+                segment,
+                segment_len(block_len, segment),
+                (at, plain),
+                &mut out,
+            );
+        }
+        out
+    }
+
+    /// The pieces of segment `segment` (`len` bytes) stored at `stored`, its plaintext
+    /// placed at `plain`.
+    fn pieces_of(
+        &self,
+        segment: usize,
+        len: usize,
+        (stored, plain): (usize, usize),
+        out: &mut Vec<Piece>,
+    ) {
         match self {
-            Framing::Checked => {
-                for (i, data) in segments.iter().enumerate() {
-                    out.extend_from_slice(data);
-                    out.extend_from_slice(&trailer(key, first + i, data));
+            Framing::Checked => out.push(Piece {
+                segment,
+                index: segment,
+                stored,
+                plain,
+                len,
+            }),
+            Framing::Sealed(_) => {
+                for (j, at) in (0..len).step_by(UNIT).enumerate() {
+                    out.push(Piece {
+                        segment,
+                        index: segment * (SEGMENT / UNIT) + j,
+                        stored: stored + j * UNIT_STRIDE,
+                        plain: plain + at,
+                        len: (len - at).min(UNIT),
+                    });
                 }
             }
+        }
+    }
+
+    /// The stored form of segments `first..` (each followed by its trailer), as one buffer.
+    fn framed_run(&self, key: &str, first: usize, segments: &[Bytes]) -> std::io::Result<Vec<u8>> {
+        let mut pieces = Vec::new();
+        let mut stored = 0;
+        for (i, data) in segments.iter().enumerate() {
+            // Plaintext places within each segment: `plain` is the piece's offset in it.
+            self.pieces_of(first + i, data.len(), (stored, 0), &mut pieces);
+            stored += self.stored_len(data.len());
+        }
+        let mut out = vec![0u8; stored];
+        let sealer = match self {
+            Framing::Checked => None,
             Framing::Sealed(keys) => {
-                let sealer = keys.ring().sealer(Domain::Cache, key).map_err(io_error)?;
-                for (i, data) in segments.iter().enumerate() {
-                    let at = out.len();
-                    out.extend_from_slice(data);
-                    let index = u32::try_from(first + i).map_err(io_error)?;
+                Some(keys.ring().sealer(Domain::Cache, key).map_err(io_error)?)
+            }
+        };
+        for p in pieces {
+            let data = &segments[p.segment - first][p.plain..p.plain + p.len];
+            let end = p.stored + p.len;
+            out[p.stored..end].copy_from_slice(data);
+            match &sealer {
+                None => out[end..end + TRAILER].copy_from_slice(&trailer(key, p.index, data)),
+                Some(sealer) => {
+                    let index = u32::try_from(p.index).map_err(io_error)?;
                     let t = sealer
-                        .seal(index, SEALED_TAG, &mut out[at..])
+                        .seal(index, SEALED_TAG, &mut out[p.stored..end])
                         .map_err(io_error)?;
-                    out.extend_from_slice(&t);
+                    out[end..end + SEALED_TRAILER].copy_from_slice(&t);
                 }
             }
         }
@@ -91,7 +191,7 @@ impl Framing {
     }
 
     /// What the slots `first..=last` of a block of `block_len` bytes, read into `buf`
-    /// from slot `first` on, hold; sealed slots are opened in place (their plaintext then
+    /// from slot `first` on, hold; sealed units are opened in place (their plaintext then
     /// lies where their ciphertext was).
     fn check_slots(
         &self,
@@ -100,35 +200,48 @@ impl Framing {
         (first, last): (usize, usize),
         buf: &mut [u8],
     ) -> Vec<SlotState> {
-        let stride = self.stride();
-        let place = |i: usize| ((i - first) * stride, segment_len(block_len, i));
-        let Framing::Sealed(keys) = self else {
-            return (first..=last)
-                .map(|i| {
-                    let (at, len) = place(i);
-                    check_slot(key, i, buf, at, len)
-                })
-                .collect();
+        let mut states = vec![SlotState::Held; last + 1 - first];
+        let ring = match self {
+            Framing::Checked => None,
+            Framing::Sealed(keys) => Some(keys.ring()),
         };
-        let ring = keys.ring();
-        let mut opener = ring.opener(Domain::Cache, key);
-        (first..=last)
-            .map(|i| {
-                let (at, len) = place(i);
-                let (Some(sealed), Ok(index)) =
-                    (buf.get_mut(at..at + len + SEALED_TRAILER), u32::try_from(i))
-                else {
-                    return SlotState::Damaged;
-                };
-                if &sealed[len..len + 4] != SEALED_TAG {
-                    return SlotState::Absent;
-                }
-                match opener.open_in_place(index, sealed, &[SEALED_TAG]) {
-                    Ok(_) => SlotState::Held,
-                    Err(_) => SlotState::Damaged,
-                }
-            })
-            .collect()
+        let mut opener = ring.as_ref().map(|r| r.opener(Domain::Cache, key));
+        for p in self.pieces(block_len, (first, last)) {
+            let state = match opener.as_mut() {
+                None => check_slot(key, p.index, buf, p.stored, p.len),
+                Some(opener) => open_unit(opener, p, buf),
+            };
+            let slot = &mut states[p.segment - first];
+            *slot = (*slot).worst(state);
+        }
+        states
+    }
+
+    /// Move the plaintext of every piece of segments `first..=last` in `buf` (read from
+    /// slot `first` on and checked) down over the trailers before it.
+    fn compact(&self, block_len: usize, (first, last): (usize, usize), buf: &mut [u8]) {
+        for p in self.pieces(block_len, (first, last)) {
+            if p.stored != p.plain && p.stored + p.len <= buf.len() {
+                buf.copy_within(p.stored..p.stored + p.len, p.plain);
+            }
+        }
+    }
+}
+
+/// What the sealed unit `p` in `buf` holds, opened in place when it is there.
+fn open_unit(opener: &mut strata_object::seal::Opener<'_>, p: Piece, buf: &mut [u8]) -> SlotState {
+    let (Some(sealed), Ok(index)) = (
+        buf.get_mut(p.stored..p.stored + p.len + SEALED_TRAILER),
+        u32::try_from(p.index),
+    ) else {
+        return SlotState::Damaged;
+    };
+    if &sealed[p.len..p.len + 4] != SEALED_TAG {
+        return SlotState::Absent;
+    }
+    match opener.open_in_place(index, sealed, &[SEALED_TAG]) {
+        Ok(_) => SlotState::Held,
+        Err(_) => SlotState::Damaged,
     }
 }
 
@@ -163,7 +276,9 @@ pub fn segment_len(block_len: usize, index: usize) -> usize {
 
 /// Bytes a file holding every segment of a block of `block_len` bytes takes.
 pub fn full_file_len(block_len: usize, framing: &Framing) -> usize {
-    block_len + segment_count(block_len) * framing.trailer()
+    (0..segment_count(block_len))
+        .map(|i| framing.stored_len(segment_len(block_len, i)))
+        .sum()
 }
 
 fn trailer(key: &str, index: usize, data: &[u8]) -> [u8; TRAILER] {
@@ -201,6 +316,17 @@ enum SlotState {
     Held,
 }
 
+impl SlotState {
+    /// A slot of two pieces: damaged if either is, else absent if either is.
+    fn worst(self, other: SlotState) -> SlotState {
+        match (self, other) {
+            (SlotState::Damaged, _) | (_, SlotState::Damaged) => SlotState::Damaged,
+            (SlotState::Absent, _) | (_, SlotState::Absent) => SlotState::Absent,
+            _ => SlotState::Held,
+        }
+    }
+}
+
 /// The slots `first..=last` of the cached block `key` (`block_len` bytes), read in one
 /// `pread`.
 pub fn read_slots(
@@ -210,24 +336,126 @@ pub fn read_slots(
     (first, last): (usize, usize),
     framing: &Framing,
 ) -> std::io::Result<Vec<Slot>> {
-    let stride = framing.stride();
-    let span = (last - first) * stride + segment_len(block_len, last) + framing.trailer();
+    if let Framing::Sealed(keys) = framing
+        && let Some((plain, states)) =
+            scatter::read_opened(file, (key, keys), block_len, (first, last), framing)?
+    {
+        let plain = Bytes::from(plain);
+        return Ok((first..=last)
+            .zip(states)
+            .map(|(i, state)| match state {
+                SlotState::Absent => Slot::Absent,
+                SlotState::Damaged => Slot::Damaged,
+                SlotState::Held => {
+                    let at = (i - first) * SEGMENT;
+                    Slot::Held(plain.slice(at..at + segment_len(block_len, i)))
+                }
+            })
+            .collect());
+    }
+    let span = (last - first) * framing.stride() + framing.stored_len(segment_len(block_len, last));
     let mut buf = vec![0u8; span];
     let got = read_full_at(file, &mut buf, framing.offset_of(first))?;
     buf.truncate(got);
     let states = framing.check_slots(key, block_len, (first, last), &mut buf);
+    // A checked segment's bytes are handed out where they lie; sealed units are moved
+    // together first.
+    let at = |i: usize| match framing {
+        Framing::Checked => (i - first) * framing.stride(),
+        Framing::Sealed(_) => (i - first) * SEGMENT,
+    };
+    if let Framing::Sealed(_) = framing {
+        framing.compact(block_len, (first, last), &mut buf);
+    }
     let buf = Bytes::from(buf);
     Ok((first..=last)
         .zip(states)
-        .map(|(i, state)| {
-            let (at, len) = ((i - first) * stride, segment_len(block_len, i));
-            match state {
-                SlotState::Absent => Slot::Absent,
-                SlotState::Damaged => Slot::Damaged,
-                SlotState::Held => Slot::Held(buf.slice(at..at + len)),
-            }
+        .map(|(i, state)| match state {
+            SlotState::Absent => Slot::Absent,
+            SlotState::Damaged => Slot::Damaged,
+            SlotState::Held => Slot::Held(buf.slice(at(i)..at(i) + segment_len(block_len, i))),
         })
         .collect())
+}
+
+/// What a read of some bytes of a cached block found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RangeRead {
+    /// The bytes, verified.
+    Held(Bytes),
+    /// This segment (the first such) is not cached.
+    Absent(usize),
+    /// This segment (the first such) is damaged.
+    Damaged(usize),
+}
+
+/// The stored bytes of slot `segment` of a sealed file (still sealed: open ranges of it
+/// with [`open_slot_range`]), in one `pread`; `None` for a checked file, whose segments
+/// verify only whole (read them with [`read_slots`]).
+pub fn read_sealed_slot(
+    file: &File,
+    block_len: usize,
+    segment: usize,
+    framing: &Framing,
+) -> std::io::Result<Option<Bytes>> {
+    let Framing::Sealed(_) = framing else {
+        return Ok(None);
+    };
+    let mut buf = vec![0u8; framing.stored_len(segment_len(block_len, segment))];
+    let got = read_full_at(file, &mut buf, framing.offset_of(segment))?;
+    buf.truncate(got);
+    Ok(Some(Bytes::from(buf)))
+}
+
+/// Bytes `[from, to)` of block `key` (`block_len` bytes), which lie in segment
+/// `from / SEGMENT`, opened from that segment's sealed `slot` (as [`read_sealed_slot`]
+/// read it): only the [`UNIT`]s the bytes lie in are opened. A checked framing, or a
+/// range that is empty, past the block or over two segments, is an error.
+pub fn open_slot_range(
+    key: &str,
+    block_len: usize,
+    (from, to): (usize, usize),
+    slot: &[u8],
+    framing: &Framing,
+) -> std::io::Result<RangeRead> {
+    let segment = from / SEGMENT;
+    let Framing::Sealed(keys) = framing else {
+        return Err(io_error("a checked cache file has no sealed slots"));
+    };
+    if from >= to || to > block_len || (to - 1) / SEGMENT != segment {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("bytes {from}..{to} of a {block_len}-byte block are not in one segment"),
+        ));
+    }
+    let (first, last) = (from / UNIT, (to - 1) / UNIT);
+    let unit_len = |k: usize| (block_len - k * UNIT).min(UNIT);
+    let mut out = vec![0u8; (last - first) * UNIT + unit_len(last)];
+    let ring = keys.ring();
+    let mut opener = ring.opener(Domain::Cache, key);
+    let slot_first = segment * (SEGMENT / UNIT);
+    for k in first..=last {
+        let at = (k - slot_first) * UNIT_STRIDE;
+        let len = unit_len(k);
+        let (Some(sealed), Ok(index)) = (slot.get(at..at + len + SEALED_TRAILER), u32::try_from(k))
+        else {
+            return Ok(RangeRead::Damaged(segment));
+        };
+        if &sealed[len..len + 4] != SEALED_TAG {
+            return Ok(RangeRead::Absent(segment));
+        }
+        let place = &mut out[(k - first) * UNIT..(k - first) * UNIT + len];
+        if opener
+            .open_into(index, sealed, &[SEALED_TAG], place)
+            .is_err()
+        {
+            return Ok(RangeRead::Damaged(segment));
+        }
+    }
+    let start = from - first * UNIT;
+    Ok(RangeRead::Held(
+        Bytes::from(out).slice(start..start + (to - from)),
+    ))
 }
 
 /// Read into `buf` from `offset` until it is full or the file ends; returns bytes read.
@@ -253,10 +481,21 @@ pub fn read_whole(
     block_len: usize,
     framing: &Framing,
 ) -> std::io::Result<Result<Bytes, (usize, bool)>> {
+    let last = segment_count(block_len).saturating_sub(1);
+    if let Framing::Sealed(keys) = framing
+        && block_len > 0
+        && let Some((plain, states)) =
+            scatter::read_opened(file, (key, keys), block_len, (0, last), framing)?
+    {
+        let bad = states.iter().position(|s| *s != SlotState::Held);
+        return Ok(match bad {
+            Some(i) => Err((i, states[i] == SlotState::Damaged)),
+            None => Ok(Bytes::from(plain)),
+        });
+    }
     let mut buf = vec![0u8; full_file_len(block_len, framing)];
     let got = read_full_at(file, &mut buf, 0)?;
     buf.truncate(got);
-    let last = segment_count(block_len).saturating_sub(1);
     if block_len > 0 {
         let states = framing.check_slots(key, block_len, (0, last), &mut buf);
         for (i, state) in states.into_iter().enumerate() {
@@ -267,11 +506,9 @@ pub fn read_whole(
             }
         }
     }
-    // Verified (and opened): move each segment down over the trailers before it.
-    let stride = framing.stride();
-    for i in 1..segment_count(block_len) {
-        let at = i * stride;
-        buf.copy_within(at..at + segment_len(block_len, i), i * SEGMENT);
+    // Verified (and opened): move each piece down over the trailers before it.
+    if block_len > 0 {
+        framing.compact(block_len, (0, segment_count(block_len) - 1), &mut buf);
     }
     buf.truncate(block_len);
     Ok(Ok(Bytes::from(buf)))
@@ -349,8 +586,8 @@ pub fn slots_on_disk(
     Ok((0..segment_count(block_len))
         .map(|i| {
             let start = framing.offset_of(i);
-            let end =
-                start + u64::try_from(segment_len(block_len, i) + framing.trailer()).unwrap_or(0);
+            let stored = framing.stored_len(segment_len(block_len, i));
+            let end = start + u64::try_from(stored).unwrap_or(u64::MAX);
             extents.iter().any(|&(a, b)| a <= start && end <= b)
         })
         .collect())
@@ -382,5 +619,6 @@ fn data_extents(file: &File, len: u64) -> std::io::Result<Vec<(u64, u64)>> {
     Ok(extents)
 }
 
+mod scatter;
 #[cfg(test)]
 mod tests;
