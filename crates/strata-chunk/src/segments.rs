@@ -86,8 +86,8 @@ impl ChunkStore {
 
     /// Bytes `[from, to)` (inside one segment) from a cache that keeps slots sealed: the
     /// segment's sealed slot is kept in memory, and every read of it opens only the units
-    /// its bytes lie in (a 4 KiB read decrypts one 16 KiB unit, not 32 KiB; memory holds no plaintext
-    /// of it).
+    /// its bytes lie in (a 4 KiB read decrypts one 16 KiB unit, not 32 KiB; memory holds
+    /// no plaintext of it).
     async fn sealed_range(
         &self,
         key: &str,

@@ -729,7 +729,8 @@ mod tests {
         );
         let seg = |i: usize| data.slice(i * SEGMENT..(i + 1) * SEGMENT);
         cache.put_segments(&key, len, 0, &[seg(0), seg(1)]).await;
-        assert_eq!(cache.used_bytes(), (2 * framing.stride()) as u64);
+        let two_slots = u64::try_from(2 * framing.stride()).unwrap();
+        assert_eq!(cache.used_bytes(), two_slots);
         let hit = cache.get_range(&key, len, 5000, 9096).await.unwrap();
         assert_eq!(hit.bytes, data.slice(5000..9096));
         let again = cache.open_range(&key, len, (100, 200), &hit.slot);

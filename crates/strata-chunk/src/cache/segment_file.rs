@@ -7,10 +7,9 @@
 //! sealed under a cache key derived from the volume's data key and the block's key, tagged
 //! `CSE4` (`strata_object::seal`), so the disk holds no plaintext and a 4 KiB random read
 //! opens one unit, not a whole segment ([`open_slot_range`]); segment `i`'s slot is its
-//! two units. A
-//! slot never written is a hole and reads as zeros (no tag): the segment is simply not
-//! cached. A slot whose tag is there but whose bytes fail their check is damaged.
-//! Everything here is blocking file I/O, run on the blocking pool by the cache.
+//! two units. A slot never written is a hole and reads as zeros (no tag): the segment is
+//! simply not cached. A slot whose tag is there but whose bytes fail their check is
+//! damaged. Everything here is blocking file I/O, run on the blocking pool by the cache.
 
 use std::fs::File;
 use std::io::Write;
@@ -21,7 +20,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use strata_object::checksum::SEGMENT;
-use strata_object::seal::{Domain, Keys, SEALED_TRAILER};
+use strata_object::seal::{Domain, Keys, Opener, SEALED_TRAILER};
 
 /// Bytes after each cached segment of a checked (unencrypted) file.
 pub const TRAILER: usize = 8;
@@ -228,20 +227,35 @@ impl Framing {
     }
 }
 
-/// What the sealed unit `p` in `buf` holds, opened in place when it is there.
-fn open_unit(opener: &mut strata_object::seal::Opener<'_>, p: Piece, buf: &mut [u8]) -> SlotState {
-    let (Some(sealed), Ok(index)) = (
-        buf.get_mut(p.stored..p.stored + p.len + SEALED_TRAILER),
-        u32::try_from(p.index),
-    ) else {
-        return SlotState::Damaged;
-    };
-    if &sealed[p.len..p.len + 4] != SEALED_TAG {
+/// What the sealed unit `p` in `buf` (its ciphertext, then its trailer) holds, opened in
+/// place when it is there.
+fn open_unit(opener: &mut Opener<'_>, p: Piece, buf: &mut [u8]) -> SlotState {
+    match buf.get_mut(p.stored..p.stored + p.len + SEALED_TRAILER) {
+        Some(sealed) => {
+            let (text, trailer) = sealed.split_at_mut(p.len);
+            open_unit_apart(opener, p.index, text, trailer)
+        }
+        None => SlotState::Damaged,
+    }
+}
+
+/// What sealed unit `index` holds, its ciphertext `text` (opened in place when it is
+/// there) and its `trailer` read apart: absent without the tag, else held or damaged.
+fn open_unit_apart(
+    opener: &mut Opener<'_>,
+    index: usize,
+    text: &mut [u8],
+    trailer: &[u8],
+) -> SlotState {
+    if trailer.get(..4) != Some(&SEALED_TAG[..]) {
         return SlotState::Absent;
     }
-    match opener.open_in_place(index, sealed, &[SEALED_TAG]) {
-        Ok(_) => SlotState::Held,
-        Err(_) => SlotState::Damaged,
+    let opened = u32::try_from(index)
+        .ok()
+        .map(|index| opener.open_detached(index, text, trailer, &[SEALED_TAG]));
+    match opened {
+        Some(Ok(_)) => SlotState::Held,
+        _ => SlotState::Damaged,
     }
 }
 
@@ -336,37 +350,12 @@ pub fn read_slots(
     (first, last): (usize, usize),
     framing: &Framing,
 ) -> std::io::Result<Vec<Slot>> {
-    if let Framing::Sealed(keys) = framing
-        && let Some((plain, states)) =
-            scatter::read_opened(file, (key, keys), block_len, (first, last), framing)?
-    {
-        let plain = Bytes::from(plain);
-        return Ok((first..=last)
-            .zip(states)
-            .map(|(i, state)| match state {
-                SlotState::Absent => Slot::Absent,
-                SlotState::Damaged => Slot::Damaged,
-                SlotState::Held => {
-                    let at = (i - first) * SEGMENT;
-                    Slot::Held(plain.slice(at..at + segment_len(block_len, i)))
-                }
-            })
-            .collect());
-    }
-    let span = (last - first) * framing.stride() + framing.stored_len(segment_len(block_len, last));
-    let mut buf = vec![0u8; span];
-    let got = read_full_at(file, &mut buf, framing.offset_of(first))?;
-    buf.truncate(got);
-    let states = framing.check_slots(key, block_len, (first, last), &mut buf);
-    // A checked segment's bytes are handed out where they lie; sealed units are moved
-    // together first.
+    let (buf, states) = read_checked(file, key, block_len, (first, last), framing)?;
+    // A checked segment's bytes are handed out where they lie; sealed ones lie together.
     let at = |i: usize| match framing {
         Framing::Checked => (i - first) * framing.stride(),
         Framing::Sealed(_) => (i - first) * SEGMENT,
     };
-    if let Framing::Sealed(_) = framing {
-        framing.compact(block_len, (first, last), &mut buf);
-    }
     let buf = Bytes::from(buf);
     Ok((first..=last)
         .zip(states)
@@ -376,6 +365,35 @@ pub fn read_slots(
             SlotState::Held => Slot::Held(buf.slice(at(i)..at(i) + segment_len(block_len, i))),
         })
         .collect())
+}
+
+/// Slots `first..=last` of block `key` read from `file` and checked: the buffer and what
+/// each slot holds. Sealed units are opened and lie together, their plaintext of slot `i`
+/// at `(i - first) × SEGMENT` (read scattered straight into place, or, from a file that
+/// ends before them, read as they lie and moved down); checked segments lie where they
+/// were stored, every `stride` bytes.
+fn read_checked(
+    file: &File,
+    key: &str,
+    block_len: usize,
+    (first, last): (usize, usize),
+    framing: &Framing,
+) -> std::io::Result<(Vec<u8>, Vec<SlotState>)> {
+    if let Framing::Sealed(keys) = framing
+        && let Some(read) =
+            scatter::read_opened(file, (key, keys), block_len, (first, last), framing)?
+    {
+        return Ok(read);
+    }
+    let span = (last - first) * framing.stride() + framing.stored_len(segment_len(block_len, last));
+    let mut buf = vec![0u8; span];
+    let got = read_full_at(file, &mut buf, framing.offset_of(first))?;
+    buf.truncate(got);
+    let states = framing.check_slots(key, block_len, (first, last), &mut buf);
+    if let Framing::Sealed(_) = framing {
+        framing.compact(block_len, (first, last), &mut buf);
+    }
+    Ok((buf, states))
 }
 
 /// What a read of some bytes of a cached block found.
@@ -481,34 +499,16 @@ pub fn read_whole(
     block_len: usize,
     framing: &Framing,
 ) -> std::io::Result<Result<Bytes, (usize, bool)>> {
-    let last = segment_count(block_len).saturating_sub(1);
-    if let Framing::Sealed(keys) = framing
-        && block_len > 0
-        && let Some((plain, states)) =
-            scatter::read_opened(file, (key, keys), block_len, (0, last), framing)?
-    {
-        let bad = states.iter().position(|s| *s != SlotState::Held);
-        return Ok(match bad {
-            Some(i) => Err((i, states[i] == SlotState::Damaged)),
-            None => Ok(Bytes::from(plain)),
-        });
+    if block_len == 0 {
+        return Ok(Ok(Bytes::new()));
     }
-    let mut buf = vec![0u8; full_file_len(block_len, framing)];
-    let got = read_full_at(file, &mut buf, 0)?;
-    buf.truncate(got);
-    if block_len > 0 {
-        let states = framing.check_slots(key, block_len, (0, last), &mut buf);
-        for (i, state) in states.into_iter().enumerate() {
-            match state {
-                SlotState::Held => {}
-                SlotState::Absent => return Ok(Err((i, false))),
-                SlotState::Damaged => return Ok(Err((i, true))),
-            }
-        }
+    let last = segment_count(block_len) - 1;
+    let (mut buf, states) = read_checked(file, key, block_len, (0, last), framing)?;
+    if let Some(i) = states.iter().position(|s| *s != SlotState::Held) {
+        return Ok(Err((i, states[i] == SlotState::Damaged)));
     }
-    // Verified (and opened): move each piece down over the trailers before it.
-    if block_len > 0 {
-        framing.compact(block_len, (0, segment_count(block_len) - 1), &mut buf);
+    if let Framing::Checked = framing {
+        framing.compact(block_len, (0, last), &mut buf);
     }
     buf.truncate(block_len);
     Ok(Ok(Bytes::from(buf)))

@@ -11,7 +11,7 @@ use nix::errno::Errno;
 use nix::sys::uio::preadv;
 use strata_object::seal::{Domain, Keys, SEALED_TRAILER};
 
-use super::{Framing, SEALED_TAG, SlotState};
+use super::{Framing, SlotState, open_unit_apart};
 
 /// Most units one `preadv` reads: two buffers each, within the kernel's `IOV_MAX` (1024).
 const UNITS_PER_CALL: usize = 512;
@@ -64,17 +64,8 @@ pub(super) fn read_opened(
     let mut opener = ring.opener(Domain::Cache, key);
     let mut states = vec![SlotState::Held; last + 1 - first];
     for (p, trailer) in pieces.iter().zip(trailers.chunks(SEALED_TRAILER)) {
-        let state = match u32::try_from(p.index) {
-            _ if &trailer[..4] != SEALED_TAG => SlotState::Absent,
-            Ok(index) => {
-                let text = &mut out[p.plain..p.plain + p.len];
-                match opener.open_detached(index, text, trailer, &[SEALED_TAG]) {
-                    Ok(_) => SlotState::Held,
-                    Err(_) => SlotState::Damaged,
-                }
-            }
-            Err(_) => SlotState::Damaged,
-        };
+        let text = &mut out[p.plain..p.plain + p.len];
+        let state = open_unit_apart(&mut opener, p.index, text, trailer);
         let slot = &mut states[p.segment - first];
         *slot = (*slot).worst(state);
     }
