@@ -2,7 +2,9 @@
 //! (`strata_object::checksum::SEGMENT` bytes each, verified by the object layer), in one
 //! request per run of consecutive missing segments. Segments are kept in a memory cache
 //! of hot segments and in the block cache (which may hold some segments of a block and
-//! serve partial hits); concurrent readers of one segment share one fetch.
+//! serve partial hits); concurrent readers of one segment share one fetch. A store that
+//! verifies pieces smaller than a segment (an encrypted volume's 16 KiB units) is asked
+//! for only the piece a small read lies in when nothing would keep the whole segment.
 
 use std::sync::Arc;
 
@@ -18,6 +20,11 @@ use crate::{ChunkError, ChunkStats, Result};
 /// The memory-cache key of segment `index` of block `key`.
 fn segment_key(key: &str, index: usize) -> String {
     format!("{key}#{index}")
+}
+
+/// The memory-cache key of piece `index` (of the store's range unit) of block `key`.
+fn unit_key(key: &str, index: usize) -> String {
+    format!("{key}#u{index}")
 }
 
 /// The memory-cache key of the sealed slot of segment `index` of block `key` (an
@@ -50,6 +57,11 @@ impl ChunkStore {
             && first == last
             && self.shared.cache.serves_ranges()
             && let Some(bytes) = self.sealed_range(key, block_len, from, to).await
+        {
+            return Ok(bytes);
+        }
+        if found[0].is_none()
+            && let Some(bytes) = self.unit_range(key, block_len, from, to).await?
         {
             return Ok(bytes);
         }
@@ -106,6 +118,46 @@ impl ChunkStore {
         let hit = cache.get_range(key, block_len, from, to).await?;
         self.shared.segments.insert(&slot_key, hit.slot);
         Some(hit.bytes)
+    }
+
+    /// Bytes `[from, to)`, when they lie in one piece of the store's range unit and that
+    /// is smaller than a segment, fetched as that piece alone — if nothing would keep the
+    /// whole segment: no block cache that holds segments, no peer owning the block. The
+    /// piece is kept in the memory cache of segments for the next read of it.
+    async fn unit_range(
+        &self,
+        key: &str,
+        block_len: usize,
+        from: usize,
+        to: usize,
+    ) -> Result<Option<Bytes>> {
+        let unit = self.shared.range_unit;
+        if unit == 0
+            || to <= from
+            || unit >= SEGMENT
+            || from / unit != (to - 1) / unit
+            || self.shared.cache.holds_segments()
+            || self.owner_peer(key).is_some()
+        {
+            return Ok(None);
+        }
+        let index = from / unit;
+        let (start, end) = (index * unit, ((index + 1) * unit).min(block_len));
+        let memory_key = unit_key(key, index);
+        let piece = match self.shared.segments.peek(&memory_key) {
+            Some(piece) => piece,
+            None => {
+                let range = u64::try_from(start).unwrap_or(u64::MAX)
+                    ..u64::try_from(end).unwrap_or(u64::MAX);
+                let piece = self.shared.store.get(key, Some(range)).await?;
+                if piece.len() != end - start {
+                    return Err(short(key, end, start + piece.len()));
+                }
+                self.shared.segments.insert(&memory_key, piece.clone());
+                piece
+            }
+        };
+        Ok(Some(piece.slice(from - start..to - start)))
     }
 
     /// Take what the block cache holds of the missing segments.

@@ -39,6 +39,8 @@ pub(crate) struct Shared {
     /// The store answers ranged GETs without fetching whole objects (see
     /// [`ObjectStore::cheap_ranges`]); when it does not, random readers take whole blocks.
     pub cheap_ranges: bool,
+    /// The bytes a ranged GET verifies as one piece (see [`ObjectStore::range_unit`]).
+    pub range_unit: usize,
     pub stats: ChunkStats,
     /// Demand reads in flight (low-priority warmup yields to them).
     pub reads: DemandReads,
@@ -103,6 +105,7 @@ impl ChunkStore {
         ChunkStore {
             shared: Arc::new(Shared {
                 cheap_ranges: store.cheap_ranges(),
+                range_unit: store.range_unit(),
                 store,
                 block_size: opts.block_size.max(1),
                 budget: Arc::new(BufferBudget::new(opts.buffer_size)),

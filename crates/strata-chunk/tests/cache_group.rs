@@ -109,19 +109,7 @@ fn gets(n: &Node) -> u64 {
 /// A 40-block file written through `writer`; returns its slice.
 async fn write_file(writer: &ChunkStore, id: u64) -> (Slice, Vec<u8>) {
     let data = common::bytes(usize::try_from(BS).unwrap() * 40, id);
-    let mut w = writer.writer(id, 0);
-    w.write_at(0, &data, None).await.unwrap();
-    let size = w.finish().await.unwrap();
-    (
-        Slice {
-            pos: 0,
-            id,
-            size,
-            off: 0,
-            len: size,
-        },
-        data,
-    )
+    (common::write_slice(writer, id, 0, &data).await, data)
 }
 
 async fn read_all(chunks: &ChunkStore, slice: &Slice) -> Vec<u8> {

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code
 
 mod common;
-use common::bytes;
+use common::{bytes, write_slice};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,20 +78,6 @@ fn rig(block_size: u32) -> Rig {
         block_size,
         None,
     )
-}
-
-/// Write `data` as slice `id` and return the whole slice's record at chunk offset `pos`.
-async fn write_slice(chunks: &ChunkStore, id: u64, pos: u32, data: &[u8]) -> Slice {
-    let mut w = chunks.writer(id, pos);
-    w.write_at(0, data, None).await.unwrap();
-    let size = w.finish().await.unwrap();
-    Slice {
-        pos,
-        id,
-        size,
-        off: 0,
-        len: size,
-    }
 }
 
 /// A block size that is not a multiple of the segment size, so blocks end mid-segment.

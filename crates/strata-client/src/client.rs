@@ -359,6 +359,7 @@ fn stack_options(
             ..RetryPolicy::default()
         },
         keys,
+        seal_unit: crate::volume::seal_unit(format)?,
     })
 }
 

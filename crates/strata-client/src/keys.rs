@@ -338,6 +338,7 @@ fn new_wrapper(how: &NewWrapping) -> Result<(Wrapper, Encryption)> {
         rsa_private_key: None,
         current_key: 1,
         keys: Vec::new(),
+        object_unit_kib: None,
     };
     match how {
         NewWrapping::Kek(source) => Ok((
@@ -363,6 +364,7 @@ fn new_wrapper(how: &NewWrapping) -> Result<(Wrapper, Encryption)> {
 /// The encryption record of a new volume: one data key of `cipher`, wrapped as asked.
 pub fn new_encryption(uuid: &str, cipher: Cipher, how: &NewWrapping) -> Result<Encryption> {
     let (wrapper, mut record) = new_wrapper(how)?;
+    record.object_unit_kib = Some(strata_meta::format::OBJECT_UNIT_KIB);
     let key = DataKey::generate(1, cipher).map_err(|e| KeyError::Invalid(e.to_string()))?;
     record.keys.push(wrapped_record(&wrapper, uuid, &key)?);
     Ok(record)
@@ -448,6 +450,7 @@ pub fn rewrap(
     let ring = unwrap_ring(record, uuid, old)?;
     let (wrapper, mut fresh) = new_wrapper(new)?;
     fresh.current_key = record.current_key;
+    fresh.object_unit_kib = record.object_unit_kib;
     for id in ring.ids() {
         if let (Some(key), Some(old)) = (ring.get(id), record.keys.iter().find(|k| k.id == id)) {
             fresh.keys.push(WrappedKey {

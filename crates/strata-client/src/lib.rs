@@ -15,5 +15,5 @@ pub use group::GroupOptions;
 pub use keys::{KekSource, KeyOptions};
 pub use volume::{
     azure_config, check_backend, home_path, load_meta, load_meta_with, open_backend, open_engine,
-    volume_keys,
+    seal_unit, volume_keys,
 };

@@ -119,6 +119,22 @@ pub fn volume_keys(
     ))))
 }
 
+/// The payload bytes per sealed segment of an encrypted volume's objects, as its
+/// encryption record says (32 KiB when it names none, or for a plain volume).
+pub fn seal_unit(format: &Format) -> Result<strata_object::sealed::Unit> {
+    use strata_object::sealed::Unit;
+    match format.encryption.as_ref().and_then(|e| e.object_unit_kib) {
+        None => Ok(Unit::LARGE),
+        Some(kib) => Unit::of_kib(kib).ok_or_else(|| {
+            crate::keys::KeyError::Invalid(format!(
+                "the volume's objects are sealed in {kib} KiB segments, which this build \
+                 does not read"
+            ))
+            .into()
+        }),
+    }
+}
+
 /// The backend a volume's data lives in.
 pub fn open_backend(format: &Format) -> Result<Arc<dyn ObjectStore>> {
     let bucket_error = |source| OpenError::Bucket {
@@ -316,6 +332,27 @@ mod tests {
             enable_acl: false,
             encryption: None,
         }
+    }
+
+    #[test]
+    fn the_seal_unit_comes_from_the_encryption_record() {
+        use strata_object::sealed::Unit;
+        let with_unit = |kib: Option<u32>| Format {
+            encryption: Some(strata_meta::Encryption {
+                wrapping: "kek".into(),
+                kek_source: None,
+                rsa_private_key: None,
+                current_key: 1,
+                keys: Vec::new(),
+                object_unit_kib: kib,
+            }),
+            ..s3_format("b")
+        };
+        assert_eq!(seal_unit(&s3_format("b")).unwrap(), Unit::LARGE);
+        assert_eq!(seal_unit(&with_unit(None)).unwrap(), Unit::LARGE);
+        assert_eq!(seal_unit(&with_unit(Some(16))).unwrap(), Unit::SMALL);
+        let e = seal_unit(&with_unit(Some(64))).unwrap_err().to_string();
+        assert!(e.contains("64 KiB"), "{e}");
     }
 
     #[test]

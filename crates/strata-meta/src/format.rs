@@ -15,9 +15,15 @@ pub const ACL_VERSION: u32 = 5;
 /// First metadata version of encrypted volumes (data sealed, object v3): older clients,
 /// which would read sealed blocks as corrupt and write plain ones, refuse them.
 pub const ENCRYPTION_VERSION: u32 = 6;
+/// First metadata version of encrypted volumes whose objects are sealed in 16 KiB
+/// segments (their encryption record names `object_unit_kib`): clients that would read
+/// them in 32 KiB segments refuse them.
+pub const OBJECT_UNIT_VERSION: u32 = 7;
 /// The newest metadata version this build serves (new volumes get [`META_VERSION`], or
 /// the version a feature they use needs).
-pub const UNDERSTOOD_VERSION: u32 = 6;
+pub const UNDERSTOOD_VERSION: u32 = 7;
+/// Payload KiB per sealed object segment on volumes encrypted since session 40.
+pub const OBJECT_UNIT_KIB: u32 = 16;
 
 /// Encryption at rest (docs/FORMAT.md, "key records"): the volume's data keys, each
 /// stored only wrapped, and what wraps them.
@@ -39,6 +45,10 @@ pub struct Encryption {
     pub current_key: u32,
     /// Every data key the volume's data may be sealed with.
     pub keys: Vec<WrappedKey>,
+    /// Payload KiB per sealed segment of an object ([`OBJECT_UNIT_KIB`] for volumes
+    /// encrypted since session 40); absent: 32, the unit of volumes encrypted before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_unit_kib: Option<u32>,
 }
 
 /// One data key, wrapped.
@@ -142,6 +152,10 @@ impl Format {
         if other.encryption.is_some() {
             cmp("encryption", &sealed(self), &sealed(other));
         }
+        if let (Some(a), Some(b)) = (&self.encryption, &other.encryption) {
+            let unit = |e: &Encryption| e.object_unit_kib.unwrap_or(32);
+            cmp("object segment size (KiB)", &unit(a), &unit(b));
+        }
         diffs
     }
 
@@ -165,8 +179,12 @@ impl Format {
         match encryption {
             None => self,
             Some(e) => Format {
+                meta_version: self.meta_version.max(if e.object_unit_kib.is_some() {
+                    OBJECT_UNIT_VERSION
+                } else {
+                    ENCRYPTION_VERSION
+                }),
                 encryption: Some(e),
-                meta_version: self.meta_version.max(ENCRYPTION_VERSION),
                 ..self
             },
         }
@@ -222,6 +240,7 @@ mod tests {
                     created_at: 0,
                 })
                 .collect(),
+            object_unit_kib: None,
         }
     }
 
@@ -239,6 +258,31 @@ mod tests {
         );
         let back = Format::decode(b"k", &on.encode().unwrap()).unwrap();
         assert_eq!(back, on);
+    }
+
+    #[test]
+    fn small_object_units_raise_the_version_further_and_never_change() {
+        let small = Encryption {
+            object_unit_kib: Some(OBJECT_UNIT_KIB),
+            ..keys(&[1])
+        };
+        let on = sample().with_encryption(Some(small.clone()));
+        assert_eq!(on.meta_version, OBJECT_UNIT_VERSION);
+        assert!(on.meta_version <= UNDERSTOOD_VERSION);
+        let large = sample().with_encryption(Some(keys(&[1])));
+        assert_eq!(
+            on.immutable_differences(&large),
+            vec!["object segment size (KiB) is 16, not 32".to_string()]
+        );
+        // A rotation's record keeps the unit: nothing immutable differs.
+        let rotated = Encryption {
+            keys: keys(&[1, 2]).keys,
+            ..small
+        };
+        let again = sample().with_encryption(Some(rotated));
+        assert!(on.immutable_differences(&again).is_empty());
+        let back = Format::decode(b"k", &on.encode().unwrap()).unwrap();
+        assert_eq!(back.encryption.unwrap().object_unit_kib, Some(16));
     }
 
     #[test]

@@ -127,6 +127,13 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
         true
     }
 
+    /// The payload bytes a ranged [`get`](Self::get) fetches and verifies as one piece
+    /// (it asks for whole pieces): [`checksum::SEGMENT`] unless a store verifies smaller
+    /// ones, so a reader that keeps only what it asked for can ask for less than a segment.
+    fn range_unit(&self) -> usize {
+        checksum::SEGMENT
+    }
+
     /// The object's bytes, or bytes `range` of it (clipped at its end).
     async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes>;
 

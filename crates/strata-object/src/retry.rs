@@ -83,6 +83,14 @@ impl<S: ObjectStore> ObjectStore for Retrying<S> {
         self.inner.describe()
     }
 
+    fn cheap_ranges(&self) -> bool {
+        self.inner.cheap_ranges()
+    }
+
+    fn range_unit(&self) -> usize {
+        self.inner.range_unit()
+    }
+
     async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
         self.run("get", self.policy.get_timeout, || {
             self.inner.get(key, range.clone())

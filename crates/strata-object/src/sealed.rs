@@ -1,10 +1,10 @@
 //! Objects of an encrypted volume (FORMAT.md, "object v3"): the integrity framing of
 //! [`crate::checksum`] with every segment sealed instead of checksummed. An object is the
 //! magic `STS3`, a sealed 12-byte header (payload length, segment size) and the payload cut
-//! into segments of [`SEGMENT`] bytes, each sealed with a key derived from the volume's data
-//! key and the object's key (see [`crate::seal`]). Segment `i` sits at a fixed offset, so
-//! a ranged read fetches only the segments it needs, in one request, and opens each; a
-//! whole read opens them all. Anything tampered, cut, moved or sealed under another key
+//! into segments of one [`Unit`] (32 KiB, or 16 KiB on volumes encrypted since session 40),
+//! each sealed with a key derived from the volume's data key and the object's key (see
+//! [`crate::seal`]). Segment `i` sits at a fixed offset, so a ranged read fetches only the
+//! segments it needs, in one request, and opens each; a whole read opens them all. Anything tampered, cut, moved or sealed under another key
 //! fails with `Corrupt` (counted, logged with the object's name) and is never returned.
 //! An encrypted volume reads nothing but sealed objects: a plain object put in the bucket
 //! by someone else is corrupt, not data.
@@ -24,8 +24,6 @@ const MAGIC: &[u8; 4] = b"STS3";
 const HEADER_FIELDS: usize = 12;
 /// Bytes before the first segment: magic, sealed header fields, their trailer.
 pub const HEADER: usize = 4 + HEADER_FIELDS + SEALED_TRAILER;
-/// Stored bytes from one segment to the next.
-pub const STRIDE: usize = SEGMENT + SEALED_TRAILER;
 const TAG_HEADER: &[u8; 4] = b"HDR3";
 const TAG_MORE: &[u8; 4] = b"SEG3";
 const TAG_LAST: &[u8; 4] = b"END3";
@@ -38,18 +36,56 @@ fn to_u64(n: usize) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)
 }
 
-/// Bytes stored for a payload of `payload` bytes.
-pub fn stored_size(payload: u64) -> u64 {
-    let segments = payload.div_ceil(to_u64(SEGMENT));
-    to_u64(HEADER) + payload + segments * to_u64(SEALED_TRAILER)
+/// Payload bytes per sealed segment of an object: fixed per volume (its encryption
+/// record says which), so a ranged read knows where segments are without the header.
+/// Smaller units make a small random read fetch and open less; larger ones cost less per
+/// byte of a big read (one open's fixed cost per unit). Staged blocks use [`Unit::LARGE`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unit(usize);
+
+impl Unit {
+    /// 32 KiB: volumes encrypted before session 40, and staged blocks.
+    pub const LARGE: Unit = Unit(SEGMENT);
+    /// 16 KiB: volumes encrypted since session 40 (a 4 KiB read opens 16 KiB).
+    pub const SMALL: Unit = Unit(SEGMENT / 2);
+
+    /// The unit of `kib` KiB, when it is one of the two.
+    pub fn of_kib(kib: u32) -> Option<Unit> {
+        [Unit::LARGE, Unit::SMALL]
+            .into_iter()
+            .find(|u| u32::try_from(u.0 >> 10).ok() == Some(kib))
+    }
+
+    /// Payload bytes per segment.
+    pub fn bytes(self) -> usize {
+        self.0
+    }
+
+    /// Stored bytes from one segment to the next.
+    pub fn stride(self) -> usize {
+        self.0 + SEALED_TRAILER
+    }
+
+    /// Bytes stored for a payload of `payload` bytes.
+    pub fn stored_size(self, payload: u64) -> u64 {
+        let segments = payload.div_ceil(to_u64(self.0));
+        to_u64(HEADER) + payload + segments * to_u64(SEALED_TRAILER)
+    }
+
+    /// The payload size of an object stored in `stored` bytes.
+    pub fn payload_size(self, stored: u64) -> u64 {
+        let body = stored.saturating_sub(to_u64(HEADER));
+        let stride = to_u64(self.stride());
+        let tail = (body % stride).saturating_sub(to_u64(SEALED_TRAILER));
+        body / stride * to_u64(self.0) + tail
+    }
 }
 
-/// The payload size of an object stored in `stored` bytes.
-pub fn payload_size(stored: u64) -> u64 {
-    let body = stored.saturating_sub(to_u64(HEADER));
-    let stride = to_u64(STRIDE);
-    let tail = (body % stride).saturating_sub(to_u64(SEALED_TRAILER));
-    body / stride * to_u64(SEGMENT) + tail
+impl Default for Unit {
+    /// What an encryption record that names no unit means.
+    fn default() -> Unit {
+        Unit::LARGE
+    }
 }
 
 fn corrupt(key: &str, reason: impl Into<String>) -> ObjectError {
@@ -64,27 +100,34 @@ fn index_of(key: &str, i: usize) -> Result<u32> {
 }
 
 /// The stored form of `payload` under `key`, sealed with the ring's current key.
-pub fn seal_object(ring: &KeyRing, key: &str, payload: &[u8]) -> Result<Bytes> {
-    seal_in(ring, Domain::Object, key, payload)
+pub fn seal_object(ring: &KeyRing, unit: Unit, key: &str, payload: &[u8]) -> Result<Bytes> {
+    seal_in(ring, Domain::Object, unit, key, payload)
 }
 
 /// `payload` sealed in this format for another use (`domain`): a staged block.
-pub fn seal_in(ring: &KeyRing, domain: Domain, key: &str, payload: &[u8]) -> Result<Bytes> {
+pub fn seal_in(
+    ring: &KeyRing,
+    domain: Domain,
+    unit: Unit,
+    key: &str,
+    payload: &[u8],
+) -> Result<Bytes> {
     let sealer = ring.sealer(domain, key)?;
     let len =
         u32::try_from(payload.len()).map_err(|_| ObjectError::Other("object too large".into()))?;
-    let mut out =
-        BytesMut::with_capacity(usize::try_from(stored_size(to_u64(payload.len()))).unwrap_or(0));
+    let stored = unit.stored_size(to_u64(payload.len()));
+    let mut out = BytesMut::with_capacity(usize::try_from(stored).unwrap_or(0));
     out.put_slice(MAGIC);
     let mut fields = [0u8; HEADER_FIELDS];
     fields[..4].copy_from_slice(&len.to_le_bytes());
-    fields[4..8].copy_from_slice(&index_of(key, SEGMENT)?.to_le_bytes());
+    fields[4..8].copy_from_slice(&index_of(key, unit.0)?.to_le_bytes());
     let trailer = sealer.seal(HEADER_INDEX, TAG_HEADER, &mut fields)?;
     out.put_slice(&fields);
     out.put_slice(&trailer);
-    let segments = payload.len().div_ceil(SEGMENT);
+    let step = unit.0;
+    let segments = payload.len().div_ceil(step);
     for i in 0..segments {
-        let data = &payload[i * SEGMENT..payload.len().min((i + 1) * SEGMENT)];
+        let data = &payload[i * step..payload.len().min((i + 1) * step)];
         let tag = if i + 1 == segments {
             TAG_LAST
         } else {
@@ -107,8 +150,14 @@ fn failure(key: &str, what: &str, f: OpenFailure) -> ObjectError {
     }
 }
 
-/// The payload length from the first [`HEADER`] stored bytes.
-fn open_header(ring: &KeyRing, domain: Domain, key: &str, stored: &[u8]) -> Result<u64> {
+/// The payload length from the first [`HEADER`] stored bytes (segments of `unit`).
+fn open_header(
+    ring: &KeyRing,
+    domain: Domain,
+    unit: Unit,
+    key: &str,
+    stored: &[u8],
+) -> Result<u64> {
     if stored.get(..4) != Some(&MAGIC[..]) {
         return Err(corrupt(key, "not a sealed object (no STS3 header)"));
     }
@@ -121,8 +170,11 @@ fn open_header(ring: &KeyRing, domain: Domain, key: &str, stored: &[u8]) -> Resu
         .open_into(HEADER_INDEX, sealed, &[TAG_HEADER], &mut fields)
         .map_err(|f| failure(key, "header", f))?;
     let segment = u32::from_le_bytes([fields[4], fields[5], fields[6], fields[7]]);
-    if usize::try_from(segment).ok() != Some(SEGMENT) {
-        return Err(corrupt(key, "unknown segment size"));
+    if usize::try_from(segment).ok() != Some(unit.0) {
+        return Err(corrupt(
+            key,
+            format!("segments of {segment} bytes, the volume's are {}", unit.0),
+        ));
     }
     Ok(u64::from(u32::from_le_bytes([
         fields[0], fields[1], fields[2], fields[3],
@@ -139,21 +191,25 @@ fn writable(stored: Bytes) -> BytesMut {
 
 /// A whole payload sealed by [`seal_in`] for `domain`, opened (in the stored bytes' own
 /// buffer when it can be).
-pub fn open_in(ring: &KeyRing, domain: Domain, key: &str, stored: Bytes) -> Result<Bytes> {
-    let len = open_header(ring, domain, key, &stored)?;
-    if to_u64(stored.len()) != stored_size(len) {
+pub fn open_in(
+    ring: &KeyRing,
+    domain: Domain,
+    unit: Unit,
+    key: &str,
+    stored: Bytes,
+) -> Result<Bytes> {
+    let len = open_header(ring, domain, unit, key, &stored)?;
+    let expected = unit.stored_size(len);
+    if to_u64(stored.len()) != expected {
         return Err(corrupt(
             key,
-            format!(
-                "{} bytes stored, expected {}",
-                stored.len(),
-                stored_size(len)
-            ),
+            format!("{} bytes stored, expected {expected}", stored.len()),
         ));
     }
     let len = usize::try_from(len).map_err(|_| corrupt(key, "too large"))?;
     let mut buf = writable(stored);
-    let (written, ended) = open_run(ring, domain, key, 0, &mut buf, HEADER)?;
+    let place = (ring, domain, unit, key);
+    let (written, ended) = open_run(place, 0, &mut buf, HEADER)?;
     if written != len || (len > 0 && !ended) {
         return Err(corrupt(key, "last segment missing"));
     }
@@ -164,11 +220,9 @@ pub fn open_in(ring: &KeyRing, domain: Domain, key: &str, stored: Bytes) -> Resu
 /// Open the stored segments in `buf[from..]` (from index `first`), each in place, and
 /// move their payloads to the front of `buf`; the payload bytes and whether the object's
 /// last segment was among them. A segment tagged last must be the run's final one, and
-/// only the last may be shorter than [`SEGMENT`].
+/// only the last may be shorter than the unit.
 fn open_run(
-    ring: &KeyRing,
-    domain: Domain,
-    key: &str,
+    (ring, domain, unit, key): (&KeyRing, Domain, Unit, &str),
     first: u32,
     buf: &mut [u8],
     from: usize,
@@ -177,8 +231,9 @@ fn open_run(
     let mut written = 0;
     let mut at = from;
     let mut n = 0usize;
+    let stride = unit.stride();
     while at < buf.len() {
-        let end = (at + STRIDE).min(buf.len());
+        let end = (at + stride).min(buf.len());
         let index = first
             .checked_add(index_of(key, n)?)
             .ok_or_else(|| corrupt(key, "offset too large"))?;
@@ -186,11 +241,14 @@ fn open_run(
             .open_in_place(index, &mut buf[at..end], &[TAG_MORE, TAG_LAST])
             .map_err(|f| failure(key, &format!("segment {index}"), f))?;
         let last = tag == *TAG_LAST;
-        if (last && end != buf.len()) || (!last && end - at < STRIDE) {
+        if (last && end != buf.len()) || (!last && end - at < stride) {
             return Err(corrupt(key, format!("segment {index}: cut short")));
         }
         let plain = end - at - SEALED_TRAILER;
-        buf.copy_within(at..at + plain, written);
+        if at != written {
+            // The run's first segment is already in place (a lone segment's read: no copy).
+            buf.copy_within(at..at + plain, written);
+        }
         written += plain;
         at = end;
         n += 1;
@@ -211,12 +269,18 @@ fn first_key_id(stored: &[u8], at: usize, len: usize) -> Option<u32> {
 pub struct Sealed<S> {
     inner: S,
     keys: Arc<Keys>,
+    unit: Unit,
     stats: Arc<ObjectStats>,
 }
 
 impl<S: ObjectStore> Sealed<S> {
-    pub fn new(inner: S, keys: Arc<Keys>, stats: Arc<ObjectStats>) -> Sealed<S> {
-        Sealed { inner, keys, stats }
+    pub fn new(inner: S, keys: Arc<Keys>, unit: Unit, stats: Arc<ObjectStats>) -> Sealed<S> {
+        Sealed {
+            inner,
+            keys,
+            unit,
+            stats,
+        }
     }
 
     fn corrupt(&self, e: ObjectError) -> ObjectError {
@@ -253,37 +317,35 @@ impl<S: ObjectStore> Sealed<S> {
         let ring = self
             .ring_with(key, first_key_id(&stored, 4, HEADER - 4))
             .await?;
+        let unit = self.unit;
         if stored.len() < OFFLOAD_BYTES {
-            return self.checked(open_in(&ring, Domain::Object, key, stored));
+            return self.checked(open_in(&ring, Domain::Object, unit, key, stored));
         }
         let owned = key.to_string();
-        let opened =
-            tokio::task::spawn_blocking(move || open_in(&ring, Domain::Object, &owned, stored))
-                .await
-                .map_err(|e| ObjectError::Other(format!("opening {key}: {e}")))?;
+        let opened = tokio::task::spawn_blocking(move || {
+            open_in(&ring, Domain::Object, unit, &owned, stored)
+        })
+        .await
+        .map_err(|e| ObjectError::Other(format!("opening {key}: {e}")))?;
         self.checked(opened)
     }
 
     async fn get_segments(&self, key: &str, range: &Range<u64>) -> Result<Bytes> {
-        let segment = to_u64(SEGMENT);
+        let segment = to_u64(self.unit.0);
         let first = range.start / segment;
         let last = (range.end - 1) / segment;
-        let stride = to_u64(STRIDE);
+        let stride = to_u64(self.unit.stride());
         let stored_range = to_u64(HEADER) + first * stride..to_u64(HEADER) + (last + 1) * stride;
         let wanted = stored_range.end - stored_range.start;
         let bytes = self.inner.get(key, Some(stored_range)).await?;
         let fetched = to_u64(bytes.len());
         let first_index = u32::try_from(first).map_err(|_| corrupt(key, "offset too large"))?;
-        let ring = self.ring_with(key, first_key_id(&bytes, 0, STRIDE)).await?;
+        let ring = self
+            .ring_with(key, first_key_id(&bytes, 0, self.unit.stride()))
+            .await?;
         let mut buf = writable(bytes);
-        let (written, ended) = self.checked(open_run(
-            &ring,
-            Domain::Object,
-            key,
-            first_index,
-            &mut buf,
-            0,
-        ))?;
+        let place = (&*ring, Domain::Object, self.unit, key);
+        let (written, ended) = self.checked(open_run(place, first_index, &mut buf, 0))?;
         if fetched < wanted && !ended {
             // Fewer bytes than asked for are fine only past the object's end.
             let past_the_end = written == 0 && self.payload_len(key).await? <= range.start;
@@ -304,7 +366,7 @@ impl<S: ObjectStore> Sealed<S> {
         let ring = self
             .ring_with(key, first_key_id(&head, 4, HEADER - 4))
             .await?;
-        self.checked(open_header(&ring, Domain::Object, key, &head))
+        self.checked(open_header(&ring, Domain::Object, self.unit, key, &head))
     }
 }
 
@@ -312,6 +374,10 @@ impl<S: ObjectStore> Sealed<S> {
 impl<S: ObjectStore> ObjectStore for Sealed<S> {
     fn describe(&self) -> String {
         self.inner.describe()
+    }
+
+    fn range_unit(&self) -> usize {
+        self.unit.0
     }
 
     async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
@@ -324,11 +390,12 @@ impl<S: ObjectStore> ObjectStore for Sealed<S> {
 
     async fn put(&self, key: &str, data: Bytes) -> Result<()> {
         let ring = self.keys.ring();
+        let unit = self.unit;
         let stored = if data.len() < OFFLOAD_BYTES {
-            seal_object(&ring, key, &data)?
+            seal_object(&ring, unit, key, &data)?
         } else {
             let owned = key.to_string();
-            tokio::task::spawn_blocking(move || seal_object(&ring, &owned, &data))
+            tokio::task::spawn_blocking(move || seal_object(&ring, unit, &owned, &data))
                 .await
                 .map_err(|e| ObjectError::Other(format!("sealing {key}: {e}")))??
         };
@@ -345,7 +412,7 @@ impl<S: ObjectStore> ObjectStore for Sealed<S> {
 
     async fn head(&self, key: &str) -> Result<ObjectInfo> {
         let mut info = self.inner.head(key).await?;
-        info.size = payload_size(info.size);
+        info.size = self.unit.payload_size(info.size);
         Ok(info)
     }
 
@@ -357,7 +424,7 @@ impl<S: ObjectStore> ObjectStore for Sealed<S> {
     ) -> Result<Vec<ObjectInfo>> {
         let mut page = self.inner.list(prefix, start_after, limit).await?;
         for info in &mut page {
-            info.size = payload_size(info.size);
+            info.size = self.unit.payload_size(info.size);
         }
         Ok(page)
     }

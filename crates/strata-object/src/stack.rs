@@ -16,7 +16,7 @@ use crate::metered::{Metered, ObjectStats};
 use crate::prefix::Prefixed;
 use crate::retry::{RetryPolicy, Retrying};
 use crate::seal::Keys;
-use crate::sealed::Sealed;
+use crate::sealed::{Sealed, Unit};
 use crate::upload::Upload;
 use crate::{ObjectInfo, ObjectStore, Result};
 
@@ -31,6 +31,8 @@ pub struct StackOptions {
     /// The data keys of an encrypted volume: objects are sealed (object v3) instead of
     /// checksummed (object v2).
     pub keys: Option<Arc<Keys>>,
+    /// With `keys`: the payload bytes per sealed segment (the volume's encryption record).
+    pub seal_unit: Unit,
 }
 
 /// Wrap `backend` according to `opts`; returns the store and its live counters.
@@ -43,7 +45,12 @@ pub fn build(
     let limited = Limited::new(prefixed, opts.limits);
     let metered = Metered::new(limited, stats.clone());
     let checked: Arc<dyn ObjectStore> = match &opts.keys {
-        Some(keys) => Arc::new(Sealed::new(metered, keys.clone(), stats.clone())),
+        Some(keys) => Arc::new(Sealed::new(
+            metered,
+            keys.clone(),
+            opts.seal_unit,
+            stats.clone(),
+        )),
         None => Arc::new(Checksummed::new(metered, stats.clone())),
     };
     let retried = Retrying::new(checked, opts.retry);
@@ -62,6 +69,10 @@ impl<S: ObjectStore + ?Sized> ObjectStore for Arc<S> {
 
     fn cheap_ranges(&self) -> bool {
         (**self).cheap_ranges()
+    }
+
+    fn range_unit(&self) -> usize {
+        (**self).range_unit()
     }
 
     async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {

@@ -32,6 +32,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::backend::Backend;
 use crate::local::INLINE_MAX_U64;
+use crate::seal::Domain;
+use crate::sealed::Unit;
 use crate::{ObjectError, ObjectInfo, ObjectStore, ObjectVisitor, Result};
 
 mod staging_log;
@@ -197,7 +199,7 @@ impl Writeback {
         blocking(move || {
             Ok(staging.read(&key, None).map(|read| {
                 let stored = read?;
-                crate::sealed::open_in(&ring, crate::seal::Domain::Staging, &key, stored)
+                crate::sealed::open_in(&ring, Domain::Staging, Unit::LARGE, &key, stored)
                     .map(|plain| crate::slice_range(plain, range))
             }))
         })
@@ -372,7 +374,7 @@ impl Writeback {
         blocking(move || {
             let sealed = match ring {
                 Some(ring) => {
-                    crate::sealed::seal_in(&ring, crate::seal::Domain::Staging, &staged_key, &data)?
+                    crate::sealed::seal_in(&ring, Domain::Staging, Unit::LARGE, &staged_key, &data)?
                 }
                 None => data,
             };
@@ -519,6 +521,10 @@ impl ObjectStore for Writeback {
         self.remote.cheap_ranges()
     }
 
+    fn range_unit(&self) -> usize {
+        self.remote.range_unit()
+    }
+
     async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {
         match self.get_staged(key, range.clone()).await {
             Some(staged) => staged,
@@ -576,7 +582,7 @@ impl ObjectStore for Writeback {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
             let size = match self.opts.keys {
-                Some(_) => crate::sealed::payload_size(size),
+                Some(_) => Unit::LARGE.payload_size(size),
                 None => size,
             };
             return Ok(ObjectInfo {
@@ -683,6 +689,10 @@ impl ObjectStore for AwaitLanding {
 
     fn cheap_ranges(&self) -> bool {
         self.inner.cheap_ranges()
+    }
+
+    fn range_unit(&self) -> usize {
+        self.inner.range_unit()
     }
 
     async fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Bytes> {

@@ -172,7 +172,10 @@ pub fn run_fsck(a: FsckArgs) -> Result<()> {
             sort: sort_space(a.external_sort_dir.clone(), a.sort_memory),
             block_size: volume.format.block_size_kib << 10,
             exact_sizes: volume.format.compression == "none",
-            sealed: volume.format.encryption.is_some(),
+            sealed: match volume.format.encryption {
+                Some(_) => Some(strata_client::seal_unit(&volume.format)?),
+                None => None,
+            },
             verify: match a.verify {
                 // A block that fails twice is reported, not retried for a minute.
                 true => Some((volume.data(&a.keys.options(), 1)?, a.threads)),

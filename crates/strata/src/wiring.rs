@@ -72,6 +72,7 @@ impl AdminVolume {
             compression: Codec::parse(&self.format.compression)
                 .map_err(|e| anyhow::anyhow!("{e}"))?,
             keys: strata_client::volume_keys(&self.meta, &self.format, keys)?,
+            seal_unit: strata_client::seal_unit(&self.format)?,
             retry: strata_object::retry::RetryPolicy {
                 retries,
                 ..strata_object::retry::RetryPolicy::default()

@@ -452,3 +452,71 @@ fn backups_and_encrypted_dumps_are_sealed_and_load_with_the_key() {
     ]);
     assert!(!ok && out.contains("not encrypted"), "{out}");
 }
+
+/// Stored bytes of a sealed 1 MiB block in units of `unit` bytes (FORMAT.md, object v3).
+fn sealed_block_size(unit: u64) -> u64 {
+    52 + (1 << 20) + 36 * (1 << 20) / unit
+}
+
+/// A new volume seals objects in 16 KiB units (meta v7); a volume whose record names no
+/// unit (encrypted before session 40, made here by loading a dump without the field)
+/// keeps 32 KiB units, and both read back whole and at random, cold.
+#[test]
+fn new_volumes_seal_in_16_kib_units_and_older_ones_keep_32() {
+    let keys = tempfile::tempdir().unwrap();
+    let kek = key_file(keys.path(), "kek", 0x44);
+    let kek_arg = kek.to_str().unwrap();
+    let vol = Volume::new_with(&["--encrypt-key-file", kek_arg, "--block-size", "1M"]);
+    let config = strata_ok(&["config", &vol.meta_url]);
+    assert!(config.contains("\"object_unit_kib\": 16"), "{config}");
+    assert!(config.contains("\"meta_version\": 7"), "{config}");
+    // The same (empty) volume in a bucket of its own, its record without the unit: what
+    // an older build formatted.
+    let dump = vol.dir.path().join("dump.json");
+    strata_ok(&["dump", &vol.meta_url, dump.to_str().unwrap()]);
+    let text = std::fs::read_to_string(&dump).unwrap();
+    let (new_bucket, old_bucket) = (vol.dir.path().join("bucket"), vol.dir.path().join("old"));
+    std::fs::create_dir(&old_bucket).unwrap();
+    let older = text.replacen(",\"object_unit_kib\":16", "", 1).replacen(
+        &format!("\"{}\"", new_bucket.display()),
+        &format!("\"{}\"", old_bucket.display()),
+        1,
+    );
+    assert!(text.contains("object_unit_kib") && !older.contains("object_unit_kib"));
+    assert!(older.contains(&format!("\"{}\"", old_bucket.display())));
+    std::fs::write(&dump, older).unwrap();
+    let old_url = format!("sqlite3://{}", vol.dir.path().join("old.db").display());
+    strata_ok(&["load", &old_url, dump.to_str().unwrap()]);
+    let old = Volume::existing(&old_url);
+    let config = strata_ok(&["config", &old_url]);
+    assert!(!config.contains("object_unit_kib"), "{config}");
+    assert!(config.contains("\"meta_version\": 6"), "{config}");
+
+    let data = planted_data(3 << 20);
+    for (v, bucket, name, unit) in [
+        (&vol, &new_bucket, "new", 16 << 10),
+        (&old, &old_bucket, "old", 32 << 10),
+    ] {
+        let m = mount(v, name, &["--cache-size", "0"], &[]);
+        write_synced(&m.path.join(name), &data);
+        drop(m);
+        let cold = mount(v, &format!("{name}-cold"), &["--cache-size", "0"], &[]);
+        let file = cold.path.join(name);
+        assert_eq!(std::fs::read(&file).unwrap(), data);
+        for at in [5u64, 16_380, 40_000, 1_048_000, (3 << 20) - 4096] {
+            let from = usize::try_from(at).unwrap();
+            assert_eq!(read_at(&file, at, 4096).unwrap(), data[from..from + 4096]);
+        }
+        let sizes: Vec<u64> = files_under(&bucket.join("e2e-vol").join("chunks"))
+            .iter()
+            .filter(|p| p.to_string_lossy().ends_with("_1048576"))
+            .map(|p| std::fs::metadata(p).unwrap().len())
+            .collect();
+        assert!(
+            sizes.contains(&sealed_block_size(unit)),
+            "{name}: {sizes:?}"
+        );
+    }
+    let verified = strata_ok(&["fsck", &old_url, "--verify"]);
+    assert!(verified.contains("volume is clean"), "{verified}");
+}

@@ -104,6 +104,7 @@ fn a_recorded_command_is_never_run_by_default() {
         rsa_private_key: None,
         current_key: 1,
         keys: Vec::new(),
+        object_unit_kib: None,
     };
     let e = open_wrapper(&record, &KeyOptions::default()).unwrap_err();
     assert!(e.to_string().contains("--encrypt-key-cmd"), "{e}");

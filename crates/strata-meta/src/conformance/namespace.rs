@@ -59,6 +59,7 @@ async fn encryption_rules<S: TestStore>(plain_meta: &Meta, plain: &crate::Format
                 created_at: 0,
             })
             .collect(),
+        object_unit_kib: None,
     };
     let turned_on = plain.clone().with_encryption(Some(sealed(&[1])));
     assert!(

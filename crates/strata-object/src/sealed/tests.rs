@@ -9,6 +9,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::backend::Backend;
+use crate::metered::Metered;
 use crate::seal::{Cipher, DataKey, KEY_LEN, KeySource};
 
 #[derive(Debug)]
@@ -54,12 +55,19 @@ fn keys(cipher: Cipher) -> Arc<Keys> {
     ))
 }
 
+/// Both units a volume may have: every format test runs on each.
+const UNITS: [Unit; 2] = [Unit::LARGE, Unit::SMALL];
+
 fn store_with(inner: Arc<Backend>, keys: Arc<Keys>) -> Sealed<Counting> {
+    store_in(inner, keys, Unit::SMALL)
+}
+
+fn store_in(inner: Arc<Backend>, keys: Arc<Keys>, unit: Unit) -> Sealed<Counting> {
     let counting = Counting {
         inner,
         gets: AtomicU64::new(0),
     };
-    Sealed::new(counting, keys, Arc::new(ObjectStats::default()))
+    Sealed::new(counting, keys, unit, Arc::new(ObjectStats::default()))
 }
 
 fn payload(len: usize, seed: u8) -> Bytes {
@@ -69,27 +77,37 @@ fn payload(len: usize, seed: u8) -> Bytes {
         .into()
 }
 
-const SIZES: [usize; 7] = [
-    0,
-    1,
-    SEGMENT - 1,
-    SEGMENT,
-    SEGMENT + 1,
-    3 * SEGMENT + 5,
-    4 << 20,
-];
+/// Payload sizes around the unit's and the segment's boundaries.
+fn sizes(unit: Unit) -> [usize; 10] {
+    let u = unit.bytes();
+    [
+        0,
+        1,
+        u - 1,
+        u,
+        u + 1,
+        SEGMENT - 1,
+        SEGMENT + 1,
+        3 * u + 5,
+        3 * SEGMENT + 5,
+        4 << 20,
+    ]
+}
 
 #[tokio::test]
 async fn whole_and_ranged_reads_give_the_payload_for_every_size() {
-    for cipher in [Cipher::Aes256Gcm, Cipher::ChaCha20Poly1305] {
-        let store = store_with(Arc::new(Backend::memory()), keys(cipher));
-        for (n, len) in SIZES.into_iter().enumerate() {
+    for (cipher, unit) in [Cipher::Aes256Gcm, Cipher::ChaCha20Poly1305]
+        .into_iter()
+        .flat_map(|c| UNITS.map(|u| (c, u)))
+    {
+        let store = store_in(Arc::new(Backend::memory()), keys(cipher), unit);
+        for (n, len) in sizes(unit).into_iter().enumerate() {
             let k = format!("chunks/0/0/{n}_0_{len}");
             let data = payload(len, 3);
             store.put(&k, data.clone()).await.unwrap();
             let stored = store.inner.inner.get(&k, None).await.unwrap();
-            assert_eq!(to_u64(stored.len()), stored_size(to_u64(len)));
-            assert_eq!(payload_size(to_u64(stored.len())), to_u64(len));
+            assert_eq!(to_u64(stored.len()), unit.stored_size(to_u64(len)));
+            assert_eq!(unit.payload_size(to_u64(stored.len())), to_u64(len));
             assert_eq!(store.head(&k).await.unwrap().size, to_u64(len));
             assert_eq!(store.get(&k, None).await.unwrap(), data);
             let len64 = to_u64(len);
@@ -114,14 +132,42 @@ async fn whole_and_ranged_reads_give_the_payload_for_every_size() {
 
 #[tokio::test]
 async fn a_ranged_read_is_one_request_for_only_its_segments() {
-    let store = store_with(Arc::new(Backend::memory()), keys(Cipher::Aes256Gcm));
-    let data = payload(4 << 20, 1);
-    store.put("b", data.clone()).await.unwrap();
-    let before = store.inner.gets.load(Ordering::Relaxed);
-    let at = 1_000_000u64;
-    let got = store.get("b", Some(at..at + 4096)).await.unwrap();
-    assert_eq!(got, slice_range(data, Some(at..at + 4096)));
-    assert_eq!(store.inner.gets.load(Ordering::Relaxed) - before, 1);
+    for unit in UNITS {
+        let stats = Arc::new(ObjectStats::default());
+        let metered = Metered::new(Arc::new(Backend::memory()), stats.clone());
+        let store = Sealed::new(metered, keys(Cipher::Aes256Gcm), unit, stats.clone());
+        let gets = || stats.requests("get", "ok");
+        let data = payload(4 << 20, 1);
+        store.put("b", data.clone()).await.unwrap();
+        let (before, bytes) = (gets(), stats.bytes_down());
+        // 4 KiB inside one unit: one request for that unit's stored bytes.
+        let at = to_u64(unit.bytes()) * 30 + 100;
+        let got = store.get("b", Some(at..at + 4096)).await.unwrap();
+        assert_eq!(got, slice_range(data, Some(at..at + 4096)));
+        assert_eq!(gets() - before, 1);
+        assert_eq!(
+            stats.bytes_down() - bytes,
+            to_u64(unit.stride()),
+            "{unit:?}"
+        );
+        assert_eq!(store.range_unit(), unit.bytes());
+    }
+}
+
+#[tokio::test]
+async fn a_volume_reads_only_objects_of_its_own_unit() {
+    let backend = Arc::new(Backend::memory());
+    let large = store_in(backend.clone(), keys(Cipher::Aes256Gcm), Unit::LARGE);
+    let small = store_in(backend, keys(Cipher::Aes256Gcm), Unit::SMALL);
+    large.put("l", payload(100_000, 1)).await.unwrap();
+    assert!(matches!(
+        small.get("l", None).await,
+        Err(ObjectError::Corrupt { .. })
+    ));
+    assert!(small.get("l", Some(40_000..40_010)).await.is_err());
+    assert_eq!(Unit::of_kib(16), Some(Unit::SMALL));
+    assert_eq!(Unit::of_kib(32), Some(Unit::LARGE));
+    assert_eq!(Unit::of_kib(64), None);
 }
 
 #[tokio::test]
@@ -135,64 +181,70 @@ async fn stored_bytes_hold_none_of_the_plaintext() {
 
 #[tokio::test]
 async fn any_damage_fails_the_reads_that_touch_it() {
-    let backend = Arc::new(Backend::memory());
-    let store = store_with(backend.clone(), keys(Cipher::Aes256Gcm));
-    let data = payload(3 * SEGMENT + 100, 9);
-    store.put("d", data.clone()).await.unwrap();
-    let stored = backend.get("d", None).await.unwrap();
-    // One byte in segment 1's ciphertext, then one in its trailer, then in the header.
-    for at in [HEADER + STRIDE + 10, HEADER + 2 * STRIDE - 3, 9] {
-        let mut bad = stored.to_vec();
-        bad[at] ^= 0x40;
-        backend.put("d", Bytes::from(bad)).await.unwrap();
-        let whole = store.get("d", None).await;
-        assert!(
-            matches!(whole, Err(ObjectError::Corrupt { .. })),
-            "{at}: {whole:?}"
-        );
-        if at > HEADER {
-            let seg = to_u64(SEGMENT);
-            assert!(store.get("d", Some(seg + 5..seg + 6)).await.is_err());
-            let fine = store.get("d", Some(2 * seg..2 * seg + 50)).await.unwrap();
-            assert_eq!(fine, slice_range(data.clone(), Some(2 * seg..2 * seg + 50)));
+    for unit in UNITS {
+        let stride = unit.stride();
+        let backend = Arc::new(Backend::memory());
+        let store = store_in(backend.clone(), keys(Cipher::Aes256Gcm), unit);
+        let data = payload(3 * unit.bytes() + 100, 9);
+        store.put("d", data.clone()).await.unwrap();
+        let stored = backend.get("d", None).await.unwrap();
+        // One byte in segment 1's ciphertext, then one in its trailer, then in the header.
+        for at in [HEADER + stride + 10, HEADER + 2 * stride - 3, 9] {
+            let mut bad = stored.to_vec();
+            bad[at] ^= 0x40;
+            backend.put("d", Bytes::from(bad)).await.unwrap();
+            let whole = store.get("d", None).await;
+            assert!(
+                matches!(whole, Err(ObjectError::Corrupt { .. })),
+                "{at}: {whole:?}"
+            );
+            if at > HEADER {
+                let seg = to_u64(unit.bytes());
+                assert!(store.get("d", Some(seg + 5..seg + 6)).await.is_err());
+                let fine = store.get("d", Some(2 * seg..2 * seg + 50)).await.unwrap();
+                assert_eq!(fine, slice_range(data.clone(), Some(2 * seg..2 * seg + 50)));
+            }
         }
+        // Cut at a segment boundary: the last segment is missing.
+        backend
+            .put("d", stored.slice(..HEADER + 2 * stride))
+            .await
+            .unwrap();
+        assert!(store.get("d", None).await.is_err());
+        let seg = to_u64(unit.bytes());
+        assert!(store.get("d", Some(2 * seg..3 * seg)).await.is_err());
+        // A plain (unsealed) object is not data.
+        backend.put("d", data.clone()).await.unwrap();
+        assert!(store.get("d", None).await.is_err());
     }
-    // Cut at a segment boundary: the last segment is missing.
-    backend
-        .put("d", stored.slice(..HEADER + 2 * STRIDE))
-        .await
-        .unwrap();
-    assert!(store.get("d", None).await.is_err());
-    let seg = to_u64(SEGMENT);
-    assert!(store.get("d", Some(2 * seg..3 * seg)).await.is_err());
-    // A plain (unsealed) object is not data.
-    backend.put("d", data.clone()).await.unwrap();
-    assert!(store.get("d", None).await.is_err());
 }
 
 #[tokio::test]
 async fn segments_moved_between_objects_or_places_are_refused() {
-    let backend = Arc::new(Backend::memory());
-    let store = store_with(backend.clone(), keys(Cipher::Aes256Gcm));
-    store.put("x", payload(2 * SEGMENT, 1)).await.unwrap();
-    store.put("y", payload(2 * SEGMENT, 2)).await.unwrap();
-    let x = backend.get("x", None).await.unwrap();
-    let y = backend.get("y", None).await.unwrap();
-    // y's segment 0 in x's place.
-    let mut mixed = x.to_vec();
-    mixed[HEADER..HEADER + STRIDE].copy_from_slice(&y[HEADER..HEADER + STRIDE]);
-    backend.put("x", Bytes::from(mixed)).await.unwrap();
-    assert!(store.get("x", Some(0..10)).await.is_err());
-    // x's own two segments swapped (same length, both valid under x's key).
-    let mut swapped = x.to_vec();
-    let (a, b) = (
-        HEADER..HEADER + STRIDE,
-        HEADER + STRIDE..HEADER + 2 * STRIDE,
-    );
-    swapped[a.clone()].copy_from_slice(&x[b.clone()]);
-    swapped[b].copy_from_slice(&x[a]);
-    backend.put("x", Bytes::from(swapped)).await.unwrap();
-    assert!(store.get("x", None).await.is_err());
+    for unit in UNITS {
+        let stride = unit.stride();
+        let backend = Arc::new(Backend::memory());
+        let store = store_in(backend.clone(), keys(Cipher::Aes256Gcm), unit);
+        store.put("x", payload(2 * unit.bytes(), 1)).await.unwrap();
+        store.put("y", payload(2 * unit.bytes(), 2)).await.unwrap();
+        let x = backend.get("x", None).await.unwrap();
+        let y = backend.get("y", None).await.unwrap();
+        // y's segment 0 in x's place.
+        let mut mixed = x.to_vec();
+        mixed[HEADER..HEADER + stride].copy_from_slice(&y[HEADER..HEADER + stride]);
+        backend.put("x", Bytes::from(mixed)).await.unwrap();
+        assert!(store.get("x", Some(0..10)).await.is_err());
+        // x's own two segments swapped (same length, both valid under x's key).
+        let mut swapped = x.to_vec();
+        let (a, b) = (
+            HEADER..HEADER + stride,
+            HEADER + stride..HEADER + 2 * stride,
+        );
+        swapped[a.clone()].copy_from_slice(&x[b.clone()]);
+        swapped[b].copy_from_slice(&x[a]);
+        backend.put("x", Bytes::from(swapped)).await.unwrap();
+        assert!(store.get("x", None).await.is_err());
+    }
 }
 
 #[tokio::test]
@@ -287,12 +339,14 @@ proptest! {
     #[test]
     fn every_range_of_every_size_reads_back(
         len in 0usize..(5 * SEGMENT),
+        small in proptest::bool::ANY,
         start in 0u64..(6 * 32768),
         width in 1u64..(3 * 32768),
     ) {
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         rt.block_on(async {
-            let store = store_with(Arc::new(Backend::memory()), keys(Cipher::Aes256Gcm));
+            let unit = if small { Unit::SMALL } else { Unit::LARGE };
+            let store = store_in(Arc::new(Backend::memory()), keys(Cipher::Aes256Gcm), unit);
             let data = payload(len, 7);
             store.put("r", data.clone()).await.unwrap();
             let r = start..start + width;

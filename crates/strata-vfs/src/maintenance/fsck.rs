@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use strata_meta::{Meta, NamespaceReport};
 use strata_object::ObjectStore;
+use strata_object::sealed::Unit;
 use strata_types::Ino;
 
 use super::extsort::SortedLines;
@@ -33,8 +34,8 @@ pub struct FsckOptions {
     pub block_size: u32,
     /// Blocks are stored uncompressed, so their exact size is known.
     pub exact_sizes: bool,
-    /// Blocks are sealed (an encrypted volume: object v3 sizes).
-    pub sealed: bool,
+    /// Blocks are sealed in segments of this unit (an encrypted volume: object v3 sizes).
+    pub sealed: Option<Unit>,
     /// `--verify`: read every referenced block through this store (the volume's full
     /// stack: checksums verified, sealed blocks authenticated), this many at once.
     pub verify: Option<(Arc<dyn ObjectStore>, usize)>,
@@ -312,9 +313,9 @@ async fn verify_blocks(
 /// Whether a stored object of `size` bytes holds a block of `payload` bytes: sealed
 /// (object v3) on an encrypted volume, else either checked format (v2 with segment
 /// trailers, or v1 written by older versions).
-fn stored_size_fits(size: u64, payload: u64, sealed: bool) -> bool {
-    if sealed {
-        return size == strata_object::sealed::stored_size(payload);
+fn stored_size_fits(size: u64, payload: u64, sealed: Option<Unit>) -> bool {
+    if let Some(unit) = sealed {
+        return size == unit.stored_size(payload);
     }
     size == strata_object::checksum::stored_size(payload)
         || size == strata_object::checksum::stored_size_v1(payload)
@@ -330,26 +331,33 @@ mod tests {
         assert!(stored_size_fits(
             strata_object::checksum::stored_size(payload),
             payload,
-            false
+            None
         ));
         assert!(stored_size_fits(
             strata_object::checksum::stored_size_v1(payload),
             payload,
-            false
+            None
         ));
-        assert!(!stored_size_fits(payload, payload, false));
-        let sealed = strata_object::sealed::stored_size(payload);
-        assert!(stored_size_fits(sealed, payload, true));
-        assert!(!stored_size_fits(sealed, payload, false));
+        assert!(!stored_size_fits(payload, payload, None));
+        for unit in [Unit::LARGE, Unit::SMALL] {
+            let sealed = unit.stored_size(payload);
+            assert!(stored_size_fits(sealed, payload, Some(unit)));
+            assert!(!stored_size_fits(sealed, payload, None));
+        }
+        assert!(!stored_size_fits(
+            Unit::LARGE.stored_size(payload),
+            payload,
+            Some(Unit::SMALL)
+        ));
         assert!(!stored_size_fits(
             strata_object::checksum::stored_size(payload),
             payload,
-            true
+            Some(Unit::LARGE)
         ));
         assert!(!stored_size_fits(
             strata_object::checksum::stored_size(payload) - 1,
             payload,
-            false
+            None
         ));
     }
 }
