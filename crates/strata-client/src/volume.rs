@@ -135,6 +135,27 @@ pub fn seal_unit(format: &Format) -> Result<strata_object::sealed::Unit> {
     }
 }
 
+/// The blocks an imported volume adopted from another file system, as its format
+/// record names them (`None` for a volume with only its own).
+pub fn foreign_blocks(format: &Format) -> Result<Option<strata_object::adopted::ForeignBlocks>> {
+    use strata_object::adopted::{ForeignBlocks, ForeignCodec};
+    let Some(foreign) = &format.foreign else {
+        return Ok(None);
+    };
+    if foreign.kind != "juicefs" {
+        return Err(OpenError::Compression(format!(
+            "the volume holds blocks of {:?}, which this build does not read",
+            foreign.kind
+        )));
+    }
+    let codec = ForeignCodec::parse(&foreign.compression)
+        .map_err(|e| OpenError::Compression(e.to_string()))?;
+    Ok(Some(ForeignBlocks {
+        below: foreign.slices_below,
+        codec,
+    }))
+}
+
 /// The backend a volume's data lives in.
 pub fn open_backend(format: &Format) -> Result<Arc<dyn ObjectStore>> {
     let bucket_error = |source| OpenError::Bucket {
@@ -331,6 +352,7 @@ mod tests {
             meta_version: 2,
             enable_acl: false,
             encryption: None,
+            foreign: None,
         }
     }
 

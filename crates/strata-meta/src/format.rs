@@ -19,9 +19,12 @@ pub const ENCRYPTION_VERSION: u32 = 6;
 /// segments (their encryption record names `object_unit_kib`): clients that would read
 /// them in 32 KiB segments refuse them.
 pub const OBJECT_UNIT_VERSION: u32 = 7;
+/// First metadata version of volumes that may hold foreign blocks (imported from
+/// JuiceFS, `foreign` in the format record): older clients would read them as corrupt.
+pub const FOREIGN_VERSION: u32 = 8;
 /// The newest metadata version this build serves (new volumes get [`META_VERSION`], or
 /// the version a feature they use needs).
-pub const UNDERSTOOD_VERSION: u32 = 7;
+pub const UNDERSTOOD_VERSION: u32 = 8;
 /// Payload KiB per sealed object segment on volumes encrypted since session 40.
 pub const OBJECT_UNIT_KIB: u32 = 16;
 
@@ -49,6 +52,20 @@ pub struct Encryption {
     /// encrypted since session 40); absent: 32, the unit of volumes encrypted before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object_unit_kib: Option<u32>,
+}
+
+/// Blocks another file system wrote, adopted in place by an import (docs/FORMAT.md,
+/// "Foreign blocks"): every slice whose id is below `slices_below` is such a block.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Foreign {
+    /// Whose blocks: `juicefs`.
+    pub kind: String,
+    /// The imported volume's uuid (JuiceFS's `UUID`).
+    pub uuid: String,
+    /// Slice ids below this are foreign (JuiceFS's `nextChunk` at the import).
+    pub slices_below: u64,
+    /// How the foreign blocks are compressed: `none`, `lz4` (LZ4 block format) or `zstd`.
+    pub compression: String,
 }
 
 /// One data key, wrapped.
@@ -98,6 +115,9 @@ pub struct Format {
     /// Encryption at rest, chosen at format time and never removed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption: Option<Encryption>,
+    /// Blocks adopted from another file system by an import (never added later).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign: Option<Foreign>,
 }
 
 impl Format {
@@ -190,6 +210,19 @@ impl Format {
         }
     }
 
+    /// These settings with `foreign` blocks (the metadata version rises to the first
+    /// that reads them, so older clients refuse the volume).
+    pub fn with_foreign(self, foreign: Option<Foreign>) -> Format {
+        match foreign {
+            None => self,
+            Some(f) => Format {
+                foreign: Some(f),
+                meta_version: self.meta_version.max(FOREIGN_VERSION),
+                ..self
+            },
+        }
+    }
+
     pub fn encode(&self) -> Result<Vec<u8>> {
         serde_json::to_vec(self).map_err(|e| MetaError::Invalid(format!("format record: {e}")))
     }
@@ -222,6 +255,7 @@ mod tests {
             meta_version: META_VERSION,
             enable_acl: false,
             encryption: None,
+            foreign: None,
         }
     }
 

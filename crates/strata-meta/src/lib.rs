@@ -8,6 +8,7 @@ pub mod acl;
 pub mod codec;
 pub mod error;
 pub mod format;
+pub mod juicefs;
 pub mod keys;
 pub mod kv;
 mod meta;

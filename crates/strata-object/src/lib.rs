@@ -10,6 +10,7 @@
 // The data path converts sizes and offsets with checked conversions, never `as`.
 #![warn(clippy::cast_possible_truncation)]
 
+pub mod adopted;
 pub mod backend;
 pub mod checksum;
 pub mod compress;

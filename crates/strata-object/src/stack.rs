@@ -1,5 +1,6 @@
 //! Assemble a store from options, wrappers in the order that makes each one right:
-//! compression outermost (compress once; retries resend the same bytes; compressed before
+//! foreign blocks of an imported volume outermost (read raw, past everything below),
+//! then compression (compress once; retries resend the same bytes; compressed before
 //! sealed), then retries around the integrity check (sealing, on an encrypted volume) (a corrupt read is fetched again), metering of what goes
 //! over the wire, limits per attempt, and the volume prefix next to the backend.
 
@@ -9,6 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use crate::adopted::{Adopted, ForeignBlocks};
 use crate::checksum::Checksummed;
 use crate::compress::{Codec, Compressed};
 use crate::limit::{Limited, Limits};
@@ -33,6 +35,8 @@ pub struct StackOptions {
     pub keys: Option<Arc<Keys>>,
     /// With `keys`: the payload bytes per sealed segment (the volume's encryption record).
     pub seal_unit: Unit,
+    /// Blocks adopted from another file system by an import, read raw.
+    pub foreign: Option<ForeignBlocks>,
 }
 
 /// Wrap `backend` according to `opts`; returns the store and its live counters.
@@ -43,7 +47,8 @@ pub fn build(
     let stats = Arc::new(ObjectStats::default());
     let prefixed = Prefixed::new(backend, &opts.prefix);
     let limited = Limited::new(prefixed, opts.limits);
-    let metered = Metered::new(limited, stats.clone());
+    let metered: Arc<dyn ObjectStore> = Arc::new(Metered::new(limited, stats.clone()));
+    let raw = metered.clone();
     let checked: Arc<dyn ObjectStore> = match &opts.keys {
         Some(keys) => Arc::new(Sealed::new(
             metered,
@@ -57,6 +62,10 @@ pub fn build(
     let store: Arc<dyn ObjectStore> = match opts.compression {
         Some(codec) => Arc::new(Compressed::new(retried, codec)),
         None => Arc::new(retried),
+    };
+    let store: Arc<dyn ObjectStore> = match opts.foreign {
+        Some(foreign) => Arc::new(Adopted::new(store, Retrying::new(raw, opts.retry), foreign)),
+        None => store,
     };
     (store, stats)
 }

@@ -47,6 +47,7 @@ pub fn new_format(name: &str, storage: &str, bucket: String, keys: &StoreKeys) -
         meta_version: META_VERSION,
         enable_acl: false,
         encryption: None,
+        foreign: None,
     }
 }
 

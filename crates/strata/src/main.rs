@@ -17,6 +17,7 @@ mod gateway_users;
 mod hide_args;
 mod http_front;
 mod identity_args;
+mod import_cmd;
 mod info_cmd;
 mod key_args;
 mod maint_cmd;
@@ -101,6 +102,8 @@ enum Command {
     Dump(dump_cmd::DumpArgs),
     /// Load a dump into an empty metadata engine (of any kind).
     Load(dump_cmd::LoadArgs),
+    /// Take over another file system's volume in place (`strata import juicefs`).
+    Import(import_cmd::ImportArgs),
     /// Copy a file or tree on a mounted volume without copying data (slices are shared).
     Clone(tree_cmd::CloneArgs),
     /// Sizes, file and directory counts per subtree (from directory usage records).
@@ -161,6 +164,7 @@ fn main() -> ExitCode {
         Command::Rmr(a) => trash_cmd::run_rmr(a),
         Command::Dump(a) => dump_cmd::run_dump(a),
         Command::Load(a) => dump_cmd::run_load(a),
+        Command::Import(a) => import_cmd::run_import(a),
         Command::Clone(a) => tree_cmd::run_clone(a),
         Command::Summary(a) => tree_cmd::run_summary(a),
         Command::Destroy(a) => tree_cmd::run_destroy(a),

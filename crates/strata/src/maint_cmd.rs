@@ -176,6 +176,7 @@ pub fn run_fsck(a: FsckArgs) -> Result<()> {
                 Some(_) => Some(strata_client::seal_unit(&volume.format)?),
                 None => None,
             },
+            foreign: strata_client::foreign_blocks(&volume.format)?,
             verify: match a.verify {
                 // A block that fails twice is reported, not retried for a minute.
                 true => Some((volume.data(&a.keys.options(), 1)?, a.threads)),

@@ -109,6 +109,7 @@ fn bench_format() -> Format {
         meta_version: strata_meta::META_VERSION,
         enable_acl: false,
         encryption: None,
+        foreign: None,
     }
 }
 

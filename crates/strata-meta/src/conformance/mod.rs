@@ -87,6 +87,7 @@ pub fn test_format(trash_days: u32) -> Format {
         meta_version: META_VERSION,
         enable_acl: true,
         encryption: None,
+        foreign: None,
     }
 }
 

@@ -119,13 +119,15 @@ impl Meta {
         self.put_batch(std::mem::take(&mut loader.batch)).await?;
         self.fix_multi_links(&loader).await?;
         // Every record is written in this client's layout (inode flags included).
-        let encryption = format.encryption.clone();
+        let (encryption, foreign) = (format.encryption.clone(), format.foreign.clone());
         let format = Format {
             meta_version: crate::format::META_VERSION,
             encryption: None,
+            foreign: None,
             ..format
         }
-        .with_encryption(encryption);
+        .with_encryption(encryption)
+        .with_foreign(foreign);
         let record = format.encode()?;
         self.put_batch(vec![(keys::setting("format"), record)])
             .await?;

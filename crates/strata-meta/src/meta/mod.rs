@@ -401,10 +401,13 @@ impl Meta {
                             // So do the data keys: new settings replace them (a
                             // rotation) or keep them, never remove them.
                             encryption: None,
+                            // And blocks adopted by an import.
+                            foreign: None,
                             ..format.clone()
                         }
                         .with_acl(format.enable_acl)
-                        .with_encryption(format.encryption.clone().or(old.encryption));
+                        .with_encryption(format.encryption.clone().or(old.encryption))
+                        .with_foreign(format.foreign.clone().or(old.foreign));
                         tx.put(key, updated.encode()?);
                         return Ok(updated);
                     }

@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use strata_meta::{Meta, NamespaceReport};
 use strata_object::ObjectStore;
+use strata_object::adopted::{ForeignBlocks, ForeignCodec};
 use strata_object::sealed::Unit;
 use strata_types::Ino;
 
@@ -36,6 +37,8 @@ pub struct FsckOptions {
     pub exact_sizes: bool,
     /// Blocks are sealed in segments of this unit (an encrypted volume: object v3 sizes).
     pub sealed: Option<Unit>,
+    /// Blocks adopted from another file system (an imported volume), sized their way.
+    pub foreign: Option<ForeignBlocks>,
     /// `--verify`: read every referenced block through this store (the volume's full
     /// stack: checksums verified, sealed blocks authenticated), this many at once.
     pub verify: Option<(Arc<dyn ObjectStore>, usize)>,
@@ -209,9 +212,7 @@ fn find_broken(
         let expected = parse_block_key(key).map_or(0, |(_, _, size)| u64::from(size));
         let (missing, wrong_size) = match found {
             None => (1, 0),
-            Some(size) if opts.exact_sizes && !stored_size_fits(size, expected, opts.sealed) => {
-                (0, 1)
-            }
+            Some(size) if size_is_wrong(opts, key, size, expected) => (0, 1),
             Some(_) => {
                 if let Some(p) = present.as_mut() {
                     p.push(line.clone())?;
@@ -308,6 +309,15 @@ async fn verify_blocks(
         }
     }
     Ok(())
+}
+
+/// Whether the object of block `key` cannot hold its `payload` bytes in `size` stored
+/// bytes: a raw foreign block is its payload, a compressed one may have any size.
+fn size_is_wrong(opts: &FsckOptions, key: &str, size: u64, payload: u64) -> bool {
+    if let Some(foreign) = opts.foreign.filter(|f| f.block_of(key).is_some()) {
+        return foreign.codec == ForeignCodec::Raw && size != payload;
+    }
+    opts.exact_sizes && !stored_size_fits(size, payload, opts.sealed)
 }
 
 /// Whether a stored object of `size` bytes holds a block of `payload` bytes: sealed

@@ -1,0 +1,267 @@
+//! Reading a JuiceFS metadata dump (what `juicefs dump` writes: one JSON object with the
+//! volume's `Setting`, `Counters`, `Quotas`, and the namespace as a nested `FSTree` and
+//! `Trash`) as the lines of a Strata dump (dump v1), so `strata import juicefs` loads it
+//! with the same loader as `strata load`. The tree is read as a stream — a directory at a
+//! time, never the whole document — so a dump of any size converts in bounded memory
+//! (plus one counter per shared slice). Data is not touched: every slice keeps its
+//! JuiceFS id, and the format record names the ids below JuiceFS's `nextChunk` as
+//! foreign blocks (docs/FORMAT.md, "Foreign blocks").
+
+mod tree;
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
+
+use serde::Deserialize;
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use strata_types::Ino;
+
+use crate::error::{MetaError, Result};
+use crate::format::{Foreign, Format, META_VERSION};
+use crate::meta::{DUMP_VERSION, DumpLine};
+
+/// The `Setting` of a JuiceFS dump: what the import uses of it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct JuiceSetting {
+    pub name: String,
+    #[serde(rename = "UUID")]
+    pub uuid: String,
+    pub storage: String,
+    pub bucket: String,
+    pub access_key: String,
+    pub secret_key: String,
+    pub session_token: String,
+    pub block_size: u32,
+    pub compression: String,
+    pub encrypt_key: String,
+    pub hash_prefix: bool,
+    pub shards: u32,
+    pub trash_days: u32,
+    pub capacity: u64,
+    pub inodes: u64,
+    #[serde(rename = "EnableACL")]
+    pub enable_acl: bool,
+}
+
+/// A directory quota of a JuiceFS dump (by inode).
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", default)]
+pub struct JuiceQuota {
+    pub max_space: i64,
+    pub max_inodes: i64,
+}
+
+/// What converting a dump found besides its lines.
+#[derive(Clone, Debug, Default)]
+pub struct Imported {
+    pub setting: JuiceSetting,
+    /// Directory quotas: (inode, space limit, inode limit).
+    pub quotas: Vec<(u64, i64, i64)>,
+    /// JuiceFS's `nextChunk`: every slice id of the dump is below it.
+    pub next_chunk: u64,
+    pub files: u64,
+    pub directories: u64,
+}
+
+/// Decode JuiceFS's escaping of names, link targets and attributes: bytes outside the
+/// safe set are written `%XX` (and `%` itself `%25`).
+pub fn unescape(text: &str) -> Result<Vec<u8>> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'%' {
+            out.push(bytes[i]);
+            i += 1;
+            continue;
+        }
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok())
+            .ok_or_else(|| MetaError::Invalid(format!("bad %-escape in {text:?}")))?;
+        out.push(hex);
+        i += 3;
+    }
+    Ok(out)
+}
+
+/// Why a JuiceFS volume cannot be imported as it is, if it cannot.
+fn refusal(s: &JuiceSetting) -> Option<String> {
+    if !s.encrypt_key.is_empty() {
+        return Some(
+            "the JuiceFS volume is encrypted (--encrypt-rsa-key); importing encrypted \
+             volumes is not supported yet"
+                .into(),
+        );
+    }
+    if s.hash_prefix || s.shards > 1 {
+        return Some(
+            "the JuiceFS volume spreads objects with --hash-prefix or --shards; only the \
+             default object layout can be imported"
+                .into(),
+        );
+    }
+    if !matches!(s.compression.as_str(), "" | "none" | "lz4" | "zstd") {
+        return Some(format!("unknown JuiceFS compression {:?}", s.compression));
+    }
+    None
+}
+
+/// Strata's format record for the imported volume: the JuiceFS volume's name, bucket
+/// and settings, a new uuid, and the foreign blocks (ids below `next_chunk`).
+pub fn strata_format(s: &JuiceSetting, next_chunk: u64) -> Result<Format> {
+    if let Some(why) = refusal(s) {
+        return Err(MetaError::Invalid(why));
+    }
+    let compression = match s.compression.as_str() {
+        "" => "none".to_string(),
+        other => other.to_string(),
+    };
+    let secret = |v: &str| (!v.is_empty() && v != "removed").then(|| v.to_string().into());
+    let format = Format {
+        name: s.name.clone(),
+        uuid: uuid::Uuid::new_v4().to_string(),
+        storage: s.storage.clone(),
+        bucket: s.bucket.clone(),
+        access_key: (!s.access_key.is_empty()).then(|| s.access_key.clone()),
+        secret_key: secret(&s.secret_key),
+        session_token: secret(&s.session_token),
+        block_size_kib: if s.block_size == 0 {
+            4096
+        } else {
+            s.block_size
+        },
+        compression: compression.clone(),
+        trash_days: s.trash_days,
+        capacity: s.capacity,
+        inodes: s.inodes,
+        created_at: crate::meta::now_ns() / 1_000_000_000,
+        meta_version: META_VERSION,
+        enable_acl: false,
+        encryption: None,
+        foreign: None,
+    }
+    .with_foreign(Some(Foreign {
+        kind: "juicefs".into(),
+        uuid: s.uuid.clone(),
+        slices_below: next_chunk,
+        compression,
+    }));
+    format.validate()?;
+    Ok(format)
+}
+
+/// Read the JuiceFS dump in `input` and hand its lines, as a Strata dump, to `emit` in
+/// order (header first, end last).
+pub fn convert(input: impl Read, emit: &mut dyn FnMut(DumpLine) -> Result<()>) -> Result<Imported> {
+    let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::new(input));
+    let mut conv = tree::Converter::new(emit);
+    let imported = TopSeed { conv: &mut conv }
+        .deserialize(&mut de)
+        .map_err(|e| MetaError::Invalid(format!("the JuiceFS dump: {e}")))?;
+    de.end()
+        .map_err(|e| MetaError::Invalid(format!("the JuiceFS dump: {e}")))?;
+    Ok(imported)
+}
+
+/// The dump's top-level object: settings and counters first, then the trees.
+struct TopSeed<'c, 'e> {
+    conv: &'c mut tree::Converter<'e>,
+}
+
+impl<'de> DeserializeSeed<'de> for TopSeed<'_, '_> {
+    type Value = Imported;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Imported, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TopSeed<'_, '_> {
+    type Value = Imported;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JuiceFS metadata dump (a JSON object with Setting and FSTree)")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Imported, A::Error> {
+        use serde::de::Error;
+        let mut imported = Imported::default();
+        let mut setting: Option<JuiceSetting> = None;
+        let mut counters: HashMap<String, i64> = HashMap::new();
+        let mut trees = 0;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "Setting" => setting = Some(map.next_value()?),
+                "Counters" => counters = map.next_value()?,
+                "Quotas" => {
+                    let quotas: BTreeMap<String, JuiceQuota> = map.next_value()?;
+                    for (ino, q) in quotas {
+                        let ino = ino.parse().map_err(A::Error::custom)?;
+                        imported.quotas.push((ino, q.max_space, q.max_inodes));
+                    }
+                }
+                "FSTree" | "Trash" => {
+                    if trees == 0 {
+                        let s = setting.as_ref().ok_or_else(|| {
+                            A::Error::custom("no Setting before the tree (not a JuiceFS dump?)")
+                        })?;
+                        let next_chunk = counter(&counters, "nextChunk");
+                        imported.next_chunk = next_chunk;
+                        let header = header(s, &counters, next_chunk).map_err(A::Error::custom)?;
+                        self.conv.emit(header).map_err(A::Error::custom)?;
+                    }
+                    trees += 1;
+                    let parent = Ino::ROOT.0;
+                    map.next_value_seed(tree::NodeSeed {
+                        conv: &mut *self.conv,
+                        parent,
+                    })?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        if trees == 0 {
+            return Err(A::Error::custom("the dump has no FSTree"));
+        }
+        let (files, directories) = self.conv.finish().map_err(A::Error::custom)?;
+        imported.files = files;
+        imported.directories = directories;
+        imported.setting = setting.unwrap_or_default();
+        Ok(imported)
+    }
+}
+
+fn counter(counters: &HashMap<String, i64>, name: &str) -> u64 {
+    counters
+        .get(name)
+        .and_then(|v| u64::try_from(*v).ok())
+        .unwrap_or(0)
+}
+
+/// The header line: Strata's format record and id counters past JuiceFS's.
+fn header(s: &JuiceSetting, counters: &HashMap<String, i64>, next_chunk: u64) -> Result<DumpLine> {
+    let format = strata_format(s, next_chunk)?;
+    let as_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    let counters = BTreeMap::from([
+        (
+            crate::meta::NEXT_INODE.to_string(),
+            as_i64(counter(counters, "nextInodes").max(counter(counters, "nextInode"))),
+        ),
+        (crate::meta::NEXT_SLICE.to_string(), as_i64(next_chunk)),
+    ]);
+    let format = serde_json::to_value(&format)
+        .map_err(|e| MetaError::Invalid(format!("format record: {e}")))?;
+    Ok(DumpLine::Header {
+        strata_dump: DUMP_VERSION,
+        format,
+        counters,
+        subdir: None,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,271 @@
+//! `strata import juicefs`: take over a JuiceFS volume in place. Its metadata (a
+//! `juicefs dump`, read from a file or from `juicefs dump` run on its metadata URL) is
+//! converted and loaded into an empty engine; its objects stay where they are and are
+//! read as foreign blocks (`strata_object::adopted`). Refused while JuiceFS clients are
+//! mounted (`juicefs status` shows sessions), and for a bucket imported before (the
+//! marker object `strata-import.json` under the volume's prefix).
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use bytes::Bytes;
+use clap::{Args, Subcommand};
+use flate2::read::MultiGzDecoder;
+use strata_meta::juicefs::Imported;
+use strata_meta::{DumpLine, Format, Meta, MetaOptions, QuotaTarget};
+use strata_object::ObjectStore;
+use strata_types::{Ino, MetaUrl};
+use strata_vfs::maintenance::Progress;
+
+use crate::progress::ProgressView;
+use crate::wiring;
+
+/// Name of the marker object an import leaves under the volume's prefix.
+const MARKER: &str = "strata-import.json";
+/// Dump lines handed from the reading thread to the loader at once.
+const BATCH: usize = 4096;
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    #[command(subcommand)]
+    from: ImportFrom,
+}
+
+#[derive(Debug, Subcommand)]
+enum ImportFrom {
+    /// Take over a JuiceFS volume in place: its metadata converted into an empty Strata
+    /// engine, its objects left where they are (no data copied)
+    Juicefs(JuicefsArgs),
+}
+
+#[derive(Debug, Args)]
+struct JuicefsArgs {
+    /// What `juicefs dump` wrote (JSON, gzip or not), or the JuiceFS volume's metadata
+    /// URL (then `juicefs status` checks that no client is mounted and `juicefs dump`
+    /// reads the metadata)
+    source: String,
+    /// Metadata engine URL of an empty database for the Strata volume
+    meta_url: MetaUrl,
+    /// With a dump file: the JuiceFS volume's metadata URL, for `juicefs status` to check
+    /// that no JuiceFS client is mounted
+    #[arg(long, value_name = "URL")]
+    juicefs_meta: Option<String>,
+    /// With a dump file and no --juicefs-meta: import without checking for mounted
+    /// JuiceFS clients (stop every one first: a JuiceFS client writing to the bucket
+    /// afterwards changes what this volume reads)
+    #[arg(long, conflicts_with = "juicefs_meta")]
+    no_session_check: bool,
+    /// The `juicefs` program to run
+    #[arg(long, default_value = "juicefs", value_name = "PATH")]
+    juicefs: String,
+}
+
+pub fn run_import(a: ImportArgs) -> Result<()> {
+    match a.from {
+        ImportFrom::Juicefs(a) => import_juicefs(a),
+    }
+}
+
+fn import_juicefs(a: JuicefsArgs) -> Result<()> {
+    let from_url = a.source.contains("://");
+    let check = match (&a.juicefs_meta, from_url) {
+        (Some(url), _) => Some(url.clone()),
+        (None, true) => Some(a.source.clone()),
+        (None, false) if a.no_session_check => None,
+        (None, false) => bail!(
+            "a dump cannot show whether JuiceFS clients are still mounted: give the JuiceFS \
+             metadata URL (--juicefs-meta URL; `juicefs status` is run), or --no-session-check \
+             once every JuiceFS client is stopped"
+        ),
+    };
+    if let Some(url) = &check {
+        refuse_mounted(&a.juicefs, url)?;
+    }
+    let (input, child) = open_source(&a)?;
+    let started = Instant::now();
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<DumpLine>>(8);
+    let reader = std::thread::spawn(move || convert_into(input, sender));
+    let rt = wiring::runtime()?;
+    let loaded = rt.block_on(load(&a.meta_url, receiver));
+    let converted = reader
+        .join()
+        .map_err(|_| anyhow::anyhow!("the dump reader panicked"))?;
+    if let Some(mut child) = child {
+        let status = child.wait().context("waiting for juicefs dump")?;
+        if !status.success() {
+            bail!("`{} dump {}` failed ({status})", a.juicefs, a.source);
+        }
+    }
+    // The reader's error explains a load that stopped early, so it comes first.
+    let imported = converted?;
+    let (meta, format) = loaded?;
+    rt.block_on(finish(&meta, &format, &imported))?;
+    report(
+        &a.meta_url,
+        &format,
+        &imported,
+        started.elapsed().as_secs_f64(),
+    );
+    Ok(())
+}
+
+/// Refuse while `juicefs status URL` lists sessions (mounted clients, gateways, ...).
+fn refuse_mounted(juicefs: &str, url: &str) -> Result<()> {
+    let out = Command::new(juicefs)
+        .args(["status", url])
+        .stderr(Stdio::null())
+        .output()
+        .with_context(|| {
+            format!("running `{juicefs} status` (install JuiceFS or --juicefs PATH)")
+        })?;
+    if !out.status.success() {
+        bail!("`{juicefs} status {url}` failed ({})", out.status);
+    }
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .with_context(|| format!("reading what `{juicefs} status` printed"))?;
+    let sessions = status["Sessions"].as_array().map_or(0, Vec::len);
+    if sessions > 0 {
+        bail!(
+            "{sessions} JuiceFS client(s) still use this volume (`{juicefs} status {url}`): \
+             unmount them (and stop gateways and WebDAV servers) before importing"
+        );
+    }
+    Ok(())
+}
+
+/// The dump to read: a file (gzip or not), or what `juicefs dump URL` writes.
+fn open_source(a: &JuicefsArgs) -> Result<(Box<dyn Read + Send>, Option<Child>)> {
+    if a.source.contains("://") {
+        let mut child = Command::new(&a.juicefs)
+            .args(["dump", &a.source])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("running `{} dump`", a.juicefs))?;
+        let out = child
+            .stdout
+            .take()
+            .context("reading what `juicefs dump` writes")?;
+        return Ok((Box::new(out), Some(child)));
+    }
+    let file = File::open(&a.source).with_context(|| a.source.clone())?;
+    let mut peek = BufReader::with_capacity(1 << 20, file);
+    let gzip = peek
+        .fill_buf()
+        .context("reading the dump")?
+        .starts_with(&[0x1f, 0x8b]);
+    Ok(match gzip {
+        true => (Box::new(MultiGzDecoder::new(peek)), None),
+        false => (Box::new(peek), None),
+    })
+}
+
+/// Convert on this (reader) thread, sending the lines on in batches.
+fn convert_into(
+    input: Box<dyn Read + Send>,
+    sender: std::sync::mpsc::SyncSender<Vec<DumpLine>>,
+) -> Result<Imported> {
+    let mut batch = Vec::with_capacity(BATCH);
+    let hung_up = || strata_meta::MetaError::Invalid("the load stopped".into());
+    let imported = strata_meta::juicefs::convert(input, &mut |line| {
+        batch.push(line);
+        if batch.len() >= BATCH {
+            sender
+                .send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)))
+                .map_err(|_| hung_up())?;
+        }
+        Ok(())
+    })?;
+    if !batch.is_empty() {
+        sender.send(batch).map_err(|_| hung_up())?;
+    }
+    Ok(imported)
+}
+
+/// Load the converted lines into the empty engine at `meta_url`, once the bucket shows
+/// no earlier import.
+async fn load(
+    meta_url: &MetaUrl,
+    receiver: std::sync::mpsc::Receiver<Vec<DumpLine>>,
+) -> Result<(Meta, Format)> {
+    let mut lines = receiver.into_iter().flatten();
+    let Some(first) = lines.next() else {
+        bail!("the dump ended before its settings");
+    };
+    let DumpLine::Header { format, .. } = &first else {
+        bail!("the dump did not start with its settings");
+    };
+    let format: Format = serde_json::from_value(format.clone()).context("the settings")?;
+    let raw = strata_client::open_backend(&format)?;
+    let marker = format!("{}/{MARKER}", format.name);
+    match raw.head(&marker).await {
+        Ok(_) => bail!(
+            "the bucket {} was imported into Strata before ({marker} is there): a volume's \
+             objects must belong to one volume",
+            format.bucket
+        ),
+        Err(strata_object::ObjectError::NotFound(_)) => {}
+        Err(e) => {
+            return Err(e).context(format!("checking {} for an earlier import", format.bucket));
+        }
+    }
+    let meta = Meta::new(wiring::open_engine(meta_url).await?, MetaOptions::default());
+    let progress = Arc::new(Progress::default());
+    progress.stage("importing lines", 0);
+    let view = ProgressView::start(progress.clone());
+    let mut tell = |n| progress.done.store(n, Ordering::Relaxed);
+    let all = std::iter::once(first).chain(lines).map(Ok);
+    let loaded = meta.load_lines(all, &mut tell).await;
+    drop(view);
+    loaded.map_err(|e| anyhow::anyhow!("import into {meta_url}: {e}"))?;
+    let format = meta.load().await?.as_ref().clone();
+    let record = serde_json::json!({
+        "strata_volume": format.uuid,
+        "juicefs_volume": format.foreign.as_ref().map(|f| f.uuid.clone()),
+        "imported_at": strata_meta::now_ns() / 1_000_000_000,
+    });
+    raw.put(&marker, Bytes::from(record.to_string()))
+        .await
+        .context("leaving the import marker in the bucket")?;
+    Ok((meta, format))
+}
+
+/// What the lines cannot carry: directory quotas (their usage counted anew).
+async fn finish(meta: &Meta, _format: &Format, imported: &Imported) -> Result<()> {
+    for &(ino, space, inodes) in &imported.quotas {
+        let target = QuotaTarget::Dir(Ino(ino));
+        meta.set_quota(target, Some(space), Some(inodes))
+            .await
+            .with_context(|| format!("the quota of inode {ino}"))?;
+    }
+    Ok(())
+}
+
+fn report(meta_url: &MetaUrl, format: &Format, imported: &Imported, seconds: f64) {
+    let items = imported.files + imported.directories;
+    let rate = f64::from(u32::try_from(items).unwrap_or(u32::MAX)) / seconds.max(1e-6);
+    eprintln!(
+        "imported JuiceFS volume {} into {meta_url}: {} files, {} directories, {} quotas in \
+         {seconds:.1} s ({rate:.0} inodes/s); its objects stay where they are (nothing copied)",
+        format.name,
+        imported.files,
+        imported.directories,
+        imported.quotas.len()
+    );
+    if format.secret_key.is_none() && format.access_key.is_some() {
+        eprintln!(
+            "the dump holds no secret key: set it with `strata config {meta_url} --secret-key ...`"
+        );
+    }
+    eprintln!(
+        "retire the JuiceFS volume now: mount it no more with JuiceFS (a JuiceFS client \
+         writing to the bucket would change or delete objects this volume reads), and \
+         remove its metadata once Strata serves you well — never `juicefs destroy` or \
+         `juicefs gc --delete`, which delete the shared objects"
+    );
+}

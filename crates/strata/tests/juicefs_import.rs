@@ -1,0 +1,286 @@
+//! End-to-end: a volume written by the real JuiceFS 1.4 (a source-like tree, a big file,
+//! a sparse file, hard links, a symlink, a FIFO, extended attributes with binary bytes,
+//! a file of many overwritten slices, a quota, a trashed file) on SQLite and on Redis,
+//! with and without compression, taken over by `strata import juicefs`: refused while a
+//! JuiceFS client is mounted; then every entry, attribute, link and byte equal through a
+//! Strata mount to what a read-only JuiceFS mount shows; no object copied or changed;
+//! new writes and deletes work; `fsck --verify` and `gc` are clean; a second import of
+//! the same bucket is refused.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+const WALK: &str = include_str!("juicefs/walk.py");
+
+fn juicefs() -> String {
+    std::env::var("STRATA_TEST_JUICEFS").unwrap_or_else(|_| {
+        panic!("STRATA_TEST_JUICEFS is not set: run the tests through scripts/test.sh")
+    })
+}
+
+fn jfs(args: &[&str]) -> String {
+    let out = run(Command::new(juicefs()).args(args));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// What the walker sees under `root`.
+fn walk(root: &Path) -> BTreeMap<String, serde_json::Value> {
+    let out = run(Command::new("python3").args(["-c", WALK]).arg(root));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Every object in `bucket` with its size and bytes' length-prefixed hash.
+fn objects(bucket: &Path) -> BTreeMap<String, (u64, u32)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![bucket.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let bytes = std::fs::read(&path).unwrap();
+            let key = path.strip_prefix(bucket).unwrap().display().to_string();
+            out.insert(key, (u64::try_from(bytes.len()).unwrap(), crc32(&bytes)));
+        }
+    }
+    out
+}
+
+fn crc32(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+/// What the JuiceFS mount at `m` gets written: the tree the import must carry over.
+const CONTENT: &str = r#"
+set -e
+cd "$1"
+mkdir -p src/lib/deep src/empty
+for i in $(seq 1 40); do printf 'module %d\n%s\n' $i "$(head -c 400 /dev/urandom | base64 -w0)" > src/lib/m$i.py; done
+head -c 9000000 /dev/urandom > big.bin
+truncate -s 150M sparse.bin
+printf 'middle' | dd of=sparse.bin bs=1 seek=70000000 conv=notrunc status=none
+ln src/lib/m1.py hard-a; ln src/lib/m1.py src/lib/deep/hard-b
+ln -s src/lib/m2.py link
+ln -s "$(printf 'odd\376%%name')" odd-link
+setfattr -n user.tag -v blue src/lib/m3.py
+setfattr -n user.bin -v 0x00ff2541 src/lib/m4.py
+mkfifo pipe
+chmod 4750 src/lib/m5.py; chown 1234:5678 src/lib/m6.py
+touch "$(printf 'bad\377byte')" 'per%cent'
+python3 -c '
+import os
+fd = os.open("over.bin", os.O_CREAT | os.O_RDWR, 0o640)
+os.write(fd, os.urandom(1 << 20))
+for i in range(120):
+    os.pwrite(fd, os.urandom(700), (i * 7919) % (1 << 20))
+    os.fsync(fd)
+os.close(fd)'
+rm src/lib/m40.py
+"#;
+
+/// A JuiceFS volume at `meta_url` (bucket `dir/bucket`) written through a JuiceFS mount.
+fn juicefs_volume(dir: &Path, meta_url: &str, compression: &str) {
+    let bucket = format!("{}/", dir.join("bucket").display());
+    jfs(&[
+        "format",
+        meta_url,
+        "jvol",
+        "--storage",
+        "file",
+        "--bucket",
+        &bucket,
+        "--compress",
+        compression,
+    ]);
+    let m = dir.join("jfs");
+    std::fs::create_dir_all(&m).unwrap();
+    let m_arg = m.to_str().unwrap();
+    jfs(&[
+        "mount",
+        meta_url,
+        m_arg,
+        "-d",
+        "--enable-xattr",
+        "--no-usage-report",
+    ]);
+    run(Command::new("bash")
+        .args(["-c", CONTENT, "content"])
+        .arg(&m));
+    jfs(&[
+        "quota",
+        "set",
+        meta_url,
+        "--path",
+        "/src",
+        "--capacity",
+        "1",
+        "--inodes",
+        "500",
+    ]);
+    jfs(&["umount", m_arg]);
+}
+
+/// What a read-only JuiceFS mount of `url` at `m` shows.
+fn read_only_walk(url: &str, m: &Path) -> BTreeMap<String, serde_json::Value> {
+    let m_arg = m.to_str().unwrap();
+    jfs(&[
+        "mount",
+        url,
+        m_arg,
+        "-d",
+        "--read-only",
+        "--enable-xattr",
+        "--no-usage-report",
+    ]);
+    let seen = walk(m);
+    jfs(&["umount", m_arg]);
+    seen
+}
+
+fn import_and_compare(dir: &Path, jfs_url: &str, compression: &str) {
+    juicefs_volume(dir, jfs_url, compression);
+    let bucket = dir.join("bucket");
+    let strata_url = format!("sqlite3://{}", dir.join("strata.db").display());
+    // Refused while a JuiceFS client is mounted: one line, nothing written. (A
+    // read-only JuiceFS mount registers no session, and writes nothing either.)
+    let jm = dir.join("jfs");
+    let jm_arg = jm.to_str().unwrap();
+    jfs(&[
+        "mount",
+        jfs_url,
+        jm_arg,
+        "-d",
+        "--enable-xattr",
+        "--no-usage-report",
+    ]);
+    let (ok, out) = strata(&[
+        "import",
+        "juicefs",
+        jfs_url,
+        &strata_url,
+        "--juicefs",
+        &juicefs(),
+    ]);
+    assert!(
+        !ok && out.contains("still use this volume") && out.lines().count() == 1,
+        "{out}"
+    );
+    jfs(&["umount", jm_arg]);
+    let expected = read_only_walk(jfs_url, &jm);
+
+    let before = objects(&bucket);
+    let out = strata_ok(&[
+        "import",
+        "juicefs",
+        jfs_url,
+        &strata_url,
+        "--juicefs",
+        &juicefs(),
+    ]);
+    assert!(out.contains("nothing copied"), "{out}");
+    let after = objects(&bucket);
+    let marker = "jvol/strata-import.json";
+    assert!(after.contains_key(marker));
+    let mut unchanged = after.clone();
+    unchanged.remove(marker);
+    assert_eq!(unchanged, before, "no object copied or changed");
+
+    // What JuiceFS had queued for deletion (slices its compaction replaced, kept for its
+    // trash days) is referenced by nothing: gc finds it, deletes it, and every file
+    // still reads the same.
+    let gc = strata_ok(&["gc", &strata_url, "--safety-window", "0", "--delete"]);
+    assert!(count(&gc, "leaked:") > 0, "{gc}");
+    let vol = Volume::existing(&strata_url);
+    let m = vol.mount("strata");
+    assert_eq!(
+        walk(&m.path),
+        expected,
+        "what Strata shows is what JuiceFS showed"
+    );
+    let quota = strata_ok(&["quota", "get", &strata_url, "--path", "/src"]);
+    assert!(quota.contains("500"), "{quota}");
+    // New writes and deletes on the imported volume.
+    let fresh: Vec<u8> = (0..3_000_000u32)
+        .map(|i| u8::try_from(i * 7 % 251).unwrap())
+        .collect();
+    std::fs::write(m.path.join("fresh.bin"), &fresh).unwrap();
+    std::fs::remove_file(m.path.join("big.bin")).unwrap();
+    std::fs::write(m.path.join("src/lib/m2.py"), b"rewritten\n").unwrap();
+    assert_eq!(std::fs::read(m.path.join("fresh.bin")).unwrap(), fresh);
+    assert_eq!(std::fs::read(m.path.join("link")).unwrap(), b"rewritten\n");
+    drop(m);
+    let fsck = strata_ok(&["fsck", &strata_url, "--verify"]);
+    assert!(fsck.contains("volume is clean"), "{fsck}");
+    let gc = strata_ok(&["gc", &strata_url, "--safety-window", "0"]);
+    assert!(gc.contains("leaked: 0 objects"), "{gc}");
+    // The same bucket again: refused.
+    let again = format!("sqlite3://{}", dir.join("again.db").display());
+    let (ok, out) = strata(&[
+        "import",
+        "juicefs",
+        jfs_url,
+        &again,
+        "--juicefs",
+        &juicefs(),
+    ]);
+    assert!(!ok && out.contains("imported into Strata before"), "{out}");
+}
+
+#[test]
+fn a_juicefs_volume_on_sqlite_with_lz4_is_taken_over_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite3://{}", dir.path().join("jfs.db").display());
+    import_and_compare(dir.path(), &url, "lz4");
+}
+
+#[test]
+fn a_juicefs_volume_on_redis_without_compression_is_taken_over_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    // JuiceFS wants a database of its own: the test server's last one, emptied first.
+    let server = test_server("STRATA_TEST_REDIS");
+    let base = server
+        .rsplit_once('/')
+        .map_or(server.as_str(), |(b, _)| b)
+        .to_string();
+    let url = format!("{base}/15");
+    let flushed = Command::new("redis-cli")
+        .args(["-u", &url, "flushdb"])
+        .output()
+        .unwrap();
+    assert!(flushed.status.success());
+    import_and_compare(dir.path(), &url, "none");
+}
+
+#[test]
+fn a_dump_file_needs_a_session_check_or_the_word_that_none_is_needed() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite3://{}", dir.path().join("jfs.db").display());
+    juicefs_volume(dir.path(), &url, "zstd");
+    let dump = dir.path().join("jfs.json");
+    jfs(&["dump", &url, dump.to_str().unwrap()]);
+    let strata_url = format!("sqlite3://{}", dir.path().join("strata.db").display());
+    let dump_arg = dump.to_str().unwrap();
+    let (ok, out) = strata(&["import", "juicefs", dump_arg, &strata_url]);
+    assert!(!ok && out.contains("--no-session-check"), "{out}");
+    strata_ok(&[
+        "import",
+        "juicefs",
+        dump_arg,
+        &strata_url,
+        "--no-session-check",
+    ]);
+    let vol = Volume::existing(&strata_url);
+    let m = vol.mount("strata");
+    let expected = read_only_walk(&url, &dir.path().join("jfs"));
+    assert_eq!(walk(&m.path), expected);
+}
