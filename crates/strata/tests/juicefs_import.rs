@@ -35,6 +35,11 @@ fn walk(root: &Path) -> BTreeMap<String, serde_json::Value> {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// A walk's key for `name` (paths are hex of their bytes).
+fn hex(name: &str) -> String {
+    name.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Every object in `bucket` with its size and bytes' length-prefixed hash.
 fn objects(bucket: &Path) -> BTreeMap<String, (u64, u32)> {
     let mut out = BTreeMap::new();
@@ -209,6 +214,20 @@ fn import_and_compare(dir: &Path, jfs_url: &str, compression: &str) {
     );
     let quota = strata_ok(&["quota", "get", &strata_url, "--path", "/src"]);
     assert!(quota.contains("500"), "{quota}");
+    // Compaction rewrites foreign slices as native ones; a clone shares foreign slices
+    // (so deleting the original keeps their objects).
+    let over = m.path.join("over.bin");
+    let big = std::fs::read(m.path.join("big.bin")).unwrap();
+    strata_ok(&["compact", over.to_str().unwrap()]);
+    let copy = m.path.join("big-copy.bin");
+    strata_ok(&[
+        "clone",
+        m.path.join("big.bin").to_str().unwrap(),
+        copy.to_str().unwrap(),
+    ]);
+    let mut seen_now = walk(&m.path);
+    assert!(seen_now.remove(&hex("big-copy.bin")).is_some());
+    assert_eq!(seen_now, expected, "compaction changed no byte");
     // New writes and deletes on the imported volume.
     let fresh: Vec<u8> = (0..3_000_000u32)
         .map(|i| u8::try_from(i * 7 % 251).unwrap())
@@ -218,6 +237,7 @@ fn import_and_compare(dir: &Path, jfs_url: &str, compression: &str) {
     std::fs::write(m.path.join("src/lib/m2.py"), b"rewritten\n").unwrap();
     assert_eq!(std::fs::read(m.path.join("fresh.bin")).unwrap(), fresh);
     assert_eq!(std::fs::read(m.path.join("link")).unwrap(), b"rewritten\n");
+    assert_eq!(std::fs::read(&copy).unwrap(), big);
     drop(m);
     let fsck = strata_ok(&["fsck", &strata_url, "--verify"]);
     assert!(fsck.contains("volume is clean"), "{fsck}");

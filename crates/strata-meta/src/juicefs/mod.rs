@@ -120,10 +120,16 @@ pub fn strata_format(s: &JuiceSetting, next_chunk: u64) -> Result<Format> {
         other => other.to_string(),
     };
     let secret = |v: &str| (!v.is_empty() && v != "removed").then(|| v.to_string().into());
+    // JuiceFS's `minio` is an S3 endpoint URL with the bucket in the path, as Strata's
+    // `s3` takes it.
+    let storage = match s.storage.as_str() {
+        "minio" => "s3".to_string(),
+        other => other.to_string(),
+    };
     let format = Format {
         name: s.name.clone(),
         uuid: uuid::Uuid::new_v4().to_string(),
-        storage: s.storage.clone(),
+        storage,
         bucket: s.bucket.clone(),
         access_key: (!s.access_key.is_empty()).then(|| s.access_key.clone()),
         secret_key: secret(&s.secret_key),

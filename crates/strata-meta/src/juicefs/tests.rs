@@ -187,6 +187,35 @@ fn a_dump_becomes_strata_lines() {
 }
 
 #[test]
+fn settings_map_to_strata_settings() {
+    let s = JuiceSetting {
+        name: "vol-1".into(),
+        uuid: "u".into(),
+        storage: "minio".into(),
+        bucket: "http://127.0.0.1:9000/data".into(),
+        access_key: "ak".into(),
+        secret_key: "removed".into(),
+        block_size: 1024,
+        compression: "zstd".into(),
+        trash_days: 3,
+        capacity: 1 << 40,
+        ..JuiceSetting::default()
+    };
+    let f = strata_format(&s, 77).unwrap();
+    assert_eq!((f.storage.as_str(), f.block_size_kib), ("s3", 1024));
+    assert_eq!((f.trash_days, f.capacity), (3, 1 << 40));
+    assert_eq!(f.access_key.as_deref(), Some("ak"));
+    assert!(f.secret_key.is_none(), "a removed secret is not a secret");
+    assert_ne!(f.uuid, "u", "the Strata volume gets its own uuid");
+    assert_eq!(f.foreign.unwrap().uuid, "u");
+    let bad = JuiceSetting {
+        name: "No_Good".into(),
+        ..s
+    };
+    assert!(strata_format(&bad, 77).is_err());
+}
+
+#[test]
 fn volumes_the_import_cannot_read_are_refused() {
     let encrypted = DUMP.replace("\"DirStats\": true", "\"EncryptKey\": \"abc\"");
     let e = convert(encrypted.as_bytes(), &mut |_| Ok(())).unwrap_err();
