@@ -10,7 +10,7 @@
 mod tree;
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Read;
+use std::io::{BufRead, Read};
 
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
@@ -162,7 +162,22 @@ pub fn strata_format(s: &JuiceSetting, next_chunk: u64) -> Result<Format> {
 /// Read the JuiceFS dump in `input` and hand its lines, as a Strata dump, to `emit` in
 /// order (header first, end last).
 pub fn convert(input: impl Read, emit: &mut dyn FnMut(DumpLine) -> Result<()>) -> Result<Imported> {
-    let mut de = serde_json::Deserializer::from_reader(std::io::BufReader::new(input));
+    let mut input = std::io::BufReader::new(input);
+    let head = input
+        .fill_buf()
+        .map_err(|e| MetaError::Invalid(format!("reading the JuiceFS dump: {e}")))?;
+    if head
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|b| *b != b'{')
+    {
+        return Err(MetaError::Invalid(
+            "not a JSON JuiceFS dump: binary dumps (`juicefs dump --binary`) are not read \
+             yet; dump without --binary"
+                .into(),
+        ));
+    }
+    let mut de = serde_json::Deserializer::from_reader(input);
     let mut conv = tree::Converter::new(emit);
     let imported = TopSeed { conv: &mut conv }
         .deserialize(&mut de)

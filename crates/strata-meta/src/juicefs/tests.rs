@@ -225,6 +225,9 @@ fn volumes_the_import_cannot_read_are_refused() {
     assert!(e.to_string().contains("--hash-prefix"), "{e}");
     let e = convert(&b"{\"Counters\": {}}"[..], &mut |_| Ok(())).unwrap_err();
     assert!(e.to_string().contains("no FSTree"), "{e}");
-    let e = convert(&b"[1, 2]"[..], &mut |_| Ok(())).unwrap_err();
+    let e = convert(&b" [1, 2]"[..], &mut |_| Ok(())).unwrap_err();
     assert!(e.to_string().contains("JuiceFS"), "{e}");
+    // What `juicefs dump --binary` writes starts with a frame header, not `{`.
+    let e = convert(&b"\x00\x00\x00\x01\x00\x00\x00\x00"[..], &mut |_| Ok(())).unwrap_err();
+    assert!(e.to_string().contains("--binary"), "{e}");
 }
