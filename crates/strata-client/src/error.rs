@@ -47,6 +47,9 @@ pub enum OpenError {
     /// The volume's compression is unknown to this build.
     #[error("compression {0}")]
     Compression(String),
+    /// The volume holds blocks of another file system this build does not read.
+    #[error("{0}")]
+    Foreign(String),
     /// The cache directory cannot be used.
     #[error("cache directory")]
     Cache(#[source] std::io::Error),

@@ -143,13 +143,13 @@ pub fn foreign_blocks(format: &Format) -> Result<Option<strata_object::adopted::
         return Ok(None);
     };
     if foreign.kind != "juicefs" {
-        return Err(OpenError::Compression(format!(
+        return Err(OpenError::Foreign(format!(
             "the volume holds blocks of {:?}, which this build does not read",
             foreign.kind
         )));
     }
-    let codec = ForeignCodec::parse(&foreign.compression)
-        .map_err(|e| OpenError::Compression(e.to_string()))?;
+    let codec =
+        ForeignCodec::parse(&foreign.compression).map_err(|e| OpenError::Foreign(e.to_string()))?;
     Ok(Some(ForeignBlocks {
         below: foreign.slices_below,
         codec,

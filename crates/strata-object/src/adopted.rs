@@ -50,12 +50,9 @@ pub struct ForeignBlocks {
 impl ForeignBlocks {
     /// (slice id, block length) of `key` when it is a foreign block's.
     pub fn block_of(&self, key: &str) -> Option<(u64, usize)> {
-        let name = key.strip_prefix("chunks/")?.rsplit('/').next()?;
-        let mut parts = name.split('_');
-        let id: u64 = parts.next()?.parse().ok()?;
-        let _index: u32 = parts.next()?.parse().ok()?;
-        let len: usize = parts.next()?.parse().ok()?;
-        (parts.next().is_none() && id != 0 && id < self.below).then_some((id, len))
+        let (id, _, len) = crate::parse_block_name(key)?;
+        let len = usize::try_from(len).ok()?;
+        (id != 0 && id < self.below).then_some((id, len))
     }
 }
 

@@ -234,6 +234,18 @@ pub fn check_key(key: &str) -> Result<()> {
     }
 }
 
+/// What a block object's name (`chunks/…/{id}_{index}_{length}`, docs/FORMAT.md) says:
+/// (slice id, block index, block length). The directories before the last `/` are not
+/// checked here.
+pub fn parse_block_name(key: &str) -> Option<(u64, u32, u32)> {
+    let name = key.strip_prefix("chunks/")?.rsplit('/').next()?;
+    let mut parts = name.split('_');
+    let id = parts.next()?.parse().ok()?;
+    let index = parts.next()?.parse().ok()?;
+    let len = parts.next()?.parse().ok()?;
+    parts.next().is_none().then_some((id, index, len))
+}
+
 /// Clip `range` to an object of `len` bytes and return that part of `data`.
 pub fn slice_range(data: Bytes, range: Option<Range<u64>>) -> Bytes {
     match range {

@@ -4,8 +4,9 @@
 //! into segments of one [`Unit`] (32 KiB, or 16 KiB on volumes encrypted since session 40),
 //! each sealed with a key derived from the volume's data key and the object's key (see
 //! [`crate::seal`]). Segment `i` sits at a fixed offset, so a ranged read fetches only the
-//! segments it needs, in one request, and opens each; a whole read opens them all. Anything tampered, cut, moved or sealed under another key
-//! fails with `Corrupt` (counted, logged with the object's name) and is never returned.
+//! segments it needs, in one request, and opens each; a whole read opens them all.
+//! Anything tampered, cut, moved or sealed under another key fails with `Corrupt`
+//! (counted, logged with the object's name) and is never returned.
 //! An encrypted volume reads nothing but sealed objects: a plain object put in the bucket
 //! by someone else is corrupt, not data.
 

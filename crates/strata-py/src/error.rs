@@ -79,6 +79,7 @@ impl From<SdkError> for PyErr {
                     | OpenError::UnknownEngine(_)
                     | OpenError::UnknownStorage(_)
                     | OpenError::Compression(_)
+                    | OpenError::Foreign(_)
                     | OpenError::Subdir { .. } => PyValueError::new_err(text),
                     OpenError::NotFormatted { .. } => PyOSError::new_err((2, text)),
                     OpenError::Engine { .. } | OpenError::Bucket { .. } => {

@@ -289,12 +289,22 @@ fn open_dump(raw: Box<dyn Read + Send>, keys: &KeyArgs) -> Result<(Box<dyn BufRe
     } else {
         Box::new(peek)
     };
-    let head = peek.fill_buf().context("reading the dump")?;
-    let binary = strata_meta::is_binary(head);
-    if head.starts_with(&[0x1f, 0x8b]) {
-        return Ok((Box::new(BufReader::new(MultiGzDecoder::new(peek))), binary));
-    }
-    Ok((peek, binary))
+    let binary = strata_meta::is_binary(peek.fill_buf().context("reading the dump")?);
+    Ok((gunzip_if_gzip(peek)?, binary))
+}
+
+/// `input`, decompressed when it is gzip (told by its first bytes).
+pub(crate) fn gunzip_if_gzip(
+    mut input: Box<dyn BufRead + Send>,
+) -> Result<Box<dyn BufRead + Send>> {
+    let gzip = input
+        .fill_buf()
+        .context("reading the dump")?
+        .starts_with(&[0x1f, 0x8b]);
+    Ok(match gzip {
+        true => Box::new(BufReader::new(MultiGzDecoder::new(input))),
+        false => input,
+    })
 }
 
 async fn report_loaded(meta: &Meta, meta_url: &MetaUrl, stats: &DumpStats) -> Result<()> {

@@ -6,7 +6,7 @@
 //! marker object `strata-import.json` under the volume's prefix).
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -15,13 +15,13 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use clap::{Args, Subcommand};
-use flate2::read::MultiGzDecoder;
 use strata_meta::juicefs::Imported;
 use strata_meta::{DumpLine, Format, Meta, MetaOptions, QuotaTarget};
 use strata_object::ObjectStore;
 use strata_types::{Ino, MetaUrl};
 use strata_vfs::maintenance::Progress;
 
+use crate::dump_cmd::gunzip_if_gzip;
 use crate::progress::ProgressView;
 use crate::wiring;
 
@@ -98,13 +98,14 @@ fn import_juicefs(a: JuicefsArgs) -> Result<()> {
     if let Some(mut child) = child {
         let status = child.wait().context("waiting for juicefs dump")?;
         if !status.success() {
-            bail!("`{} dump {}` failed ({status})", a.juicefs, a.source);
+            let shown = MetaUrl::new(a.source.as_str());
+            bail!("`{} dump {shown}` failed ({status})", a.juicefs);
         }
     }
     // The reader's error explains a load that stopped early, so it comes first.
     let imported = converted?;
     let (meta, format) = loaded?;
-    rt.block_on(finish(&meta, &format, &imported))?;
+    rt.block_on(set_quotas(&meta, &imported))?;
     report(
         &a.meta_url,
         &format,
@@ -116,6 +117,8 @@ fn import_juicefs(a: JuicefsArgs) -> Result<()> {
 
 /// Refuse while `juicefs status URL` lists sessions (mounted clients, gateways, ...).
 fn refuse_mounted(juicefs: &str, url: &str) -> Result<()> {
+    // Messages show the URL with its password hidden.
+    let shown = MetaUrl::new(url);
     let out = Command::new(juicefs)
         .args(["status", url])
         .stderr(Stdio::null())
@@ -124,14 +127,14 @@ fn refuse_mounted(juicefs: &str, url: &str) -> Result<()> {
             format!("running `{juicefs} status` (install JuiceFS or --juicefs PATH)")
         })?;
     if !out.status.success() {
-        bail!("`{juicefs} status {url}` failed ({})", out.status);
+        bail!("`{juicefs} status {shown}` failed ({})", out.status);
     }
     let status: serde_json::Value = serde_json::from_slice(&out.stdout)
         .with_context(|| format!("reading what `{juicefs} status` printed"))?;
     let sessions = status["Sessions"].as_array().map_or(0, Vec::len);
     if sessions > 0 {
         bail!(
-            "{sessions} JuiceFS client(s) still use this volume (`{juicefs} status {url}`): \
+            "{sessions} JuiceFS client(s) still use this volume (`{juicefs} status {shown}`): \
              unmount them (and stop gateways and WebDAV servers) before importing"
         );
     }
@@ -154,15 +157,8 @@ fn open_source(a: &JuicefsArgs) -> Result<(Box<dyn Read + Send>, Option<Child>)>
         return Ok((Box::new(out), Some(child)));
     }
     let file = File::open(&a.source).with_context(|| a.source.clone())?;
-    let mut peek = BufReader::with_capacity(1 << 20, file);
-    let gzip = peek
-        .fill_buf()
-        .context("reading the dump")?
-        .starts_with(&[0x1f, 0x8b]);
-    Ok(match gzip {
-        true => (Box::new(MultiGzDecoder::new(peek)), None),
-        false => (Box::new(peek), None),
-    })
+    let input = gunzip_if_gzip(Box::new(BufReader::with_capacity(1 << 20, file)))?;
+    Ok((Box::new(input), None))
 }
 
 /// Convert on this (reader) thread, sending the lines on in batches.
@@ -193,7 +189,10 @@ async fn load(
     meta_url: &MetaUrl,
     receiver: std::sync::mpsc::Receiver<Vec<DumpLine>>,
 ) -> Result<(Meta, Format)> {
-    let mut lines = receiver.into_iter().flatten();
+    // The reader thread fills the channel; waiting for it blocks this worker, which the
+    // runtime is told, so its other tasks (the loader's commits) move elsewhere meanwhile.
+    let mut lines =
+        std::iter::from_fn(move || tokio::task::block_in_place(|| receiver.recv().ok())).flatten();
     let Some(first) = lines.next() else {
         bail!("the dump ended before its settings");
     };
@@ -236,7 +235,7 @@ async fn load(
 }
 
 /// What the lines cannot carry: directory quotas (their usage counted anew).
-async fn finish(meta: &Meta, _format: &Format, imported: &Imported) -> Result<()> {
+async fn set_quotas(meta: &Meta, imported: &Imported) -> Result<()> {
     for &(ino, space, inodes) in &imported.quotas {
         let target = QuotaTarget::Dir(Ino(ino));
         meta.set_quota(target, Some(space), Some(inodes))

@@ -14,7 +14,7 @@ use std::io::{BufRead, Read};
 
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
-use strata_types::Ino;
+use strata_types::{Ino, Secret};
 
 use crate::error::{MetaError, Result};
 use crate::format::{Foreign, Format, META_VERSION};
@@ -30,8 +30,8 @@ pub struct JuiceSetting {
     pub storage: String,
     pub bucket: String,
     pub access_key: String,
-    pub secret_key: String,
-    pub session_token: String,
+    pub secret_key: Secret,
+    pub session_token: Secret,
     pub block_size: u32,
     pub compression: String,
     pub encrypt_key: String,
@@ -55,11 +55,8 @@ pub struct JuiceQuota {
 /// What converting a dump found besides its lines.
 #[derive(Clone, Debug, Default)]
 pub struct Imported {
-    pub setting: JuiceSetting,
     /// Directory quotas: (inode, space limit, inode limit).
     pub quotas: Vec<(u64, i64, i64)>,
-    /// JuiceFS's `nextChunk`: every slice id of the dump is below it.
-    pub next_chunk: u64,
     pub files: u64,
     pub directories: u64,
 }
@@ -119,7 +116,8 @@ pub fn strata_format(s: &JuiceSetting, next_chunk: u64) -> Result<Format> {
         "" => "none".to_string(),
         other => other.to_string(),
     };
-    let secret = |v: &str| (!v.is_empty() && v != "removed").then(|| v.to_string().into());
+    // `juicefs dump` writes `removed` where it left a secret out.
+    let secret = |v: &Secret| (!v.is_empty() && v.expose() != "removed").then(|| v.clone());
     // JuiceFS's `minio` is an S3 endpoint URL with the bucket in the path, as Strata's
     // `s3` takes it.
     let storage = match s.storage.as_str() {
@@ -229,7 +227,6 @@ impl<'de> Visitor<'de> for TopSeed<'_, '_> {
                             A::Error::custom("no Setting before the tree (not a JuiceFS dump?)")
                         })?;
                         let next_chunk = counter(&counters, "nextChunk");
-                        imported.next_chunk = next_chunk;
                         let header = header(s, &counters, next_chunk).map_err(A::Error::custom)?;
                         self.conv.emit(header).map_err(A::Error::custom)?;
                     }
@@ -251,7 +248,6 @@ impl<'de> Visitor<'de> for TopSeed<'_, '_> {
         let (files, directories) = self.conv.finish().map_err(A::Error::custom)?;
         imported.files = files;
         imported.directories = directories;
-        imported.setting = setting.unwrap_or_default();
         Ok(imported)
     }
 }

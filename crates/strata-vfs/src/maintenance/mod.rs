@@ -163,14 +163,7 @@ pub(crate) const SCAN_PAGE: usize = 2000;
 
 /// Where a block object's name says it belongs: (slice id, block index, block size).
 pub fn parse_block_key(key: &str) -> Option<(u64, u32, u32)> {
-    let name = key.strip_prefix("chunks/")?.rsplit('/').next()?;
-    let mut parts = name.split('_');
-    let id = parts.next()?.parse().ok()?;
-    let index = parts.next()?.parse().ok()?;
-    let size = parts.next()?.parse().ok()?;
-    if parts.next().is_some() {
-        return None;
-    }
+    let (id, index, size) = strata_object::parse_block_name(key)?;
     (strata_chunk::block_key(id, index, size) == key).then_some((id, index, size))
 }
 
