@@ -50,6 +50,7 @@ impl ChunkStore {
             // In a cache group, owners keep whole blocks (one GET each, whatever part
             // was asked first); a random reader asks a peer only for its bytes.
             let ranged = ranged
+                && self.shared.store.cheap_ranges_of(&p.key)
                 && (!in_group || self.owner_peer(&p.key).is_some())
                 && !self.whole_block_in_flight(&p.key);
             if ranged {

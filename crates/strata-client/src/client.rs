@@ -360,7 +360,7 @@ fn stack_options(
         },
         keys,
         seal_unit: crate::volume::seal_unit(format)?,
-        foreign: crate::volume::foreign_blocks(format)?,
+        foreign: crate::volume::foreign_blocks(format, Some(&o.keys))?,
     })
 }
 

@@ -9,7 +9,14 @@
 //! - RSA: the PEM private key (passphrase-protected PKCS#8, as `openssl genrsa -aes256`
 //!   writes it, or unencrypted) is kept in the settings as given; each data key is
 //!   encrypted with RSA-OAEP (SHA-256) to its public key. The passphrase comes from
-//!   `JFS_RSA_PASSPHRASE` (as JuiceFS reads it) or `STRATA_RSA_PASSPHRASE`.
+//!   `JFS_RSA_PASSPHRASE` (as JuiceFS reads it) or `STRATA_RSA_PASSPHRASE`. OpenSSL's
+//!   legacy encrypted PEM is read too (`legacy_pem`).
+//! - JuiceFS's own secrets and object encryption, for imported volumes: `juicefs`.
+
+mod juicefs;
+mod legacy_pem;
+
+pub use juicefs::{foreign_cipher, open_juicefs_secret};
 
 use std::fmt;
 use std::path::PathBuf;
@@ -267,13 +274,12 @@ fn rsa_wrap(public: &OaepPublicEncryptingKey, bind: &[u8], key: &DataKey) -> Res
 }
 
 /// The private key in `pem`, decrypted with `passphrase` if it is protected.
-fn rsa_private_key(pem: &str, passphrase: Option<&Secret>) -> Result<PrivateDecryptingKey> {
-    if pem.contains("Proc-Type: 4,ENCRYPTED") {
-        return Err(KeyError::Invalid(
-            "the RSA key is in OpenSSL's legacy encrypted PEM form: convert it with \
-             `openssl pkcs8 -topk8 -v2 aes256 -in OLD.pem -out NEW.pem`"
-                .into(),
-        ));
+pub fn rsa_private_key(pem: &str, passphrase: Option<&Secret>) -> Result<PrivateDecryptingKey> {
+    if legacy_pem::is_legacy_encrypted(pem) {
+        let pkcs1 = legacy_pem::decrypt(pem, passphrase)?;
+        let pkcs8_der = Zeroizing::new(pkcs1_to_pkcs8(&pkcs1)?);
+        return PrivateDecryptingKey::from_pkcs8(&pkcs8_der)
+            .map_err(|e| KeyError::Invalid(format!("the RSA key is not usable: {e}")));
     }
     let (label, der) = pkcs8::der::pem::decode_vec(pem.as_bytes())
         .map_err(|e| KeyError::Invalid(format!("the RSA key is not PEM: {e}")))?;

@@ -136,8 +136,13 @@ pub fn seal_unit(format: &Format) -> Result<strata_object::sealed::Unit> {
 }
 
 /// The blocks an imported volume adopted from another file system, as its format
-/// record names them (`None` for a volume with only its own).
-pub fn foreign_blocks(format: &Format) -> Result<Option<strata_object::adopted::ForeignBlocks>> {
+/// record names them (`None` for a volume with only its own). Encrypted ones are opened
+/// with the volume's RSA key as `keys` says; without `keys` only their names and layout
+/// are known (enough for `fsck` without `--verify`).
+pub fn foreign_blocks(
+    format: &Format,
+    keys: Option<&crate::keys::KeyOptions>,
+) -> Result<Option<strata_object::adopted::ForeignBlocks>> {
     use strata_object::adopted::{ForeignBlocks, ForeignCodec};
     let Some(foreign) = &format.foreign else {
         return Ok(None);
@@ -150,9 +155,22 @@ pub fn foreign_blocks(format: &Format) -> Result<Option<strata_object::adopted::
     }
     let codec =
         ForeignCodec::parse(&foreign.compression).map_err(|e| OpenError::Foreign(e.to_string()))?;
+    let cipher = match (&foreign.encryption, keys, &format.encryption) {
+        (Some(cipher), Some(opts), Some(record)) => {
+            Some(crate::keys::foreign_cipher(record, cipher, opts)?)
+        }
+        (Some(_), Some(_), None) => {
+            return Err(OpenError::Foreign(
+                "the imported blocks are encrypted, and the settings hold no key".into(),
+            ));
+        }
+        _ => None,
+    };
     Ok(Some(ForeignBlocks {
         below: foreign.slices_below,
         codec,
+        encrypted: foreign.encryption.is_some(),
+        cipher,
     }))
 }
 

@@ -22,9 +22,12 @@ pub const OBJECT_UNIT_VERSION: u32 = 7;
 /// First metadata version of volumes that may hold foreign blocks (imported from
 /// JuiceFS, `foreign` in the format record): older clients would read them as corrupt.
 pub const FOREIGN_VERSION: u32 = 8;
+/// First metadata version of volumes whose foreign blocks are encrypted (`encryption` in
+/// the `foreign` record): older clients would read them as corrupt.
+pub const FOREIGN_ENCRYPTION_VERSION: u32 = 9;
 /// The newest metadata version this build serves (new volumes get [`META_VERSION`], or
 /// the version a feature they use needs).
-pub const UNDERSTOOD_VERSION: u32 = 8;
+pub const UNDERSTOOD_VERSION: u32 = 9;
 /// Payload KiB per sealed object segment on volumes encrypted since session 40.
 pub const OBJECT_UNIT_KIB: u32 = 16;
 
@@ -66,6 +69,10 @@ pub struct Foreign {
     pub slices_below: u64,
     /// How the foreign blocks are compressed: `none`, `lz4` (LZ4 block format) or `zstd`.
     pub compression: String,
+    /// How they are encrypted, if they are: `aes256gcm` or `chacha20`, each object's key
+    /// wrapped with the volume's RSA key (the one in `encryption`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<String>,
 }
 
 /// One data key, wrapped.
@@ -147,6 +154,21 @@ impl Format {
                 self.compression
             )));
         }
+        let foreign_encrypted = self
+            .foreign
+            .as_ref()
+            .is_some_and(|f| f.encryption.is_some());
+        let rsa_wrapped = self
+            .encryption
+            .as_ref()
+            .is_some_and(|e| e.wrapping == "rsa");
+        if foreign_encrypted && !rsa_wrapped {
+            return Err(MetaError::Invalid(
+                "the imported blocks are encrypted but the settings hold no RSA key to read \
+                 them with"
+                    .into(),
+            ));
+        }
         Ok(())
     }
 
@@ -216,8 +238,11 @@ impl Format {
         match foreign {
             None => self,
             Some(f) => Format {
+                meta_version: self.meta_version.max(match f.encryption {
+                    Some(_) => FOREIGN_ENCRYPTION_VERSION,
+                    None => FOREIGN_VERSION,
+                }),
                 foreign: Some(f),
-                meta_version: self.meta_version.max(FOREIGN_VERSION),
                 ..self
             },
         }

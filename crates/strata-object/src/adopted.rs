@@ -5,7 +5,12 @@
 //! or a zstd frame, the block's length in its name), with no framing and no checksum.
 //! This layer sends those reads past the integrity layer to the raw objects and decodes
 //! them; everything else (all writes: new slices have higher ids) goes to the native
-//! stack. A raw foreign block is read by range like a native one; a compressed one whole.
+//! stack. A raw foreign block is read by range like a native one; a compressed or
+//! encrypted one whole (decrypted, then decompressed).
+
+mod encrypted;
+
+pub use encrypted::ForeignCipher;
 
 use std::ops::Range;
 
@@ -40,11 +45,16 @@ impl ForeignCodec {
 }
 
 /// Which blocks are foreign and how they are stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ForeignBlocks {
     /// Slice ids below this are foreign.
     pub below: u64,
     pub codec: ForeignCodec,
+    /// The objects are encrypted (each whole, after compression).
+    pub encrypted: bool,
+    /// With `encrypted`: the key to read them with (none where only names and sizes
+    /// matter, as for `fsck`).
+    pub cipher: Option<ForeignCipher>,
 }
 
 impl ForeignBlocks {
@@ -53,6 +63,12 @@ impl ForeignBlocks {
         let (id, _, len) = crate::parse_block_name(key)?;
         let len = usize::try_from(len).ok()?;
         (id != 0 && id < self.below).then_some((id, len))
+    }
+
+    /// Whether a foreign block is stored as its payload, byte for byte (so a ranged read
+    /// fetches only the bytes asked for, and its size is its length).
+    pub fn stored_as_is(&self) -> bool {
+        self.codec == ForeignCodec::Raw && !self.encrypted
     }
 }
 
@@ -79,33 +95,63 @@ impl<N: ObjectStore, R: ObjectStore> Adopted<N, R> {
             key: key.to_string(),
             reason,
         };
-        let whole = match self.foreign.codec {
-            ForeignCodec::Raw => {
-                let got = self.raw.get(key, range.clone()).await?;
-                if range.is_none() && got.len() != len {
-                    return Err(corrupt(format!("{} bytes, its name says {len}", got.len())));
-                }
-                return Ok(got);
+        if self.foreign.stored_as_is() {
+            let got = self.raw.get(key, range.clone()).await?;
+            if range.is_none() && got.len() != len {
+                return Err(corrupt(format!("{} bytes, its name says {len}", got.len())));
             }
-            ForeignCodec::Lz4 => {
-                let stored = self.raw.get(key, None).await?;
-                lz4_flex::block::decompress(&stored, len)
-                    .map_err(|e| corrupt(format!("foreign lz4 block: {e}")))?
-            }
-            ForeignCodec::Zstd => {
-                let stored = self.raw.get(key, None).await?;
-                zstd::bulk::decompress(&stored, len)
-                    .map_err(|e| corrupt(format!("foreign zstd block: {e}")))?
-            }
-        };
-        if whole.len() != len {
-            return Err(corrupt(format!(
-                "decompressed to {} bytes, its name says {len}",
-                whole.len()
-            )));
+            return Ok(got);
         }
+        let cipher = match (self.foreign.encrypted, &self.foreign.cipher) {
+            (true, None) => {
+                return Err(ObjectError::NoKey(
+                    "the imported blocks are encrypted and no key was given".into(),
+                ));
+            }
+            (_, cipher) => cipher.clone(),
+        };
+        let stored = self.raw.get(key, None).await?;
+        let codec = self.foreign.codec;
+        // Decrypting (an RSA operation) and decompressing a block are CPU work.
+        let whole = tokio::task::spawn_blocking(move || decode(&stored, codec, cipher, len))
+            .await
+            .map_err(|e| ObjectError::Other(format!("decoding a foreign block: {e}")))?
+            .map_err(corrupt)?;
         Ok(slice_range(Bytes::from(whole), range))
     }
+}
+
+/// The payload of a foreign block stored as `stored`, `len` bytes long by its name.
+fn decode(
+    stored: &[u8],
+    codec: ForeignCodec,
+    cipher: Option<ForeignCipher>,
+    len: usize,
+) -> std::result::Result<Vec<u8>, String> {
+    let opened;
+    let compressed = match &cipher {
+        Some(cipher) => {
+            opened = cipher
+                .open(stored)
+                .map_err(|e| format!("foreign encrypted block: {e}"))?;
+            &opened[..]
+        }
+        None => stored,
+    };
+    let whole = match codec {
+        ForeignCodec::Raw => compressed.to_vec(),
+        ForeignCodec::Lz4 => lz4_flex::block::decompress(compressed, len)
+            .map_err(|e| format!("foreign lz4 block: {e}"))?,
+        ForeignCodec::Zstd => zstd::bulk::decompress(compressed, len)
+            .map_err(|e| format!("foreign zstd block: {e}"))?,
+    };
+    if whole.len() != len {
+        return Err(format!(
+            "decoded to {} bytes, its name says {len}",
+            whole.len()
+        ));
+    }
+    Ok(whole)
 }
 
 #[async_trait]
@@ -116,6 +162,13 @@ impl<N: ObjectStore, R: ObjectStore> ObjectStore for Adopted<N, R> {
 
     fn cheap_ranges(&self) -> bool {
         self.native.cheap_ranges()
+    }
+
+    fn cheap_ranges_of(&self, key: &str) -> bool {
+        match self.foreign.block_of(key) {
+            Some(_) => self.foreign.stored_as_is() && self.raw.cheap_ranges(),
+            None => self.native.cheap_ranges(),
+        }
     }
 
     fn range_unit(&self) -> usize {

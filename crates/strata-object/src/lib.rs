@@ -128,6 +128,13 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
         true
     }
 
+    /// [`cheap_ranges`](Self::cheap_ranges) for the object `key`: a store whose objects
+    /// are not all stored alike (an imported volume's foreign blocks) answers per object.
+    fn cheap_ranges_of(&self, key: &str) -> bool {
+        let _ = key;
+        self.cheap_ranges()
+    }
+
     /// The payload bytes a ranged [`get`](Self::get) fetches and verifies as one piece
     /// (it asks for whole pieces): [`checksum::SEGMENT`] unless a store verifies smaller
     /// ones, so a reader that keeps only what it asked for can ask for less than a segment.

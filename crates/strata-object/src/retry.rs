@@ -87,6 +87,10 @@ impl<S: ObjectStore> ObjectStore for Retrying<S> {
         self.inner.cheap_ranges()
     }
 
+    fn cheap_ranges_of(&self, key: &str) -> bool {
+        self.inner.cheap_ranges_of(key)
+    }
+
     fn range_unit(&self) -> usize {
         self.inner.range_unit()
     }

@@ -63,8 +63,12 @@ pub fn build(
         Some(codec) => Arc::new(Compressed::new(retried, codec)),
         None => Arc::new(retried),
     };
-    let store: Arc<dyn ObjectStore> = match opts.foreign {
-        Some(foreign) => Arc::new(Adopted::new(store, Retrying::new(raw, opts.retry), foreign)),
+    let store: Arc<dyn ObjectStore> = match &opts.foreign {
+        Some(foreign) => Arc::new(Adopted::new(
+            store,
+            Retrying::new(raw, opts.retry),
+            foreign.clone(),
+        )),
         None => store,
     };
     (store, stats)
@@ -78,6 +82,10 @@ impl<S: ObjectStore + ?Sized> ObjectStore for Arc<S> {
 
     fn cheap_ranges(&self) -> bool {
         (**self).cheap_ranges()
+    }
+
+    fn cheap_ranges_of(&self, key: &str) -> bool {
+        (**self).cheap_ranges_of(key)
     }
 
     fn range_unit(&self) -> usize {

@@ -521,6 +521,10 @@ impl ObjectStore for Writeback {
         self.remote.cheap_ranges()
     }
 
+    fn cheap_ranges_of(&self, key: &str) -> bool {
+        self.remote.cheap_ranges_of(key)
+    }
+
     fn range_unit(&self) -> usize {
         self.remote.range_unit()
     }
@@ -689,6 +693,10 @@ impl ObjectStore for AwaitLanding {
 
     fn cheap_ranges(&self) -> bool {
         self.inner.cheap_ranges()
+    }
+
+    fn cheap_ranges_of(&self, key: &str) -> bool {
+        self.inner.cheap_ranges_of(key)
     }
 
     fn range_unit(&self) -> usize {

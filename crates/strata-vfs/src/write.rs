@@ -429,8 +429,21 @@ impl Vfs {
     /// Rewrite a fragmented chunk as one slice (contents unchanged). Runs without the
     /// inode's write lock: the rewrite commits only if the chunk did not change meanwhile.
     pub async fn compact_chunk(&self, ino: Ino, index: u32) -> Result<()> {
+        self.rewrite_chunk(ino, index, &|slices| slices.len() > 1)
+            .await
+    }
+
+    /// Rewrite a chunk as one new slice of native blocks (contents unchanged) if `needs`
+    /// says so of its slices as they are when read: [`Vfs::compact_chunk`]'s work, for
+    /// any reason to rewrite (fragmentation, blocks adopted from another file system).
+    pub async fn rewrite_chunk(
+        &self,
+        ino: Ino,
+        index: u32,
+        needs: &(dyn Fn(&[Slice]) -> bool + Sync),
+    ) -> Result<()> {
         let slices = self.meta.read_chunk(ino, index).await.map_err(from_meta)?;
-        if slices.len() < 2 {
+        if slices.iter().all(|s| s.id == 0) || !needs(&slices) {
             return Ok(());
         }
         let start = slices.iter().map(|s| s.pos).min().unwrap_or(0);

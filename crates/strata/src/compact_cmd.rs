@@ -1,6 +1,7 @@
 //! `strata compact PATH...`: merge every fragmented chunk of files or trees on a mounted
 //! volume into one slice each, atomically and without changing contents (done by the
-//! mount, through `.control`); and the whole-volume variant used by `gc --compact`.
+//! mount, through `.control`); and the whole-volume variant used by `gc --compact` (with
+//! `--native`, also rewriting chunks that hold blocks adopted from JuiceFS).
 //! Replaced slices are freed by the deletion queue after the trash window.
 
 use std::os::unix::fs::MetadataExt;
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use strata_meta::ScanCursor;
-use strata_types::Ino;
+use strata_types::{Ino, Slice};
 use strata_vfs::control_wire::{ControlOp, ControlResult};
 use strata_vfs::maintenance::Progress;
 
@@ -27,14 +28,21 @@ pub struct CompactArgs {
     threads: usize,
 }
 
-/// Compact every chunk of the volume that has more than one slice; returns how many.
+/// Compact every chunk of the volume that has more than one slice, and with
+/// `foreign_below` also every chunk holding a slice below that id (blocks adopted from
+/// JuiceFS, rewritten as native ones); returns how many.
 pub async fn compact_volume(
     volume: &AdminVolume,
     keys: &strata_client::KeyOptions,
     threads: usize,
+    foreign_below: Option<u64>,
     progress: &Progress,
 ) -> Result<u64> {
     let vfs = volume.vfs(keys)?;
+    let needs = move |slices: &[Slice]| {
+        slices.len() > 1
+            || foreign_below.is_some_and(|below| slices.iter().any(|s| s.id != 0 && s.id < below))
+    };
     progress.stage("compacting chunks", 0);
     let mut cursor: ScanCursor = None;
     let mut targets = Vec::new();
@@ -43,7 +51,7 @@ pub async fn compact_volume(
         targets.extend(
             chunks
                 .iter()
-                .filter(|c| c.slices.len() > 1)
+                .filter(|c| needs(&c.slices))
                 .map(|c| (c.ino, c.index)),
         );
         cursor = next;
@@ -51,25 +59,31 @@ pub async fn compact_volume(
             break;
         }
     }
-    compact_chunks(&vfs, targets, threads, progress).await
+    compact_chunks(&vfs, targets, threads, Arc::new(needs), progress).await
 }
+
+/// Whether a chunk with these slices is to be rewritten.
+type NeedsRewrite = Arc<dyn Fn(&[Slice]) -> bool + Send + Sync>;
 
 async fn compact_chunks(
     vfs: &Arc<strata_vfs::Vfs>,
     targets: Vec<(Ino, u32)>,
     threads: usize,
+    needs: NeedsRewrite,
     progress: &Progress,
 ) -> Result<u64> {
-    progress
-        .total
-        .store(targets.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    progress.total.store(
+        u64::try_from(targets.len()).unwrap_or(u64::MAX),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let limit = Arc::new(tokio::sync::Semaphore::new(threads.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     for (ino, index) in targets {
         let permit = limit.clone().acquire_owned().await?;
         let vfs = vfs.clone();
+        let needs = needs.clone();
         tasks.spawn(async move {
-            let r = vfs.compact_chunk(ino, index).await;
+            let r = vfs.rewrite_chunk(ino, index, &*needs).await;
             drop(permit);
             (ino, index, r)
         });

@@ -15,10 +15,12 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use clap::{Args, Subcommand};
-use strata_meta::juicefs::Imported;
+use strata_client::keys;
+use strata_meta::juicefs::{Imported, JuiceSetting};
 use strata_meta::{DumpLine, Format, Meta, MetaOptions, QuotaTarget};
 use strata_object::ObjectStore;
-use strata_types::{Ino, MetaUrl};
+use strata_object::seal::Cipher;
+use strata_types::{Ino, MetaUrl, Secret};
 use strata_vfs::maintenance::Progress;
 
 use crate::dump_cmd::gunzip_if_gzip;
@@ -63,6 +65,11 @@ struct JuicefsArgs {
     /// The `juicefs` program to run
     #[arg(long, default_value = "juicefs", value_name = "PATH")]
     juicefs: String,
+    /// An encrypted JuiceFS volume: its RSA private key (PEM) from this file instead of
+    /// the one in its settings (the same key, re-encrypted, say). Its passphrase comes from
+    /// JFS_RSA_PASSPHRASE, as for JuiceFS; the imported volume keeps the key as its own
+    #[arg(long, value_name = "PEM-FILE")]
+    encrypt_rsa_key: Option<std::path::PathBuf>,
 }
 
 pub fn run_import(a: ImportArgs) -> Result<()> {
@@ -87,9 +94,15 @@ fn import_juicefs(a: JuicefsArgs) -> Result<()> {
         refuse_mounted(&a.juicefs, url)?;
     }
     let (input, child) = open_source(&a)?;
+    let rsa_key = match &a.encrypt_rsa_key {
+        Some(path) => Some(Secret::new(
+            std::fs::read_to_string(path).with_context(|| path.display().to_string())?,
+        )),
+        None => None,
+    };
     let started = Instant::now();
     let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<DumpLine>>(8);
-    let reader = std::thread::spawn(move || convert_into(input, sender));
+    let reader = std::thread::spawn(move || convert_into(input, rsa_key, sender));
     let rt = wiring::runtime()?;
     let loaded = rt.block_on(load(&a.meta_url, receiver));
     let converted = reader
@@ -164,11 +177,20 @@ fn open_source(a: &JuicefsArgs) -> Result<(Box<dyn Read + Send>, Option<Child>)>
 /// Convert on this (reader) thread, sending the lines on in batches.
 fn convert_into(
     input: Box<dyn Read + Send>,
+    rsa_key: Option<Secret>,
     sender: std::sync::mpsc::SyncSender<Vec<DumpLine>>,
 ) -> Result<Imported> {
     let mut batch = Vec::with_capacity(BATCH);
     let hung_up = || strata_meta::MetaError::Invalid("the load stopped".into());
-    let imported = strata_meta::juicefs::convert(input, &mut |line| {
+    // The settings' own error is told as it is, not as a place in the dump.
+    let mut unsettled: Option<anyhow::Error> = None;
+    let mut complete = |s: &JuiceSetting, f: Format| {
+        complete_format(s, f, rsa_key.as_ref()).map_err(|e| {
+            unsettled = Some(e);
+            strata_meta::MetaError::Invalid("the settings".into())
+        })
+    };
+    let converted = strata_meta::juicefs::convert(input, &mut complete, &mut |line| {
         batch.push(line);
         if batch.len() >= BATCH {
             sender
@@ -176,11 +198,78 @@ fn convert_into(
                 .map_err(|_| hung_up())?;
         }
         Ok(())
-    })?;
+    });
+    if let Some(e) = unsettled {
+        return Err(e);
+    }
+    let imported = converted?;
     if !batch.is_empty() {
         sender.send(batch).map_err(|_| hung_up())?;
     }
     Ok(imported)
+}
+
+/// The format record with what the dump keeps sealed opened: JuiceFS's encrypted
+/// secrets, and for an encrypted volume the encryption record holding its RSA key
+/// (`rsa_key` if given, else the dump's), which opens the foreign blocks and wraps the
+/// data key native blocks are sealed with.
+fn complete_format(s: &JuiceSetting, mut f: Format, rsa_key: Option<&Secret>) -> Result<Format> {
+    let open = |what: &str, v: &Secret| -> Result<Option<Secret>> {
+        if v.is_empty() || v.expose() == "removed" {
+            return Ok(None);
+        }
+        if !s.key_encrypted {
+            return Ok(Some(v.clone()));
+        }
+        Ok(Some(
+            keys::open_juicefs_secret(&s.uuid, v).with_context(|| what.to_string())?,
+        ))
+    };
+    if s.key_encrypted {
+        f.secret_key = open("SecretKey", &s.secret_key)?;
+        f.session_token = open("SessionToken", &s.session_token)?;
+    }
+    if s.encrypt_key.is_empty() {
+        return Ok(f);
+    }
+    let pem = match rsa_key {
+        Some(pem) => pem.clone(),
+        None => open("EncryptKey", &s.encrypt_key)?.context(
+            "the dump holds no RSA key of the encrypted volume: give it with --encrypt-rsa-key",
+        )?,
+    };
+    let cipher = Cipher::parse(strata_meta::juicefs::cipher_name(&s.encrypt_algo))
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let how = keys::NewWrapping::Rsa {
+        pem,
+        passphrase: None,
+    };
+    let record = keys::new_encryption(&f.uuid, cipher, &how)?;
+    Ok(f.with_encryption(Some(record)))
+}
+
+/// For an encrypted volume: the key must open JuiceFS's `juicefs_uuid` object, which
+/// holds the volume's UUID — checked before anything is written.
+async fn check_key(format: &Format, raw: &dyn ObjectStore) -> Result<()> {
+    let Some(foreign) = format.foreign.as_ref().filter(|f| f.encryption.is_some()) else {
+        return Ok(());
+    };
+    let blocks = strata_client::foreign_blocks(format, Some(&keys::KeyOptions::default()))?;
+    let Some(cipher) = blocks.and_then(|b| b.cipher) else {
+        bail!("the imported blocks are encrypted and no key opens them");
+    };
+    let name = format!("{}/juicefs_uuid", format.name);
+    let stored = raw
+        .get(&name, None)
+        .await
+        .with_context(|| format!("reading {name} to check the RSA key"))?;
+    let opened = cipher.open(&stored).map_err(|e| {
+        anyhow::anyhow!("the RSA key does not open the volume's objects ({name}: {e})")
+    })?;
+    if opened != foreign.uuid.as_bytes() {
+        bail!("{name} holds another volume's UUID: the bucket is not this JuiceFS volume's");
+    }
+    Ok(())
 }
 
 /// Load the converted lines into the empty engine at `meta_url`, once the bucket shows
@@ -213,6 +302,7 @@ async fn load(
             return Err(e).context(format!("checking {} for an earlier import", format.bucket));
         }
     }
+    check_key(&format, raw.as_ref()).await?;
     let meta = Meta::new(wiring::open_engine(meta_url).await?, MetaOptions::default());
     let progress = Arc::new(Progress::default());
     progress.stage("importing lines", 0);

@@ -27,6 +27,11 @@ pub struct GcArgs {
     /// Also compact every chunk made of more than one slice
     #[arg(long)]
     compact: bool,
+    /// With --compact, on a volume imported from JuiceFS: also rewrite every chunk that
+    /// still reads JuiceFS's objects as native blocks (checksummed, or sealed on an
+    /// encrypted volume); the JuiceFS objects are then deleted like any replaced data
+    #[arg(long, requires = "compact")]
+    native: bool,
     /// Concurrent deletions and compactions
     #[arg(short = 'p', long, default_value_t = 10)]
     threads: usize,
@@ -95,10 +100,16 @@ pub fn run_gc(a: GcArgs) -> Result<()> {
         let started = Instant::now();
         if a.compact {
             let view = ProgressView::start(progress.clone());
+            let foreign_below = match (a.native, &volume.format.foreign) {
+                (true, Some(foreign)) => Some(foreign.slices_below),
+                (true, None) => bail!("--native: the volume holds no imported blocks"),
+                (false, _) => None,
+            };
             let compacted = crate::compact_cmd::compact_volume(
                 &volume,
                 &a.keys.options(),
                 a.threads,
+                foreign_below,
                 &progress,
             )
             .await?;
@@ -176,7 +187,7 @@ pub fn run_fsck(a: FsckArgs) -> Result<()> {
                 Some(_) => Some(strata_client::seal_unit(&volume.format)?),
                 None => None,
             },
-            foreign: strata_client::foreign_blocks(&volume.format)?,
+            foreign: strata_client::foreign_blocks(&volume.format, None)?,
             verify: match a.verify {
                 // A block that fails twice is reported, not retried for a minute.
                 true => Some((volume.data(&a.keys.options(), 1)?, a.threads)),

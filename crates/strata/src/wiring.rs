@@ -73,7 +73,7 @@ impl AdminVolume {
                 .map_err(|e| anyhow::anyhow!("{e}"))?,
             keys: strata_client::volume_keys(&self.meta, &self.format, keys)?,
             seal_unit: strata_client::seal_unit(&self.format)?,
-            foreign: strata_client::foreign_blocks(&self.format)?,
+            foreign: strata_client::foreign_blocks(&self.format, Some(keys))?,
             retry: strata_object::retry::RetryPolicy {
                 retries,
                 ..strata_object::retry::RetryPolicy::default()

@@ -5,7 +5,8 @@
 //! JuiceFS client is mounted; then every entry, attribute, link and byte equal through a
 //! Strata mount to what a read-only JuiceFS mount shows; no object copied or changed;
 //! new writes and deletes work; `fsck --verify` and `gc` are clean; a second import of
-//! the same bucket is refused.
+//! the same bucket is refused. An encrypted JuiceFS volume (legacy-PEM RSA key,
+//! ChaCha20, zstd) is taken over with its key: a wrong passphrase refused up front.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
@@ -25,8 +26,39 @@ fn juicefs() -> String {
 }
 
 fn jfs(args: &[&str]) -> String {
-    let out = run(Command::new(juicefs()).args(args));
+    jfs_env(args, &[])
+}
+
+fn jfs_env(args: &[&str], envs: &[(&str, &str)]) -> String {
+    let out = run(Command::new(juicefs())
+        .args(args)
+        .envs(envs.iter().copied()));
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// How a JuiceFS volume is made: its compression, its encryption (a PEM key file and
+/// `--encrypt-algo`), and the environment every command gets (the key's passphrase).
+#[derive(Clone, Copy)]
+struct Setup<'a> {
+    compression: &'a str,
+    key: Option<(&'a Path, &'a str)>,
+    envs: &'a [(&'a str, &'a str)],
+}
+
+impl Setup<'_> {
+    fn plain(compression: &str) -> Setup<'_> {
+        Setup {
+            compression,
+            key: None,
+            envs: &[],
+        }
+    }
+
+    fn strata_ok(&self, args: &[&str]) -> String {
+        let (ok, out) = strata_env(args, self.envs);
+        assert!(ok, "strata {args:?} failed: {out}");
+        out
+    }
 }
 
 /// What the walker sees under `root`.
@@ -94,30 +126,43 @@ rm src/lib/m40.py
 "#;
 
 /// A JuiceFS volume at `meta_url` (bucket `dir/bucket`) written through a JuiceFS mount.
-fn juicefs_volume(dir: &Path, meta_url: &str, compression: &str) {
+fn juicefs_volume(dir: &Path, meta_url: &str, setup: Setup) {
     let bucket = format!("{}/", dir.join("bucket").display());
-    jfs(&[
-        "format",
-        meta_url,
-        "jvol",
-        "--storage",
-        "file",
-        "--bucket",
-        &bucket,
-        "--compress",
-        compression,
-    ]);
+    let mut format = vec![
+        "format".to_string(),
+        meta_url.into(),
+        "jvol".into(),
+        "--storage".into(),
+        "file".into(),
+        "--bucket".into(),
+        bucket,
+        "--compress".into(),
+        setup.compression.into(),
+    ];
+    if let Some((key, algo)) = setup.key {
+        format.extend([
+            "--encrypt-rsa-key".into(),
+            key.display().to_string(),
+            "--encrypt-algo".into(),
+            algo.into(),
+        ]);
+    }
+    let format: Vec<&str> = format.iter().map(String::as_str).collect();
+    jfs_env(&format, setup.envs);
     let m = dir.join("jfs");
     std::fs::create_dir_all(&m).unwrap();
     let m_arg = m.to_str().unwrap();
-    jfs(&[
-        "mount",
-        meta_url,
-        m_arg,
-        "-d",
-        "--enable-xattr",
-        "--no-usage-report",
-    ]);
+    jfs_env(
+        &[
+            "mount",
+            meta_url,
+            m_arg,
+            "-d",
+            "--enable-xattr",
+            "--no-usage-report",
+        ],
+        setup.envs,
+    );
     run(Command::new("bash")
         .args(["-c", CONTENT, "content"])
         .arg(&m));
@@ -136,63 +181,77 @@ fn juicefs_volume(dir: &Path, meta_url: &str, compression: &str) {
 }
 
 /// What a read-only JuiceFS mount of `url` at `m` shows.
-fn read_only_walk(url: &str, m: &Path) -> BTreeMap<String, serde_json::Value> {
+fn read_only_walk(
+    url: &str,
+    m: &Path,
+    envs: &[(&str, &str)],
+) -> BTreeMap<String, serde_json::Value> {
     let m_arg = m.to_str().unwrap();
-    jfs(&[
-        "mount",
-        url,
-        m_arg,
-        "-d",
-        "--read-only",
-        "--enable-xattr",
-        "--no-usage-report",
-    ]);
+    jfs_env(
+        &[
+            "mount",
+            url,
+            m_arg,
+            "-d",
+            "--read-only",
+            "--enable-xattr",
+            "--no-usage-report",
+        ],
+        envs,
+    );
     let seen = walk(m);
     jfs(&["umount", m_arg]);
     seen
 }
 
-fn import_and_compare(dir: &Path, jfs_url: &str, compression: &str) {
-    juicefs_volume(dir, jfs_url, compression);
+/// `strata import juicefs FROM TO` (running the test's `juicefs`) with `envs`.
+fn import(from: &str, to: &str, envs: &[(&str, &str)]) -> (bool, String) {
+    strata_env(
+        &["import", "juicefs", from, to, "--juicefs", &juicefs()],
+        envs,
+    )
+}
+
+fn import_and_compare(dir: &Path, jfs_url: &str, setup: Setup) {
+    juicefs_volume(dir, jfs_url, setup);
     let bucket = dir.join("bucket");
     let strata_url = format!("sqlite3://{}", dir.join("strata.db").display());
     // Refused while a JuiceFS client is mounted: one line, nothing written. (A
     // read-only JuiceFS mount registers no session, and writes nothing either.)
     let jm = dir.join("jfs");
     let jm_arg = jm.to_str().unwrap();
-    jfs(&[
-        "mount",
-        jfs_url,
-        jm_arg,
-        "-d",
-        "--enable-xattr",
-        "--no-usage-report",
-    ]);
-    let (ok, out) = strata(&[
-        "import",
-        "juicefs",
-        jfs_url,
-        &strata_url,
-        "--juicefs",
-        &juicefs(),
-    ]);
+    jfs_env(
+        &[
+            "mount",
+            jfs_url,
+            jm_arg,
+            "-d",
+            "--enable-xattr",
+            "--no-usage-report",
+        ],
+        setup.envs,
+    );
+    let (ok, out) = import(jfs_url, &strata_url, setup.envs);
     assert!(
         !ok && out.contains("still use this volume") && out.lines().count() == 1,
         "{out}"
     );
     jfs(&["umount", jm_arg]);
-    let expected = read_only_walk(jfs_url, &jm);
+    let expected = read_only_walk(jfs_url, &jm, setup.envs);
 
     let before = objects(&bucket);
-    let out = strata_ok(&[
-        "import",
-        "juicefs",
-        jfs_url,
-        &strata_url,
-        "--juicefs",
-        &juicefs(),
-    ]);
-    assert!(out.contains("nothing copied"), "{out}");
+    if setup.key.is_some() {
+        // A wrong passphrase: refused in one line before anything is written (the same
+        // engine then takes the import).
+        let (ok, out) = import(jfs_url, &strata_url, &[("JFS_RSA_PASSPHRASE", "guess")]);
+        assert!(
+            !ok && out.contains("wrong passphrase") && out.lines().count() == 1,
+            "{out}"
+        );
+        assert_eq!(objects(&bucket), before);
+    }
+    let (ok, out) = import(jfs_url, &strata_url, setup.envs);
+    assert!(ok && out.contains("nothing copied"), "{out}");
     let after = objects(&bucket);
     let marker = "jvol/strata-import.json";
     assert!(after.contains_key(marker));
@@ -203,10 +262,10 @@ fn import_and_compare(dir: &Path, jfs_url: &str, compression: &str) {
     // What JuiceFS had queued for deletion (slices its compaction replaced, kept for its
     // trash days) is referenced by nothing: gc finds it, deletes it, and every file
     // still reads the same.
-    let gc = strata_ok(&["gc", &strata_url, "--safety-window", "0", "--delete"]);
+    let gc = setup.strata_ok(&["gc", &strata_url, "--safety-window", "0", "--delete"]);
     assert!(count(&gc, "leaked:") > 0, "{gc}");
     let vol = Volume::existing(&strata_url);
-    let m = vol.mount("strata");
+    let m = vol.mount_with_env("strata", &[], setup.envs);
     assert_eq!(
         walk(&m.path),
         expected,
@@ -239,28 +298,66 @@ fn import_and_compare(dir: &Path, jfs_url: &str, compression: &str) {
     assert_eq!(std::fs::read(m.path.join("link")).unwrap(), b"rewritten\n");
     assert_eq!(std::fs::read(&copy).unwrap(), big);
     drop(m);
-    let fsck = strata_ok(&["fsck", &strata_url, "--verify"]);
+    if setup.key.is_some() {
+        // Foreign and native blocks alike are read with the volume's RSA key only.
+        let (ok, out) = strata(&["fsck", &strata_url, "--verify"]);
+        assert!(!ok && out.contains("JFS_RSA_PASSPHRASE"), "{out}");
+    }
+    let fsck = setup.strata_ok(&["fsck", &strata_url, "--verify"]);
     assert!(fsck.contains("volume is clean"), "{fsck}");
-    let gc = strata_ok(&["gc", &strata_url, "--safety-window", "0"]);
+    let gc = setup.strata_ok(&["gc", &strata_url, "--safety-window", "0"]);
     assert!(gc.contains("leaked: 0 objects"), "{gc}");
     // The same bucket again: refused.
     let again = format!("sqlite3://{}", dir.join("again.db").display());
-    let (ok, out) = strata(&[
-        "import",
-        "juicefs",
-        jfs_url,
-        &again,
-        "--juicefs",
-        &juicefs(),
-    ]);
+    let (ok, out) = import(jfs_url, &again, setup.envs);
     assert!(!ok && out.contains("imported into Strata before"), "{out}");
+    rewrite_natively_then_destroy(&bucket, &strata_url, &before, setup);
+}
+
+/// `gc --compact --native` leaves no JuiceFS block in the bucket and changes no byte;
+/// `destroy` then deletes every object, the adopted ones included.
+fn rewrite_natively_then_destroy(
+    bucket: &Path,
+    strata_url: &str,
+    juicefs_objects: &BTreeMap<String, (u64, u32)>,
+    setup: Setup,
+) {
+    let vol = Volume::existing(strata_url);
+    let m = vol.mount_with_env("before-native", &[], setup.envs);
+    let expected = walk(&m.path);
+    drop(m);
+    setup.strata_ok(&["config", strata_url, "--trash-days", "0"]);
+    setup.strata_ok(&[
+        "gc",
+        strata_url,
+        "--compact",
+        "--native",
+        "--delete",
+        "--safety-window",
+        "0",
+    ]);
+    let left: Vec<_> = objects(bucket)
+        .into_keys()
+        .filter(|k| k.starts_with("jvol/chunks/") && juicefs_objects.contains_key(k))
+        .collect();
+    assert!(left.is_empty(), "JuiceFS blocks left: {left:?}");
+    let m = vol.mount_with_env("after-native", &[], setup.envs);
+    assert_eq!(walk(&m.path), expected, "rewriting changed no byte");
+    drop(m);
+    let fsck = setup.strata_ok(&["fsck", strata_url, "--verify"]);
+    assert!(fsck.contains("volume is clean"), "{fsck}");
+    let status: serde_json::Value =
+        serde_json::from_str(&setup.strata_ok(&["status", strata_url])).unwrap();
+    let uuid = status["setting"]["uuid"].as_str().unwrap();
+    setup.strata_ok(&["destroy", strata_url, uuid, "--yes"]);
+    assert!(objects(bucket).is_empty(), "destroy left objects");
 }
 
 #[test]
 fn a_juicefs_volume_on_sqlite_with_lz4_is_taken_over_in_place() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite3://{}", dir.path().join("jfs.db").display());
-    import_and_compare(dir.path(), &url, "lz4");
+    import_and_compare(dir.path(), &url, Setup::plain("lz4"));
 }
 
 #[test]
@@ -278,14 +375,40 @@ fn a_juicefs_volume_on_redis_without_compression_is_taken_over_in_place() {
         .output()
         .unwrap();
     assert!(flushed.status.success());
-    import_and_compare(dir.path(), &url, "none");
+    import_and_compare(dir.path(), &url, Setup::plain("none"));
+}
+
+#[test]
+fn an_encrypted_juicefs_volume_is_taken_over_with_its_rsa_key() {
+    let dir = tempfile::tempdir().unwrap();
+    // The key as `openssl genrsa -aes256` wrote it before OpenSSL 3 (legacy encrypted
+    // PEM), which JuiceFS's docs told users to make.
+    let key = dir.path().join("key.pem");
+    run(Command::new("openssl")
+        .args([
+            "genrsa",
+            "-traditional",
+            "-aes256",
+            "-passout",
+            "pass:jfs-pass",
+        ])
+        .arg("-out")
+        .arg(&key)
+        .arg("2048"));
+    let url = format!("sqlite3://{}", dir.path().join("jfs.db").display());
+    let setup = Setup {
+        compression: "zstd",
+        key: Some((&key, "chacha20-rsa")),
+        envs: &[("JFS_RSA_PASSPHRASE", "jfs-pass")],
+    };
+    import_and_compare(dir.path(), &url, setup);
 }
 
 #[test]
 fn a_dump_file_needs_a_session_check_or_the_word_that_none_is_needed() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite3://{}", dir.path().join("jfs.db").display());
-    juicefs_volume(dir.path(), &url, "zstd");
+    juicefs_volume(dir.path(), &url, Setup::plain("zstd"));
     let dump = dir.path().join("jfs.json");
     jfs(&["dump", &url, dump.to_str().unwrap()]);
     let strata_url = format!("sqlite3://{}", dir.path().join("strata.db").display());
@@ -301,6 +424,6 @@ fn a_dump_file_needs_a_session_check_or_the_word_that_none_is_needed() {
     ]);
     let vol = Volume::existing(&strata_url);
     let m = vol.mount("strata");
-    let expected = read_only_walk(&url, &dir.path().join("jfs"));
+    let expected = read_only_walk(&url, &dir.path().join("jfs"), &[]);
     assert_eq!(walk(&m.path), expected);
 }

@@ -239,3 +239,143 @@ fn wrappers_and_keys_never_show_secrets() {
     let shown = format!("{kek:?} {:?}", Wrapper::Kek(kek.clone()));
     assert!(!shown.contains("cd") && !shown.contains("205"), "{shown}");
 }
+
+/// A test key (2048 bits) in OpenSSL's legacy encrypted PEM, AES-256-CBC and AES-128-CBC,
+/// and DES-EDE3-CBC; passphrase `fixture-pw`. The JuiceFS objects below were written by
+/// JuiceFS 1.4.2 with it (`--encrypt-algo chacha20-rsa --compress lz4`).
+const LEGACY_AES256: &str = include_str!("testdata/legacy-aes256.pem");
+const LEGACY_AES128: &str = include_str!("testdata/legacy-aes128.pem");
+const LEGACY_DES3: &str = include_str!("testdata/legacy-des3.pem");
+const FIXTURE_PASS: &str = "fixture-pw";
+
+fn rsa_record(pem: &str) -> Encryption {
+    let how = NewWrapping::Rsa {
+        pem: Secret::new(pem),
+        passphrase: Some(Secret::new(FIXTURE_PASS)),
+    };
+    new_encryption(UUID, Cipher::Aes256Gcm, &how).unwrap()
+}
+
+fn with_pass(pass: &str) -> KeyOptions {
+    KeyOptions {
+        kek: None,
+        rsa_passphrase: Some(Secret::new(pass)),
+    }
+}
+
+#[test]
+fn legacy_encrypted_pem_keys_open_with_their_passphrase() {
+    let by_256 = rsa_record(LEGACY_AES256);
+    // The same key under another legacy cipher unwraps what the first one wrapped.
+    let other = Encryption {
+        rsa_private_key: Some(Secret::new(LEGACY_AES128)),
+        ..by_256.clone()
+    };
+    let ring = |record: &Encryption| {
+        let wrapper = open_wrapper(record, &with_pass(FIXTURE_PASS)).unwrap();
+        secrets(&unwrap_ring(record, UUID, &wrapper).unwrap())
+    };
+    assert_eq!(ring(&by_256), ring(&other));
+    let e = open_wrapper(&by_256, &with_pass("guess")).unwrap_err();
+    assert!(e.to_string().contains("wrong passphrase"), "{e}");
+    let e = open_wrapper(&by_256, &KeyOptions::default());
+    if std::env::var_os("JFS_RSA_PASSPHRASE").is_none()
+        && std::env::var_os("STRATA_RSA_PASSPHRASE").is_none()
+    {
+        let e = e.unwrap_err();
+        assert!(e.to_string().contains("JFS_RSA_PASSPHRASE"), "{e}");
+    }
+    let how = NewWrapping::Rsa {
+        pem: Secret::new(LEGACY_DES3),
+        passphrase: Some(Secret::new(FIXTURE_PASS)),
+    };
+    let e = new_encryption(UUID, Cipher::Aes256Gcm, &how).unwrap_err();
+    assert!(e.to_string().contains("openssl pkcs8 -topk8"), "{e}");
+}
+
+#[test]
+fn juicefs_sealed_settings_secrets_open_with_the_volume_uuid() {
+    // From `juicefs dump --keep-secret-key` of a JuiceFS 1.4.2 volume formatted with
+    // `--secret-key fixture-secret`.
+    let uuid = "3d40527f-0608-4420-8d3e-2ef3edac00d0";
+    let sealed = Secret::new("ozcIzdDAfMBRrbNwpm5J8mel99uxpWyiEo2zht3HjuAc1LFtkblQbSed");
+    assert_eq!(
+        open_juicefs_secret(uuid, &sealed).unwrap().expose(),
+        "fixture-secret"
+    );
+    let e = open_juicefs_secret("another-uuid", &sealed).unwrap_err();
+    assert!(e.to_string().contains("UUID"), "{e}");
+    assert!(open_juicefs_secret(uuid, &Secret::new("%%")).is_err());
+    assert!(
+        open_juicefs_secret(uuid, &Secret::new(""))
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn juicefs_encrypted_objects_read_as_foreign_blocks() {
+    use bytes::Bytes;
+    use strata_object::ObjectStore;
+    use strata_object::adopted::{ForeignBlocks, ForeignCipher, ForeignCodec};
+    use strata_object::backend::Backend;
+    use strata_object::stack::{StackOptions, build};
+
+    let record = rsa_record(LEGACY_AES256);
+    let cipher = foreign_cipher(&record, "chacha20", &with_pass(FIXTURE_PASS)).unwrap();
+    let backend = std::sync::Arc::new(Backend::memory());
+    let key = "chunks/0/0/1_0_5890";
+    let stored = include_bytes!("testdata/juicefs-chacha20-lz4-1_0_5890.obj");
+    backend
+        .put(&format!("jfix/{key}"), Bytes::from_static(stored))
+        .await
+        .unwrap();
+    let stack = |cipher: Option<ForeignCipher>| {
+        let opts = StackOptions {
+            prefix: "jfix".into(),
+            foreign: Some(ForeignBlocks {
+                below: 2,
+                codec: ForeignCodec::Lz4,
+                encrypted: true,
+                cipher,
+            }),
+            ..StackOptions::default()
+        };
+        build(backend.clone(), &opts).0
+    };
+    let store = stack(Some(cipher.clone()));
+    let expected: String = (0..200)
+        .map(|i| format!("line {i} of a JuiceFS fixture\n"))
+        .collect();
+    assert_eq!(store.get(key, None).await.unwrap(), expected.as_bytes());
+    let part = store.get(key, Some(100..200)).await.unwrap();
+    assert_eq!(part, expected.as_bytes()[100..200]);
+    assert!(
+        !store.cheap_ranges_of(key),
+        "an encrypted block is read whole"
+    );
+    assert!(
+        store.cheap_ranges_of("chunks/0/0/2_0_5890"),
+        "a native one by range"
+    );
+    // The volume's uuid object, encrypted (not compressed) the same way.
+    let uuid = cipher
+        .open(include_bytes!("testdata/juicefs-chacha20-uuid.obj"))
+        .unwrap();
+    assert_eq!(uuid, b"3d40527f-0608-4420-8d3e-2ef3edac00d0");
+    // Without a key: a clear error, never bytes.
+    let e = stack(None).get(key, None).await.unwrap_err();
+    assert!(e.to_string().contains("no key"), "{e}");
+    // The wrong cipher, or one flipped byte: corrupt.
+    let aes = foreign_cipher(&record, "aes256gcm", &with_pass(FIXTURE_PASS)).unwrap();
+    let e = stack(Some(aes)).get(key, None).await.unwrap_err();
+    assert!(e.to_string().contains("authentication failed"), "{e}");
+    let mut damaged = stored.to_vec();
+    let last = damaged.len() - 1;
+    damaged[last] ^= 1;
+    backend
+        .put(&format!("jfix/{key}"), Bytes::from(damaged))
+        .await
+        .unwrap();
+    assert!(store.get(key, None).await.is_err());
+}

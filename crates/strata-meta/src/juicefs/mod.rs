@@ -34,7 +34,13 @@ pub struct JuiceSetting {
     pub session_token: Secret,
     pub block_size: u32,
     pub compression: String,
-    pub encrypt_key: String,
+    /// The volume's RSA private key (PEM), when its objects are encrypted.
+    pub encrypt_key: Secret,
+    /// `aes256gcm-rsa` (also when empty) or `chacha20-rsa`.
+    pub encrypt_algo: String,
+    /// The secrets above (`SecretKey`, `SessionToken`, `EncryptKey`) are themselves
+    /// encrypted with a key derived from the volume's UUID (JuiceFS 1.1 and later).
+    pub key_encrypted: bool,
     pub hash_prefix: bool,
     pub shards: u32,
     pub trash_days: u32,
@@ -86,12 +92,17 @@ pub fn unescape(text: &str) -> Result<Vec<u8>> {
 
 /// Why a JuiceFS volume cannot be imported as it is, if it cannot.
 fn refusal(s: &JuiceSetting) -> Option<String> {
-    if !s.encrypt_key.is_empty() {
-        return Some(
-            "the JuiceFS volume is encrypted (--encrypt-rsa-key); importing encrypted \
-             volumes is not supported yet"
-                .into(),
-        );
+    if !s.encrypt_key.is_empty()
+        && !matches!(
+            s.encrypt_algo.as_str(),
+            "" | "aes256gcm-rsa" | "chacha20-rsa"
+        )
+    {
+        return Some(format!(
+            "the JuiceFS volume is encrypted with {:?}; only aes256gcm-rsa and chacha20-rsa \
+             volumes can be imported",
+            s.encrypt_algo
+        ));
     }
     if s.hash_prefix || s.shards > 1 {
         return Some(
@@ -106,8 +117,14 @@ fn refusal(s: &JuiceSetting) -> Option<String> {
     None
 }
 
+/// What the import adds to a format record that the dump alone cannot give: JuiceFS's
+/// secrets opened (`key_encrypted`), the encryption record of an encrypted volume.
+pub type Complete<'a> = &'a mut dyn FnMut(&JuiceSetting, Format) -> Result<Format>;
+
 /// Strata's format record for the imported volume: the JuiceFS volume's name, bucket
-/// and settings, a new uuid, and the foreign blocks (ids below `next_chunk`).
+/// and settings, a new uuid, and the foreign blocks (ids below `next_chunk`). Secrets
+/// JuiceFS keeps encrypted are left out, and an encrypted volume has no encryption
+/// record yet: the caller completes those.
 pub fn strata_format(s: &JuiceSetting, next_chunk: u64) -> Result<Format> {
     if let Some(why) = refusal(s) {
         return Err(MetaError::Invalid(why));
@@ -117,7 +134,9 @@ pub fn strata_format(s: &JuiceSetting, next_chunk: u64) -> Result<Format> {
         other => other.to_string(),
     };
     // `juicefs dump` writes `removed` where it left a secret out.
-    let secret = |v: &Secret| (!v.is_empty() && v.expose() != "removed").then(|| v.clone());
+    let secret = |v: &Secret| {
+        (!s.key_encrypted && !v.is_empty() && v.expose() != "removed").then(|| v.clone())
+    };
     // JuiceFS's `minio` is an S3 endpoint URL with the bucket in the path, as Strata's
     // `s3` takes it.
     let storage = match s.storage.as_str() {
@@ -152,14 +171,26 @@ pub fn strata_format(s: &JuiceSetting, next_chunk: u64) -> Result<Format> {
         uuid: s.uuid.clone(),
         slices_below: next_chunk,
         compression,
+        encryption: (!s.encrypt_key.is_empty()).then(|| cipher_name(&s.encrypt_algo).into()),
     }));
-    format.validate()?;
     Ok(format)
 }
 
+/// Strata's name of the cipher JuiceFS's `EncryptAlgo` names.
+pub fn cipher_name(encrypt_algo: &str) -> &'static str {
+    match encrypt_algo {
+        "chacha20-rsa" => "chacha20",
+        _ => "aes256gcm",
+    }
+}
+
 /// Read the JuiceFS dump in `input` and hand its lines, as a Strata dump, to `emit` in
-/// order (header first, end last).
-pub fn convert(input: impl Read, emit: &mut dyn FnMut(DumpLine) -> Result<()>) -> Result<Imported> {
+/// order (header first, end last); `complete` finishes the format record.
+pub fn convert(
+    input: impl Read,
+    complete: Complete<'_>,
+    emit: &mut dyn FnMut(DumpLine) -> Result<()>,
+) -> Result<Imported> {
     let mut input = std::io::BufReader::new(input);
     let head = input
         .fill_buf()
@@ -177,27 +208,31 @@ pub fn convert(input: impl Read, emit: &mut dyn FnMut(DumpLine) -> Result<()>) -
     }
     let mut de = serde_json::Deserializer::from_reader(input);
     let mut conv = tree::Converter::new(emit);
-    let imported = TopSeed { conv: &mut conv }
-        .deserialize(&mut de)
-        .map_err(|e| MetaError::Invalid(format!("the JuiceFS dump: {e}")))?;
+    let imported = TopSeed {
+        conv: &mut conv,
+        complete,
+    }
+    .deserialize(&mut de)
+    .map_err(|e| MetaError::Invalid(format!("the JuiceFS dump: {e}")))?;
     de.end()
         .map_err(|e| MetaError::Invalid(format!("the JuiceFS dump: {e}")))?;
     Ok(imported)
 }
 
 /// The dump's top-level object: settings and counters first, then the trees.
-struct TopSeed<'c, 'e> {
+struct TopSeed<'c, 'e, 'f> {
     conv: &'c mut tree::Converter<'e>,
+    complete: Complete<'f>,
 }
 
-impl<'de> DeserializeSeed<'de> for TopSeed<'_, '_> {
+impl<'de> DeserializeSeed<'de> for TopSeed<'_, '_, '_> {
     type Value = Imported;
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Imported, D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de> Visitor<'de> for TopSeed<'_, '_> {
+impl<'de> Visitor<'de> for TopSeed<'_, '_, '_> {
     type Value = Imported;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -227,7 +262,8 @@ impl<'de> Visitor<'de> for TopSeed<'_, '_> {
                             A::Error::custom("no Setting before the tree (not a JuiceFS dump?)")
                         })?;
                         let next_chunk = counter(&counters, "nextChunk");
-                        let header = header(s, &counters, next_chunk).map_err(A::Error::custom)?;
+                        let header = header(s, &counters, next_chunk, &mut *self.complete)
+                            .map_err(A::Error::custom)?;
                         self.conv.emit(header).map_err(A::Error::custom)?;
                     }
                     trees += 1;
@@ -260,8 +296,14 @@ fn counter(counters: &HashMap<String, i64>, name: &str) -> u64 {
 }
 
 /// The header line: Strata's format record and id counters past JuiceFS's.
-fn header(s: &JuiceSetting, counters: &HashMap<String, i64>, next_chunk: u64) -> Result<DumpLine> {
-    let format = strata_format(s, next_chunk)?;
+fn header(
+    s: &JuiceSetting,
+    counters: &HashMap<String, i64>,
+    next_chunk: u64,
+    complete: Complete<'_>,
+) -> Result<DumpLine> {
+    let format = complete(s, strata_format(s, next_chunk)?)?;
+    format.validate()?;
     let as_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     let counters = BTreeMap::from([
         (

@@ -69,9 +69,14 @@ const DUMP: &str = r#"{
   }
 }"#;
 
+/// A completion that adds nothing.
+fn keep(_: &JuiceSetting, f: Format) -> Result<Format> {
+    Ok(f)
+}
+
 fn lines_of(dump: &str) -> (Vec<DumpLine>, Imported) {
     let mut lines = Vec::new();
-    let imported = convert(dump.as_bytes(), &mut |l| {
+    let imported = convert(dump.as_bytes(), &mut keep, &mut |l| {
         lines.push(l);
         Ok(())
     })
@@ -212,22 +217,59 @@ fn settings_map_to_strata_settings() {
         name: "No_Good".into(),
         ..s
     };
-    assert!(strata_format(&bad, 77).is_err());
+    assert!(strata_format(&bad, 77).unwrap().validate().is_err());
+}
+
+#[test]
+fn encrypted_volumes_name_their_cipher_and_leave_sealed_secrets_to_the_caller() {
+    let s = JuiceSetting {
+        name: "vol-1".into(),
+        uuid: "u".into(),
+        storage: "s3".into(),
+        secret_key: "c2VhbGVk".into(),
+        encrypt_key: "c2VhbGVkIHBlbQ==".into(),
+        encrypt_algo: "chacha20-rsa".into(),
+        key_encrypted: true,
+        ..JuiceSetting::default()
+    };
+    let f = strata_format(&s, 5).unwrap();
+    assert!(f.secret_key.is_none(), "a sealed secret is not the secret");
+    assert_eq!(
+        f.foreign.as_ref().unwrap().encryption.as_deref(),
+        Some("chacha20")
+    );
+    assert_eq!(f.meta_version, crate::format::FOREIGN_ENCRYPTION_VERSION);
+    assert!(f.validate().is_err(), "no RSA key record yet");
+    let aes = JuiceSetting {
+        encrypt_algo: String::new(),
+        ..s
+    };
+    let f = strata_format(&aes, 5).unwrap();
+    assert_eq!(f.foreign.unwrap().encryption.as_deref(), Some("aes256gcm"));
 }
 
 #[test]
 fn volumes_the_import_cannot_read_are_refused() {
+    // An encrypted volume needs the caller to add the RSA key record.
     let encrypted = DUMP.replace("\"DirStats\": true", "\"EncryptKey\": \"abc\"");
-    let e = convert(encrypted.as_bytes(), &mut |_| Ok(())).unwrap_err();
-    assert!(e.to_string().contains("encrypted"), "{e}");
+    let e = convert(encrypted.as_bytes(), &mut keep, &mut |_| Ok(())).unwrap_err();
+    assert!(e.to_string().contains("no RSA key"), "{e}");
+    let sm4 = encrypted.replace("aes256gcm-rsa", "sm4gcm-rsa");
+    let e = convert(sm4.as_bytes(), &mut keep, &mut |_| Ok(())).unwrap_err();
+    assert!(e.to_string().contains("sm4gcm-rsa"), "{e}");
     let hashed = DUMP.replace("\"DirStats\": true", "\"HashPrefix\": true");
-    let e = convert(hashed.as_bytes(), &mut |_| Ok(())).unwrap_err();
+    let e = convert(hashed.as_bytes(), &mut keep, &mut |_| Ok(())).unwrap_err();
     assert!(e.to_string().contains("--hash-prefix"), "{e}");
-    let e = convert(&b"{\"Counters\": {}}"[..], &mut |_| Ok(())).unwrap_err();
+    let e = convert(&b"{\"Counters\": {}}"[..], &mut keep, &mut |_| Ok(())).unwrap_err();
     assert!(e.to_string().contains("no FSTree"), "{e}");
-    let e = convert(&b" [1, 2]"[..], &mut |_| Ok(())).unwrap_err();
+    let e = convert(&b" [1, 2]"[..], &mut keep, &mut |_| Ok(())).unwrap_err();
     assert!(e.to_string().contains("JuiceFS"), "{e}");
     // What `juicefs dump --binary` writes starts with a frame header, not `{`.
-    let e = convert(&b"\x00\x00\x00\x01\x00\x00\x00\x00"[..], &mut |_| Ok(())).unwrap_err();
+    let e = convert(
+        &b"\x00\x00\x00\x01\x00\x00\x00\x00"[..],
+        &mut keep,
+        &mut |_| Ok(()),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("--binary"), "{e}");
 }

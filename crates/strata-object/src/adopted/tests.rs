@@ -17,7 +17,12 @@ fn payload(len: usize) -> Vec<u8> {
 fn stack(backend: &Arc<Backend>, codec: ForeignCodec) -> Arc<dyn ObjectStore> {
     let opts = StackOptions {
         prefix: "vol".into(),
-        foreign: Some(ForeignBlocks { below: 100, codec }),
+        foreign: Some(ForeignBlocks {
+            below: 100,
+            codec,
+            encrypted: false,
+            cipher: None,
+        }),
         ..StackOptions::default()
     };
     build(backend.clone(), &opts).0
@@ -28,6 +33,8 @@ fn foreign_block_names_are_recognised_by_id() {
     let f = ForeignBlocks {
         below: 100,
         codec: ForeignCodec::Raw,
+        encrypted: false,
+        cipher: None,
     };
     assert_eq!(f.block_of("chunks/0/0/7_2_4096"), Some((7, 4096)));
     assert_eq!(f.block_of("chunks/0/0/100_0_4096"), None, "a native id");
@@ -94,4 +101,35 @@ async fn damaged_or_misnamed_foreign_blocks_are_corrupt() {
         .unwrap();
     let e = raw.get("chunks/0/0/6_0_10000", None).await.unwrap_err();
     assert!(matches!(e, ObjectError::Corrupt { .. }), "{e:?}");
+}
+
+#[test]
+fn only_blocks_stored_as_they_are_are_read_by_range() {
+    let backend = Arc::new(Backend::memory());
+    let (foreign, native) = ("chunks/0/0/7_0_4096", "chunks/0/0/100_0_4096");
+    let raw = stack(&backend, ForeignCodec::Raw);
+    assert!(raw.cheap_ranges_of(foreign) && raw.cheap_ranges_of(native));
+    let lz4 = stack(&backend, ForeignCodec::Lz4);
+    assert!(
+        !lz4.cheap_ranges_of(foreign),
+        "a compressed foreign block is read whole"
+    );
+    assert!(
+        lz4.cheap_ranges_of(native),
+        "native blocks keep their ranged reads"
+    );
+    // Encrypted raw ones too (each object is sealed whole), and with no key they fail.
+    let opts = StackOptions {
+        prefix: "vol".into(),
+        foreign: Some(ForeignBlocks {
+            below: 100,
+            codec: ForeignCodec::Raw,
+            encrypted: true,
+            cipher: None,
+        }),
+        ..StackOptions::default()
+    };
+    let sealed = build(backend.clone(), &opts).0;
+    assert!(!sealed.cheap_ranges_of(foreign));
+    assert!(!ForeignBlocks::stored_as_is(opts.foreign.as_ref().unwrap()));
 }

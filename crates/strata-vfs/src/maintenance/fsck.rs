@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use strata_meta::{Meta, NamespaceReport};
 use strata_object::ObjectStore;
-use strata_object::adopted::{ForeignBlocks, ForeignCodec};
+use strata_object::adopted::ForeignBlocks;
 use strata_object::sealed::Unit;
 use strata_types::Ino;
 
@@ -312,10 +312,11 @@ async fn verify_blocks(
 }
 
 /// Whether the object of block `key` cannot hold its `payload` bytes in `size` stored
-/// bytes: a raw foreign block is its payload, a compressed one may have any size.
+/// bytes: a raw foreign block is its payload, a compressed or encrypted one may have any
+/// size.
 fn size_is_wrong(opts: &FsckOptions, key: &str, size: u64, payload: u64) -> bool {
-    if let Some(foreign) = opts.foreign.filter(|f| f.block_of(key).is_some()) {
-        return foreign.codec == ForeignCodec::Raw && size != payload;
+    if let Some(foreign) = opts.foreign.as_ref().filter(|f| f.block_of(key).is_some()) {
+        return foreign.stored_as_is() && size != payload;
     }
     opts.exact_sizes && !stored_size_fits(size, payload, opts.sealed)
 }

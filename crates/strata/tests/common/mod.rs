@@ -34,7 +34,16 @@ pub fn run(cmd: &mut Command) -> Output {
 
 /// Run strata; returns (success, stdout + stderr).
 pub fn strata(args: &[&str]) -> (bool, String) {
-    let out = Command::new(STRATA).args(args).output().unwrap();
+    strata_env(args, &[])
+}
+
+/// Run strata with environment variables `envs`; returns (success, stdout + stderr).
+pub fn strata_env(args: &[&str], envs: &[(&str, &str)]) -> (bool, String) {
+    let out = Command::new(STRATA)
+        .args(args)
+        .envs(envs.iter().copied())
+        .output()
+        .unwrap();
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.push_str(&String::from_utf8_lossy(&out.stderr));
     (out.status.success(), text)
@@ -161,6 +170,11 @@ impl Volume {
     }
 
     pub fn mount_with(&self, name: &str, extra: &[&str]) -> Mount {
+        self.mount_with_env(name, extra, &[])
+    }
+
+    /// A mount given `extra` arguments and environment variables `envs`.
+    pub fn mount_with_env(&self, name: &str, extra: &[&str], envs: &[(&str, &str)]) -> Mount {
         let path = self.dir.path().join(name);
         std::fs::create_dir_all(&path).unwrap();
         let log = self.dir.path().join(format!("{name}.log"));
@@ -172,7 +186,8 @@ impl Volume {
             .arg(&log)
             .arg("--cache-dir")
             .arg(&cache)
-            .args(extra));
+            .args(extra)
+            .envs(envs.iter().copied()));
         Mount { path, log }
     }
 }
