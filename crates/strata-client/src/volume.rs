@@ -174,8 +174,21 @@ pub fn foreign_blocks(
     }))
 }
 
-/// The backend a volume's data lives in.
+/// The backend a volume's data lives in; for a volume imported from JuiceFS with
+/// `--hash-prefix`, its blocks shown under Strata's names.
 pub fn open_backend(format: &Format) -> Result<Arc<dyn ObjectStore>> {
+    let backend = open_bare_backend(format)?;
+    Ok(match &format.foreign {
+        Some(f) if f.hash_prefix => Arc::new(strata_object::adopted::HashedNames::new(
+            backend,
+            &format.name,
+            f.slices_below,
+        )),
+        _ => backend,
+    })
+}
+
+fn open_bare_backend(format: &Format) -> Result<Arc<dyn ObjectStore>> {
     let bucket_error = |source| OpenError::Bucket {
         bucket: format.bucket.clone(),
         source,

@@ -25,9 +25,12 @@ pub const FOREIGN_VERSION: u32 = 8;
 /// First metadata version of volumes whose foreign blocks are encrypted (`encryption` in
 /// the `foreign` record): older clients would read them as corrupt.
 pub const FOREIGN_ENCRYPTION_VERSION: u32 = 9;
+/// First metadata version of volumes whose foreign blocks have JuiceFS's hashed names
+/// (`hash_prefix` in the `foreign` record): older clients would find none of them.
+pub const FOREIGN_HASHED_VERSION: u32 = 10;
 /// The newest metadata version this build serves (new volumes get [`META_VERSION`], or
 /// the version a feature they use needs).
-pub const UNDERSTOOD_VERSION: u32 = 9;
+pub const UNDERSTOOD_VERSION: u32 = 10;
 /// Payload KiB per sealed object segment on volumes encrypted since session 40.
 pub const OBJECT_UNIT_KIB: u32 = 16;
 
@@ -73,6 +76,9 @@ pub struct Foreign {
     /// wrapped with the volume's RSA key (the one in `encryption`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encryption: Option<String>,
+    /// They are stored under JuiceFS's `--hash-prefix` names.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hash_prefix: bool,
 }
 
 /// One data key, wrapped.
@@ -238,9 +244,10 @@ impl Format {
         match foreign {
             None => self,
             Some(f) => Format {
-                meta_version: self.meta_version.max(match f.encryption {
-                    Some(_) => FOREIGN_ENCRYPTION_VERSION,
-                    None => FOREIGN_VERSION,
+                meta_version: self.meta_version.max(match (f.hash_prefix, &f.encryption) {
+                    (true, _) => FOREIGN_HASHED_VERSION,
+                    (false, Some(_)) => FOREIGN_ENCRYPTION_VERSION,
+                    (false, None) => FOREIGN_VERSION,
                 }),
                 foreign: Some(f),
                 ..self

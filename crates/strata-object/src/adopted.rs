@@ -9,8 +9,10 @@
 //! encrypted one whole (decrypted, then decompressed).
 
 mod encrypted;
+mod hashed;
 
 pub use encrypted::ForeignCipher;
+pub use hashed::HashedNames;
 
 use std::ops::Range;
 

@@ -5,7 +5,7 @@
 //! JuiceFS client is mounted; then every entry, attribute, link and byte equal through a
 //! Strata mount to what a read-only JuiceFS mount shows; no object copied or changed;
 //! new writes and deletes work; `fsck --verify` and `gc` are clean; a second import of
-//! the same bucket is refused. An encrypted JuiceFS volume (legacy-PEM RSA key,
+//! the same bucket is refused. The Redis volume has `--hash-prefix` names. An encrypted JuiceFS volume (legacy-PEM RSA key,
 //! ChaCha20, zstd) is taken over with its key: a wrong passphrase refused up front.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -43,6 +43,8 @@ struct Setup<'a> {
     compression: &'a str,
     key: Option<(&'a Path, &'a str)>,
     envs: &'a [(&'a str, &'a str)],
+    /// `--hash-prefix`: objects under JuiceFS's hashed names.
+    hash_prefix: bool,
 }
 
 impl Setup<'_> {
@@ -51,6 +53,7 @@ impl Setup<'_> {
             compression,
             key: None,
             envs: &[],
+            hash_prefix: false,
         }
     }
 
@@ -146,6 +149,9 @@ fn juicefs_volume(dir: &Path, meta_url: &str, setup: Setup) {
             "--encrypt-algo".into(),
             algo.into(),
         ]);
+    }
+    if setup.hash_prefix {
+        format.push("--hash-prefix".into());
     }
     let format: Vec<&str> = format.iter().map(String::as_str).collect();
     jfs_env(&format, setup.envs);
@@ -340,6 +346,13 @@ fn rewrite_natively_then_destroy(
         .into_keys()
         .filter(|k| k.starts_with("jvol/chunks/") && juicefs_objects.contains_key(k))
         .collect();
+    if setup.hash_prefix {
+        // `chunks/{two hex digits}/0/...` (Strata's first directory here is `0`).
+        let hashed = juicefs_objects
+            .keys()
+            .filter(|k| k.split('/').nth(2).is_some_and(|d| d.len() == 2));
+        assert!(hashed.count() > 10, "the volume had hashed names");
+    }
     assert!(left.is_empty(), "JuiceFS blocks left: {left:?}");
     let m = vol.mount_with_env("after-native", &[], setup.envs);
     assert_eq!(walk(&m.path), expected, "rewriting changed no byte");
@@ -361,7 +374,7 @@ fn a_juicefs_volume_on_sqlite_with_lz4_is_taken_over_in_place() {
 }
 
 #[test]
-fn a_juicefs_volume_on_redis_without_compression_is_taken_over_in_place() {
+fn a_juicefs_volume_on_redis_with_hashed_names_is_taken_over_in_place() {
     let dir = tempfile::tempdir().unwrap();
     // JuiceFS wants a database of its own: the test server's last one, emptied first.
     let server = test_server("STRATA_TEST_REDIS");
@@ -375,7 +388,11 @@ fn a_juicefs_volume_on_redis_without_compression_is_taken_over_in_place() {
         .output()
         .unwrap();
     assert!(flushed.status.success());
-    import_and_compare(dir.path(), &url, Setup::plain("none"));
+    let setup = Setup {
+        hash_prefix: true,
+        ..Setup::plain("none")
+    };
+    import_and_compare(dir.path(), &url, setup);
 }
 
 #[test]
@@ -400,6 +417,7 @@ fn an_encrypted_juicefs_volume_is_taken_over_with_its_rsa_key() {
         compression: "zstd",
         key: Some((&key, "chacha20-rsa")),
         envs: &[("JFS_RSA_PASSPHRASE", "jfs-pass")],
+        hash_prefix: false,
     };
     import_and_compare(dir.path(), &url, setup);
 }

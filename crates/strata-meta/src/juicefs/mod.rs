@@ -104,10 +104,10 @@ fn refusal(s: &JuiceSetting) -> Option<String> {
             s.encrypt_algo
         ));
     }
-    if s.hash_prefix || s.shards > 1 {
+    if s.shards > 1 {
         return Some(
-            "the JuiceFS volume spreads objects with --hash-prefix or --shards; only the \
-             default object layout can be imported"
+            "the JuiceFS volume spreads objects over several buckets (--shards); only \
+             single-bucket volumes can be imported"
                 .into(),
         );
     }
@@ -172,6 +172,7 @@ pub fn strata_format(s: &JuiceSetting, next_chunk: u64) -> Result<Format> {
         slices_below: next_chunk,
         compression,
         encryption: (!s.encrypt_key.is_empty()).then(|| cipher_name(&s.encrypt_algo).into()),
+        hash_prefix: s.hash_prefix,
     }));
     Ok(format)
 }

@@ -246,6 +246,14 @@ fn encrypted_volumes_name_their_cipher_and_leave_sealed_secrets_to_the_caller() 
     };
     let f = strata_format(&aes, 5).unwrap();
     assert_eq!(f.foreign.unwrap().encryption.as_deref(), Some("aes256gcm"));
+    let hashed = JuiceSetting {
+        hash_prefix: true,
+        encrypt_key: Secret::default(),
+        ..aes
+    };
+    let f = strata_format(&hashed, 5).unwrap();
+    assert!(f.foreign.unwrap().hash_prefix);
+    assert_eq!(f.meta_version, crate::format::FOREIGN_HASHED_VERSION);
 }
 
 #[test]
@@ -257,9 +265,9 @@ fn volumes_the_import_cannot_read_are_refused() {
     let sm4 = encrypted.replace("aes256gcm-rsa", "sm4gcm-rsa");
     let e = convert(sm4.as_bytes(), &mut keep, &mut |_| Ok(())).unwrap_err();
     assert!(e.to_string().contains("sm4gcm-rsa"), "{e}");
-    let hashed = DUMP.replace("\"DirStats\": true", "\"HashPrefix\": true");
-    let e = convert(hashed.as_bytes(), &mut keep, &mut |_| Ok(())).unwrap_err();
-    assert!(e.to_string().contains("--hash-prefix"), "{e}");
+    let sharded = DUMP.replace("\"DirStats\": true", "\"Shards\": 4");
+    let e = convert(sharded.as_bytes(), &mut keep, &mut |_| Ok(())).unwrap_err();
+    assert!(e.to_string().contains("--shards"), "{e}");
     let e = convert(&b"{\"Counters\": {}}"[..], &mut keep, &mut |_| Ok(())).unwrap_err();
     assert!(e.to_string().contains("no FSTree"), "{e}");
     let e = convert(&b" [1, 2]"[..], &mut keep, &mut |_| Ok(())).unwrap_err();

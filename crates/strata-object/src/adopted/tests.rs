@@ -133,3 +133,62 @@ fn only_blocks_stored_as_they_are_are_read_by_range() {
     assert!(!sealed.cheap_ranges_of(foreign));
     assert!(!ForeignBlocks::stored_as_is(opts.foreign.as_ref().unwrap()));
 }
+
+#[tokio::test]
+async fn hashed_names_are_shown_as_strata_names_and_requests_follow_them() {
+    let backend = Arc::new(Backend::memory());
+    // JuiceFS `--hash-prefix`: slice 10 under `0A`, slice 1_000_300 under `6C/1`.
+    for (stored, body) in [
+        ("vol/chunks/0A/0/10_0_5", "ten.."),
+        ("vol/chunks/6C/1/1000300_1_3", "big"),
+        ("vol/chunks/0/0/7_0_5", "plain"),
+        ("vol/juicefs_uuid", "u"),
+    ] {
+        backend.put(stored, Bytes::from(body)).await.unwrap();
+    }
+    let named = HashedNames::new(backend.clone(), "vol", 2_000_000);
+    let shown = |key: &str| key.to_string();
+    assert_eq!(
+        named.get("vol/chunks/0/0/10_0_5", None).await.unwrap(),
+        &b"ten.."[..]
+    );
+    assert_eq!(
+        named
+            .get("vol/chunks/1/1000/1000300_1_3", None)
+            .await
+            .unwrap(),
+        &b"big"[..]
+    );
+    let mut listed = Vec::new();
+    named
+        .scan_all("vol/chunks/", &mut |info| {
+            listed.push(info.key);
+            Ok(())
+        })
+        .await
+        .unwrap();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            shown("vol/chunks/0/0/10_0_5"),
+            shown("vol/chunks/0/0/7_0_5"),
+            shown("vol/chunks/1/1000/1000300_1_3"),
+        ]
+    );
+    // A name that only looks hashed (wrong digits for its id) is left as it is, and
+    // native ids keep Strata's names when written.
+    backend
+        .put("vol/chunks/0B/0/10_0_5", Bytes::from("stray"))
+        .await
+        .unwrap();
+    let page = named.list("vol/chunks/0B/", None, 10).await.unwrap();
+    assert_eq!(page[0].key, "vol/chunks/0B/0/10_0_5");
+    named
+        .put("vol/chunks/2/2000/2000001_0_1", Bytes::from("n"))
+        .await
+        .unwrap();
+    assert!(backend.head("vol/chunks/2/2000/2000001_0_1").await.is_ok());
+    named.delete("vol/chunks/0/0/10_0_5").await.unwrap();
+    assert!(backend.head("vol/chunks/0A/0/10_0_5").await.is_err());
+}
