@@ -56,6 +56,11 @@ pub struct DumpArgs {
     /// `strata load` opens it with the volume's key-encryption key or RSA key
     #[arg(long, requires = "file", help_heading = "Encryption")]
     encrypt: bool,
+    /// Write a JuiceFS dump (JSON) that `juicefs load` takes: the way back for a volume
+    /// imported from JuiceFS whose files all still read JuiceFS's objects (refused, before
+    /// writing, when Strata wrote any of their data)
+    #[arg(long, conflicts_with_all = ["binary", "subdir", "encrypt"])]
+    juicefs: bool,
     #[command(flatten)]
     keys: KeyArgs,
 }
@@ -92,6 +97,9 @@ pub fn run_dump(a: DumpArgs) -> Result<()> {
     let rt = wiring::runtime()?;
     rt.block_on(async {
         let (meta, format) = wiring::load_meta(&a.meta_url).await?;
+        if a.juicefs {
+            return dump_juicefs(&meta, &format, &a).await;
+        }
         let seal = match a.encrypt {
             true => Some(dump_seal(&meta, &format, &a.keys)?),
             false => None,
@@ -163,6 +171,51 @@ pub fn run_dump(a: DumpArgs) -> Result<()> {
         );
         Ok(())
     })
+}
+
+/// `dump --juicefs`: the volume as a JuiceFS dump, to a file (gzip when it ends in .gz)
+/// or standard output.
+async fn dump_juicefs(meta: &Meta, format: &Format, a: &DumpArgs) -> Result<()> {
+    let secret = format.secret_key.as_ref().filter(|_| a.keep_secret_key);
+    let Some(path) = &a.file else {
+        let mut out = BufWriter::new(std::io::stdout());
+        meta.export_juicefs(&mut out, secret, &mut |_| {}).await?;
+        return out.flush().context("writing the dump");
+    };
+    let partial = path.with_extension("partial");
+    let file = wiring::open_private_file(&partial, false)
+        .with_context(|| format!("{}", partial.display()))?;
+    let mut out = match path.extension().is_some_and(|e| e == "gz") {
+        true => DumpFile::Gzip(GzEncoder::new(BufWriter::new(file), Compression::default())),
+        false => DumpFile::Plain(BufWriter::new(file)),
+    };
+    let progress = Arc::new(Progress::default());
+    progress.stage("dumping inodes", 0);
+    let view = ProgressView::start(progress.clone());
+    let mut tell = |n| progress.done.store(n, std::sync::atomic::Ordering::Relaxed);
+    let exported = meta.export_juicefs(&mut out, secret, &mut tell).await;
+    drop(view);
+    let exported = match exported {
+        Ok(e) => e,
+        Err(e) => {
+            drop(out);
+            let _ = std::fs::remove_file(&partial);
+            return Err(e.into());
+        }
+    };
+    out.finish()?;
+    std::fs::rename(&partial, path)?;
+    eprintln!(
+        "dumped {} nodes as a JuiceFS dump to {} (`juicefs load META-URL {}` takes it){}",
+        exported.nodes,
+        path.display(),
+        path.display(),
+        match exported.acls_left_out {
+            0 => String::new(),
+            n => format!("; {n} access control lists left out"),
+        }
+    );
+    Ok(())
 }
 
 /// The keys and header that seal a dump of an encrypted volume.

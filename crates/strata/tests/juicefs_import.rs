@@ -7,6 +7,8 @@
 //! new writes and deletes work; `fsck --verify` and `gc` are clean; a second import of
 //! the same bucket is refused. The Redis volume has `--hash-prefix` names. An encrypted JuiceFS volume (legacy-PEM RSA key,
 //! ChaCha20, zstd) is taken over with its key: a wrong passphrase refused up front.
+//! The way back: `dump --juicefs` of a volume changed only in metadata loads into JuiceFS
+//! and shows the same tree.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
@@ -444,4 +446,38 @@ fn a_dump_file_needs_a_session_check_or_the_word_that_none_is_needed() {
     let m = vol.mount("strata");
     let expected = read_only_walk(&url, &dir.path().join("jfs"), &[]);
     assert_eq!(walk(&m.path), expected);
+    the_way_back(dir.path(), &strata_url, &m);
+}
+
+/// Changes that keep every byte in JuiceFS's objects (names, links, modes, xattrs,
+/// deletes, truncation) go back with `dump --juicefs` and `juicefs load`: a JuiceFS mount
+/// then shows what Strata showed. Once Strata writes data, the way back is refused.
+fn the_way_back(dir: &Path, strata_url: &str, m: &Mount) {
+    let p = |rel: &str| m.path.join(rel);
+    std::fs::rename(p("src/lib/m7.py"), p("moved.py")).unwrap();
+    std::fs::hard_link(p("moved.py"), p("src/another-name.py")).unwrap();
+    std::fs::remove_file(p("src/lib/m8.py")).unwrap();
+    std::fs::remove_file(p("pipe")).unwrap();
+    run(Command::new("chmod").arg("600").arg(p("src/lib/m9.py")));
+    run(Command::new("setfattr")
+        .args(["-n", "user.note", "-v", "café 100%"])
+        .arg(p("src/lib/m10.py")));
+    run(Command::new("truncate").args(["-s", "5M"]).arg(p("big.bin")));
+    let expected = walk(&m.path);
+    m.unmount();
+    let back = dir.join("back.json");
+    strata_ok(&["dump", strata_url, back.to_str().unwrap(), "--juicefs"]);
+    let back_url = format!("sqlite3://{}", dir.join("back.db").display());
+    jfs(&["load", &back_url, back.to_str().unwrap()]);
+    let seen = read_only_walk(&back_url, &dir.join("jfs"), &[]);
+    assert_eq!(seen, expected, "JuiceFS shows what Strata showed");
+    // New data is Strata's own blocks: no way back, said before anything is written.
+    let vol = Volume::existing(strata_url);
+    let m = vol.mount("strata-again");
+    std::fs::write(m.path.join("new.txt"), b"written by Strata\n").unwrap();
+    m.unmount();
+    let refused = dir.join("refused.json");
+    let (ok, out) = strata(&["dump", strata_url, refused.to_str().unwrap(), "--juicefs"]);
+    assert!(!ok && out.contains("JuiceFS cannot read"), "{out}");
+    assert!(!refused.exists());
 }

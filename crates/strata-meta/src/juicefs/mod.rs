@@ -7,7 +7,10 @@
 //! JuiceFS id, and the format record names the ids below JuiceFS's `nextChunk` as
 //! foreign blocks (docs/FORMAT.md, "Foreign blocks").
 
+mod export;
 mod tree;
+
+pub use export::{Exported, escape};
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, Read};

@@ -281,3 +281,20 @@ fn volumes_the_import_cannot_read_are_refused() {
     .unwrap_err();
     assert!(e.to_string().contains("--binary"), "{e}");
 }
+
+#[test]
+fn escaping_for_the_way_back_is_undone_by_unescape() {
+    let cases: [&[u8]; 5] = [
+        b"plain-name.txt",
+        b"per%cent",
+        b"bad\xffbyte",
+        "café ☕".as_bytes(),
+        b"tab\there\nnew\x00line\x7f",
+    ];
+    for bytes in cases {
+        let text = escape(bytes);
+        assert!(text.bytes().all(|b| (0x20..0x7f).contains(&b)), "{text}");
+        assert_eq!(unescape(&text).unwrap(), bytes, "{text}");
+    }
+    assert_eq!(escape(b"a%b"), "a%25b");
+}

@@ -345,7 +345,7 @@ impl Meta {
         Ok(())
     }
 
-    async fn read_counter_key(&self, key: &[u8]) -> Result<i64> {
+    pub(crate) async fn read_counter_key(&self, key: &[u8]) -> Result<i64> {
         self.txn(|tx| {
             Box::pin(async move { codec::decode_counter(key, tx.get(key).await?.as_deref()) })
         })

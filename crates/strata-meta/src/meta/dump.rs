@@ -258,7 +258,7 @@ impl Meta {
 
     /// Everything one inode owns (core, fields, target, xattrs, chunks, usage) from one
     /// scan of its key range (directories skip their entries).
-    async fn dump_node(&self, ino: Ino) -> Result<DumpNode> {
+    pub(crate) async fn dump_node(&self, ino: Ino) -> Result<DumpNode> {
         self.txn(|tx| {
             Box::pin(async move {
                 let prefix = keys::inode_prefix(ino);
