@@ -171,20 +171,23 @@ pub fn foreign_blocks(
         codec,
         encrypted: foreign.encryption.is_some(),
         cipher,
+        checksums: foreign.checksums,
     }))
 }
 
-/// The backend a volume's data lives in; for a volume imported from JuiceFS with
-/// `--hash-prefix`, its blocks shown under Strata's names.
+/// The backend a volume's data lives in; for a volume imported from JuiceFS, seen
+/// through `ForeignNames` (hashed names shown as Strata's, recorded checksums deleted
+/// with their blocks).
 pub fn open_backend(format: &Format) -> Result<Arc<dyn ObjectStore>> {
     let backend = open_bare_backend(format)?;
     Ok(match &format.foreign {
-        Some(f) if f.hash_prefix => Arc::new(strata_object::adopted::HashedNames::new(
+        Some(f) => Arc::new(strata_object::adopted::ForeignNames::new(
             backend,
             &format.name,
             f.slices_below,
+            f.hash_prefix,
         )),
-        _ => backend,
+        None => backend,
     })
 }
 

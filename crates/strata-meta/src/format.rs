@@ -79,6 +79,10 @@ pub struct Foreign {
     /// They are stored under JuiceFS's `--hash-prefix` names.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub hash_prefix: bool,
+    /// Every one has recorded checksums (`fsck --verify --record-checksums`), which
+    /// reads check. Older clients read them unchecked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub checksums: bool,
 }
 
 /// One data key, wrapped.

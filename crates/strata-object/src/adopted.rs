@@ -9,18 +9,27 @@
 //! encrypted one whole (decrypted, then decompressed).
 
 mod encrypted;
-mod hashed;
+mod names;
+pub mod sums;
 
 pub use encrypted::ForeignCipher;
-pub use hashed::HashedNames;
+pub use names::ForeignNames;
 
+use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use crate::checksum::SEGMENT;
 use crate::upload::Upload;
 use crate::{ObjectError, ObjectInfo, ObjectStore, ObjectVisitor, Result, slice_range};
+use sums::Sums;
+
+fn as_u64(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
 
 /// How foreign blocks are stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,6 +66,8 @@ pub struct ForeignBlocks {
     /// With `encrypted`: the key to read them with (none where only names and sizes
     /// matter, as for `fsck`).
     pub cipher: Option<ForeignCipher>,
+    /// Every foreign block has recorded checksums (`sums`), which reads check.
+    pub checksums: bool,
 }
 
 impl ForeignBlocks {
@@ -74,12 +85,17 @@ impl ForeignBlocks {
     }
 }
 
+/// Checksums objects kept in memory (about 4 KiB each for a 4 MiB block).
+const SUMS_KEPT: usize = 4096;
+
 /// The volume's store with foreign blocks read raw.
 #[derive(Debug)]
 pub struct Adopted<N, R> {
     native: N,
     raw: R,
     foreign: ForeignBlocks,
+    /// Recorded checksums read lately, by block key (emptied when full).
+    sums: Mutex<HashMap<String, Arc<Sums>>>,
 }
 
 impl<N: ObjectStore, R: ObjectStore> Adopted<N, R> {
@@ -89,10 +105,77 @@ impl<N: ObjectStore, R: ObjectStore> Adopted<N, R> {
             native,
             raw,
             foreign,
+            sums: Mutex::new(HashMap::new()),
         }
     }
 
+    /// Bytes `range` of foreign block `key` (`len` bytes), checked against its recorded
+    /// checksums when the volume has them (a range is widened to whole segments).
     async fn get_foreign(&self, key: &str, len: usize, range: Option<Range<u64>>) -> Result<Bytes> {
+        if !self.foreign.checksums {
+            return self.fetch_foreign(key, len, range).await;
+        }
+        let clip = |n: u64| usize::try_from(n).unwrap_or(usize::MAX).min(len);
+        let (start, end) = match &range {
+            None => (0, len),
+            Some(r) => (clip(r.start), clip(r.end).max(clip(r.start))),
+        };
+        if start == end && range.is_some() {
+            return Ok(Bytes::new());
+        }
+        let from = start - start % SEGMENT;
+        let to = end.div_ceil(SEGMENT).saturating_mul(SEGMENT).min(len);
+        let widened = (from != 0 || to != len).then(|| as_u64(from)..as_u64(to));
+        let (bytes, sums) =
+            tokio::try_join!(self.fetch_foreign(key, len, widened), self.sums_of(key))?;
+        sums.check(len, from, &bytes)
+            .map_err(|reason| ObjectError::Corrupt {
+                key: key.to_string(),
+                reason,
+            })?;
+        Ok(bytes.slice(start - from..end - from))
+    }
+
+    /// The recorded checksums of foreign block `key`.
+    async fn sums_of(&self, key: &str) -> Result<Arc<Sums>> {
+        if let Some(found) = self.kept_sums().get(key) {
+            return Ok(found.clone());
+        }
+        let stored = match self.raw.get(&sums::sums_key(key), None).await {
+            Err(ObjectError::NotFound(_)) => {
+                return Err(ObjectError::Corrupt {
+                    key: key.to_string(),
+                    reason: "its recorded checksums are missing".into(),
+                });
+            }
+            other => other?,
+        };
+        let decoded = Arc::new(
+            Sums::decode(&stored).map_err(|reason| ObjectError::Corrupt {
+                key: key.to_string(),
+                reason,
+            })?,
+        );
+        let mut kept = self.kept_sums();
+        if kept.len() >= SUMS_KEPT {
+            kept.clear();
+        }
+        kept.insert(key.to_string(), decoded.clone());
+        Ok(decoded)
+    }
+
+    fn kept_sums(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Sums>>> {
+        self.sums
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    async fn fetch_foreign(
+        &self,
+        key: &str,
+        len: usize,
+        range: Option<Range<u64>>,
+    ) -> Result<Bytes> {
         let corrupt = |reason: String| ObjectError::Corrupt {
             key: key.to_string(),
             reason,
@@ -196,7 +279,9 @@ impl<N: ObjectStore, R: ObjectStore> ObjectStore for Adopted<N, R> {
         self.native.upload(key).await
     }
 
+    /// (A foreign block's recorded checksums go with it: `ForeignNames`.)
     async fn delete(&self, key: &str) -> Result<()> {
+        self.kept_sums().remove(key);
         self.native.delete(key).await
     }
 

@@ -74,6 +74,11 @@ pub struct FsckArgs {
     /// Blocks read at once with --verify
     #[arg(short = 'p', long, default_value_t = 10)]
     threads: usize,
+    /// With --verify, on a volume imported from JuiceFS (whose blocks carry no checksums):
+    /// record the checksums of every JuiceFS block read beside it, and once all are
+    /// recorded, have every later read check them
+    #[arg(long, requires = "verify")]
+    record_checksums: bool,
     #[command(flatten)]
     keys: crate::key_args::KeyArgs,
 }
@@ -193,7 +198,11 @@ pub fn run_fsck(a: FsckArgs) -> Result<()> {
                 true => Some((volume.data(&a.keys.options(), 1)?, a.threads)),
                 false => None,
             },
+            record_checksums: a.record_checksums,
         };
+        if a.record_checksums && volume.format.foreign.is_none() {
+            bail!("--record-checksums: the volume holds no imported blocks (its own have checksums)");
+        }
         let progress = Arc::new(Progress::default());
         let view = ProgressView::start(progress.clone());
         let report = check_volume(&volume.meta, &volume.raw, &opts, &progress).await;
@@ -244,6 +253,9 @@ pub fn run_fsck(a: FsckArgs) -> Result<()> {
         if a.verify {
             println!("read and verified {} blocks", r.blocks_verified);
         }
+        if a.record_checksums {
+            record_checksums_done(&volume.meta, &volume.format, &r).await?;
+        }
         if r.is_clean() {
             println!("volume is clean");
             Ok(())
@@ -259,4 +271,28 @@ pub fn run_fsck(a: FsckArgs) -> Result<()> {
             )
         }
     })
+}
+
+/// After `fsck --verify --record-checksums`: with every foreign block's checksums recorded
+/// and nothing broken, the volume says so, and reads check them from then on.
+async fn record_checksums_done(
+    meta: &strata_meta::Meta,
+    format: &strata_meta::Format,
+    r: &strata_vfs::maintenance::fsck::FsckReport,
+) -> Result<()> {
+    println!(
+        "recorded the checksums of {} imported blocks ({} failed)",
+        r.checksums_recorded, r.checksums_failed
+    );
+    if r.checksums_failed > 0 || !r.broken_files.is_empty() {
+        println!("reads of imported blocks stay unchecked: run it again once the volume is clean");
+        return Ok(());
+    }
+    let mut updated = format.clone();
+    if let Some(foreign) = updated.foreign.as_mut() {
+        foreign.checksums = true;
+    }
+    meta.format(&updated, false).await?;
+    println!("reads of imported blocks now check their recorded checksums");
+    Ok(())
 }

@@ -7,6 +7,7 @@
 //! new writes and deletes work; `fsck --verify` and `gc` are clean; a second import of
 //! the same bucket is refused. The Redis volume has `--hash-prefix` names. An encrypted JuiceFS volume (legacy-PEM RSA key,
 //! ChaCha20, zstd) is taken over with its key: a wrong passphrase refused up front.
+//! Checksums recorded by `fsck --verify --record-checksums` are checked by later reads.
 //! The way back: `dump --juicefs` of a volume changed only in metadata loads into JuiceFS
 //! and shows the same tree.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
@@ -272,6 +273,7 @@ fn import_and_compare(dir: &Path, jfs_url: &str, setup: Setup) {
     // still reads the same.
     let gc = setup.strata_ok(&["gc", &strata_url, "--safety-window", "0", "--delete"]);
     assert!(count(&gc, "leaked:") > 0, "{gc}");
+    record_checksums(&bucket, &strata_url, setup);
     let vol = Volume::existing(&strata_url);
     let m = vol.mount_with_env("strata", &[], setup.envs);
     assert_eq!(
@@ -322,6 +324,38 @@ fn import_and_compare(dir: &Path, jfs_url: &str, setup: Setup) {
     rewrite_natively_then_destroy(&bucket, &strata_url, &before, setup);
 }
 
+/// `fsck --verify --record-checksums` puts a checksums object beside every JuiceFS block;
+/// from then on reads check them: a flipped byte in a raw block (same length), which
+/// nothing could find before, makes its file unreadable until the byte is put back.
+fn record_checksums(bucket: &Path, strata_url: &str, setup: Setup) {
+    let out = setup.strata_ok(&["fsck", strata_url, "--verify", "--record-checksums"]);
+    assert!(out.contains("now check their recorded checksums"), "{out}");
+    let sums = objects(bucket)
+        .into_keys()
+        .filter(|k| k.ends_with(".sums"))
+        .count();
+    assert!(sums > 10, "{sums} checksums objects");
+    if setup.compression != "none" || setup.key.is_some() {
+        return; // damage there is found by decoding or authentication anyway
+    }
+    let (victim, _) = objects(bucket)
+        .into_iter()
+        .filter(|(k, (size, _))| {
+            k.starts_with("jvol/chunks/") && !k.ends_with(".sums") && *size > 1000
+        })
+        .max_by_key(|(_, (size, _))| *size)
+        .unwrap();
+    let path = bucket.join(&victim);
+    let original = std::fs::read(&path).unwrap();
+    let mut damaged = original.clone();
+    damaged[500] ^= 0x40;
+    std::fs::write(&path, &damaged).unwrap();
+    let (ok, out) = strata_env(&["fsck", strata_url, "--verify"], setup.envs);
+    assert!(!ok && out.contains("1 unreadable"), "{out}");
+    std::fs::write(&path, &original).unwrap();
+    setup.strata_ok(&["fsck", strata_url, "--verify"]);
+}
+
 /// `gc --compact --native` leaves no JuiceFS block in the bucket and changes no byte;
 /// `destroy` then deletes every object, the adopted ones included.
 fn rewrite_natively_then_destroy(
@@ -356,6 +390,14 @@ fn rewrite_natively_then_destroy(
         assert!(hashed.count() > 10, "the volume had hashed names");
     }
     assert!(left.is_empty(), "JuiceFS blocks left: {left:?}");
+    let sums: Vec<_> = objects(bucket)
+        .into_keys()
+        .filter(|k| k.ends_with(".sums"))
+        .collect();
+    assert!(
+        sums.is_empty(),
+        "checksums objects outlived their blocks: {sums:?}"
+    );
     let m = vol.mount_with_env("after-native", &[], setup.envs);
     assert_eq!(walk(&m.path), expected, "rewriting changed no byte");
     drop(m);
@@ -462,7 +504,9 @@ fn the_way_back(dir: &Path, strata_url: &str, m: &Mount) {
     run(Command::new("setfattr")
         .args(["-n", "user.note", "-v", "café 100%"])
         .arg(p("src/lib/m10.py")));
-    run(Command::new("truncate").args(["-s", "5M"]).arg(p("big.bin")));
+    run(Command::new("truncate")
+        .args(["-s", "5M"])
+        .arg(p("big.bin")));
     let expected = walk(&m.path);
     m.unmount();
     let back = dir.join("back.json");

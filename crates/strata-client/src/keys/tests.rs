@@ -338,6 +338,7 @@ async fn juicefs_encrypted_objects_read_as_foreign_blocks() {
                 codec: ForeignCodec::Lz4,
                 encrypted: true,
                 cipher,
+                checksums: false,
             }),
             ..StackOptions::default()
         };

@@ -176,6 +176,7 @@ pub fn strata_format(s: &JuiceSetting, next_chunk: u64) -> Result<Format> {
         compression,
         encryption: (!s.encrypt_key.is_empty()).then(|| cipher_name(&s.encrypt_algo).into()),
         hash_prefix: s.hash_prefix,
+        checksums: false,
     }));
     Ok(format)
 }

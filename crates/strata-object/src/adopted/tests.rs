@@ -22,6 +22,7 @@ fn stack(backend: &Arc<Backend>, codec: ForeignCodec) -> Arc<dyn ObjectStore> {
             codec,
             encrypted: false,
             cipher: None,
+            checksums: false,
         }),
         ..StackOptions::default()
     };
@@ -35,6 +36,7 @@ fn foreign_block_names_are_recognised_by_id() {
         codec: ForeignCodec::Raw,
         encrypted: false,
         cipher: None,
+        checksums: false,
     };
     assert_eq!(f.block_of("chunks/0/0/7_2_4096"), Some((7, 4096)));
     assert_eq!(f.block_of("chunks/0/0/100_0_4096"), None, "a native id");
@@ -126,6 +128,7 @@ fn only_blocks_stored_as_they_are_are_read_by_range() {
             codec: ForeignCodec::Raw,
             encrypted: true,
             cipher: None,
+            checksums: false,
         }),
         ..StackOptions::default()
     };
@@ -146,7 +149,7 @@ async fn hashed_names_are_shown_as_strata_names_and_requests_follow_them() {
     ] {
         backend.put(stored, Bytes::from(body)).await.unwrap();
     }
-    let named = HashedNames::new(backend.clone(), "vol", 2_000_000);
+    let named = ForeignNames::new(backend.clone(), "vol", 2_000_000, true);
     let shown = |key: &str| key.to_string();
     assert_eq!(
         named.get("vol/chunks/0/0/10_0_5", None).await.unwrap(),
@@ -189,6 +192,75 @@ async fn hashed_names_are_shown_as_strata_names_and_requests_follow_them() {
         .await
         .unwrap();
     assert!(backend.head("vol/chunks/2/2000/2000001_0_1").await.is_ok());
+    // A foreign block's recorded checksums go with it.
+    backend
+        .put("vol/chunks/0/0/10_0_5.sums", Bytes::from("s"))
+        .await
+        .unwrap();
     named.delete("vol/chunks/0/0/10_0_5").await.unwrap();
     assert!(backend.head("vol/chunks/0A/0/10_0_5").await.is_err());
+    assert!(backend.head("vol/chunks/0/0/10_0_5.sums").await.is_err());
+}
+
+#[tokio::test]
+async fn recorded_checksums_are_checked_by_every_read() {
+    let data = payload(300_000);
+    let key = "chunks/0/0/42_0_300000";
+    let backend = Arc::new(Backend::memory());
+    backend
+        .put(&format!("vol/{key}"), Bytes::from(data.clone()))
+        .await
+        .unwrap();
+    let opts = StackOptions {
+        prefix: "vol".into(),
+        foreign: Some(ForeignBlocks {
+            below: 100,
+            codec: ForeignCodec::Raw,
+            encrypted: false,
+            cipher: None,
+            checksums: true,
+        }),
+        ..StackOptions::default()
+    };
+    let store = build(backend.clone(), &opts).0;
+    let e = store.get(key, None).await.unwrap_err();
+    assert!(e.to_string().contains("checksums are missing"), "{e}");
+    backend
+        .put(&format!("vol/{key}.sums"), sums::encode(&data))
+        .await
+        .unwrap();
+    let store = build(backend.clone(), &opts).0;
+    assert_eq!(store.get(key, None).await.unwrap(), data);
+    for (from, to) in [
+        (0, 1),
+        (65_535, 65_537),
+        (123_456, 130_000),
+        (299_999, 400_000),
+    ] {
+        let got = store.get(key, Some(from..to)).await.unwrap();
+        let to = usize::try_from(to).unwrap().min(data.len());
+        assert_eq!(
+            got,
+            data[usize::try_from(from).unwrap()..to],
+            "{from}..{to}"
+        );
+    }
+    // One flipped byte in segment 2 (same length): reads of it fail, others do not.
+    let mut damaged = data.clone();
+    damaged[140_000] ^= 1;
+    backend
+        .put(&format!("vol/{key}"), Bytes::from(damaged))
+        .await
+        .unwrap();
+    assert!(store.get(key, None).await.is_err());
+    assert!(store.get(key, Some(139_000..139_001)).await.is_err());
+    assert_eq!(
+        store.get(key, Some(0..1000)).await.unwrap(),
+        data[..1000],
+        "segment 0 is intact"
+    );
+    // A damaged checksums object is not trusted.
+    let mut bad = sums::encode(&data).to_vec();
+    bad[20] ^= 1;
+    assert!(sums::Sums::decode(&bad).is_err());
 }

@@ -42,6 +42,9 @@ pub struct FsckOptions {
     /// `--verify`: read every referenced block through this store (the volume's full
     /// stack: checksums verified, sealed blocks authenticated), this many at once.
     pub verify: Option<(Arc<dyn ObjectStore>, usize)>,
+    /// With `verify` and `foreign`: record the checksums of every foreign block read
+    /// (`adopted::sums`), beside it in the bucket.
+    pub record_checksums: bool,
 }
 
 /// A file with blocks missing or of the wrong size.
@@ -66,6 +69,9 @@ pub struct FsckReport {
     pub objects_listed: u64,
     /// Blocks read whole and verified (`--verify`).
     pub blocks_verified: u64,
+    /// Foreign blocks whose checksums were recorded, and those whose recording failed.
+    pub checksums_recorded: u64,
+    pub checksums_failed: u64,
     pub broken_files: Vec<BrokenFile>,
 }
 
@@ -111,7 +117,16 @@ pub async fn check_volume(
     let listing = list_blocks(store, opts, progress, &mut report).await?;
     let (mut broken, present) = find_broken(references, listing, opts, progress, &report)?;
     if let (Some((data, threads)), Some(present)) = (&opts.verify, present) {
-        verify_blocks(data, *threads, present, progress, &mut report, &mut broken).await?;
+        let record = match (&opts.foreign, opts.record_checksums) {
+            (Some(foreign), true) => Some((foreign, store)),
+            _ => None,
+        };
+        let reading = Reading {
+            data,
+            threads: *threads,
+            record,
+        };
+        verify_blocks(&reading, present, progress, &mut report, &mut broken).await?;
     }
     progress.stage("naming broken files", broken.len() as u64);
     for (ino, mut file) in broken {
@@ -248,9 +263,45 @@ fn broken_entry<'a>(
 
 /// Read each block in `present` (`key\tino` lines) whole through `data`, `threads` at
 /// once; a block that fails (after the store's retries) marks its file broken.
-async fn verify_blocks(
-    data: &Arc<dyn ObjectStore>,
+/// How `verify_blocks` reads: through `data`, `threads` at once, recording the checksums
+/// of foreign blocks in the raw store when asked.
+struct Reading<'a> {
+    data: &'a Arc<dyn ObjectStore>,
     threads: usize,
+    record: Option<(&'a ForeignBlocks, &'a Arc<dyn ObjectStore>)>,
+}
+
+impl Reading<'_> {
+    /// Read block `key`; its length, or `None` when it cannot be read (and whether its
+    /// checksums were recorded, when asked to).
+    async fn read(&self, key: &str) -> (Option<u64>, Option<bool>) {
+        let bytes = match self.data.get(key, None).await {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                tracing::warn!("fsck --verify: {key}: {e}");
+                return (None, None);
+            }
+        };
+        let n = u64::try_from(bytes.len()).unwrap_or(0);
+        let Some((_, raw)) = self.record.filter(|(f, _)| f.block_of(key).is_some()) else {
+            return (Some(n), None);
+        };
+        let sums = strata_object::adopted::sums::encode(&bytes);
+        match raw
+            .put(&strata_object::adopted::sums::sums_key(key), sums)
+            .await
+        {
+            Ok(()) => (Some(n), Some(true)),
+            Err(e) => {
+                tracing::warn!("fsck --record-checksums: {key}: {e}");
+                (Some(n), Some(false))
+            }
+        }
+    }
+}
+
+async fn verify_blocks(
+    reading: &Reading<'_>,
     mut present: SortedLines,
     progress: &Progress,
     report: &mut FsckReport,
@@ -280,18 +331,18 @@ async fn verify_blocks(
         };
         let results: Vec<(String, Vec<Ino>, Option<u64>)> = futures::stream::iter(batch.drain(..))
             .map(|(key, inos)| async move {
-                match data.get(&key, None).await {
-                    Ok(bytes) => {
-                        let n = u64::try_from(bytes.len()).unwrap_or(0);
-                        (key, inos, Some(n))
-                    }
-                    Err(e) => {
-                        tracing::warn!("fsck --verify: {key}: {e}");
-                        (key, inos, None)
-                    }
-                }
+                let (read, recorded) = reading.read(&key).await;
+                (key, inos, read, recorded)
             })
-            .buffer_unordered(threads.max(1))
+            .buffer_unordered(reading.threads.max(1))
+            .map(|(key, inos, read, recorded)| {
+                match recorded {
+                    Some(true) => report.checksums_recorded += 1,
+                    Some(false) => report.checksums_failed += 1,
+                    None => {}
+                }
+                (key, inos, read)
+            })
             .collect()
             .await;
         for (key, inos, read) in results {

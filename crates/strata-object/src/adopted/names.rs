@@ -1,42 +1,51 @@
-//! JuiceFS's `--hash-prefix` object names, seen under Strata's (docs/FORMAT.md, "Foreign
-//! blocks"): such a volume stores block `{id}_{index}_{length}` as
-//! `chunks/{id % 256 as two upper-case hex digits}/{id / 1000000}/...` instead of
-//! `chunks/{id / 1000000}/{id / 1000}/...`. This wrapper sits right above the backend
-//! (keys carry the volume prefix) and renames the imported blocks both ways — requests
-//! for a foreign block go to its hashed name, listings show hashed names as Strata's —
-//! so every layer above (reads, `gc`, `fsck`, `destroy`) sees one naming. Native blocks
-//! (ids at or past the import) keep Strata's names. Only listings of the whole
-//! `chunks/` prefix (or a wider one) find the renamed blocks.
+//! The objects of an imported volume's foreign blocks, as every layer above the backend
+//! sees them (docs/FORMAT.md, "Foreign blocks"). This wrapper sits right above the
+//! backend (keys carry the volume prefix), so reads, `gc`, `fsck` and `destroy` all go
+//! through it:
+//!
+//! - JuiceFS's `--hash-prefix` names: such a volume stores block `{id}_{index}_{length}`
+//!   as `chunks/{id % 256 as two upper-case hex digits}/{id / 1000000}/...` instead of
+//!   `chunks/{id / 1000000}/{id / 1000}/...`; requests for a foreign block go to its
+//!   hashed name, and listings show hashed names as Strata's. Native blocks (ids at or
+//!   past the import) keep Strata's names. Only listings of the whole `chunks/` prefix
+//!   (or a wider one) find the renamed blocks.
+//! - A foreign block's recorded checksums (`{block}.sums`, `sums`) are deleted with it,
+//!   whoever deletes it.
 
 use std::ops::Range;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 
+use super::sums::sums_key;
 use crate::upload::Upload;
-use crate::{ObjectInfo, ObjectStore, ObjectVisitor, Result};
+use crate::{ObjectError, ObjectInfo, ObjectStore, ObjectVisitor, Result};
 
-/// A backend whose blocks below `below` are stored under JuiceFS's hashed names.
+/// A backend holding an imported volume's foreign blocks (slices below `below`), under
+/// JuiceFS's hashed names when `hashed`.
 #[derive(Debug)]
-pub struct HashedNames<S> {
+pub struct ForeignNames<S> {
     inner: S,
     /// `{volume}/chunks/`.
     chunks: String,
     below: u64,
+    hashed: bool,
 }
 
-impl<S: ObjectStore> HashedNames<S> {
-    /// Blocks of slices below `below` in volume `prefix` are stored hashed.
-    pub fn new(inner: S, prefix: &str, below: u64) -> HashedNames<S> {
+impl<S: ObjectStore> ForeignNames<S> {
+    /// Blocks of slices below `below` in volume `prefix` are foreign (stored under hashed
+    /// names when `hashed`).
+    pub fn new(inner: S, prefix: &str, below: u64, hashed: bool) -> ForeignNames<S> {
         let prefix = prefix.trim_matches('/');
         let chunks = match prefix.is_empty() {
             true => "chunks/".to_string(),
             false => format!("{prefix}/chunks/"),
         };
-        HashedNames {
+        ForeignNames {
             inner,
             chunks,
             below,
+            hashed,
         }
     }
 
@@ -57,6 +66,9 @@ impl<S: ObjectStore> HashedNames<S> {
 
     /// Where `key` is stored.
     fn stored(&self, key: &str) -> String {
+        if !self.hashed {
+            return key.to_string();
+        }
         match self.foreign(key, strata_dirs) {
             Some((id, name)) => {
                 let (a, b) = hashed_dirs(id);
@@ -68,6 +80,9 @@ impl<S: ObjectStore> HashedNames<S> {
 
     /// What the object stored as `stored` is called above.
     fn shown(&self, stored: &str) -> String {
+        if !self.hashed {
+            return stored.to_string();
+        }
         match self.foreign(stored, hashed_dirs) {
             Some((id, name)) => {
                 let (a, b) = strata_dirs(id);
@@ -89,7 +104,7 @@ fn hashed_dirs(id: u64) -> (String, String) {
 }
 
 #[async_trait]
-impl<S: ObjectStore> ObjectStore for HashedNames<S> {
+impl<S: ObjectStore> ObjectStore for ForeignNames<S> {
     fn describe(&self) -> String {
         self.inner.describe()
     }
@@ -115,7 +130,14 @@ impl<S: ObjectStore> ObjectStore for HashedNames<S> {
     }
 
     async fn delete(&self, key: &str) -> Result<()> {
-        self.inner.delete(&self.stored(key)).await
+        self.inner.delete(&self.stored(key)).await?;
+        if self.foreign(key, strata_dirs).is_none() {
+            return Ok(());
+        }
+        match self.inner.delete(&sums_key(key)).await {
+            Err(ObjectError::NotFound(_)) => Ok(()),
+            other => other,
+        }
     }
 
     async fn sync(&self) -> Result<u64> {
