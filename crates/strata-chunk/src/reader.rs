@@ -34,10 +34,10 @@ impl ChunkStore {
     }
 
     /// [`ChunkStore::read`] for a random reader: only the segments the bytes lie in
-    /// (whole blocks still, from a store whose ranged GETs fetch whole objects).
+    /// (from a store whose ranged GETs fetch whole objects: from the cache by range when
+    /// it holds them, else whole blocks).
     pub async fn read_ranged(&self, slices: &[Slice], off: u32, len: u32) -> Result<Bytes> {
-        let ranged = self.shared.cheap_ranges;
-        self.read_with(slices, off, len, ranged).await
+        self.read_with(slices, off, len, true).await
     }
 
     async fn read_with(&self, slices: &[Slice], off: u32, len: u32, ranged: bool) -> Result<Bytes> {
@@ -49,12 +49,19 @@ impl ChunkStore {
         let fetches = pieces.iter().map(move |p| async move {
             // In a cache group, owners keep whole blocks (one GET each, whatever part
             // was asked first); a random reader asks a peer only for its bytes.
+            let cheap = self.shared.store.cheap_ranges_of(&p.key);
+            let random = ranged;
             let ranged = ranged
-                && self.shared.store.cheap_ranges_of(&p.key)
+                && cheap
                 && (!in_group || self.owner_peer(&p.key).is_some())
                 && !self.whole_block_in_flight(&p.key);
             if ranged {
                 self.fetch_range(&p.key, p.block_len, p.from, p.to).await
+            } else if random
+                && !cheap
+                && let Some(bytes) = self.cached_range(&p.key, p.block_len, p.from, p.to).await
+            {
+                Ok(bytes)
             } else {
                 let block = self.fetch_block(p.key.clone(), p.block_len).await?;
                 Ok(block.slice(p.from..p.to))

@@ -43,10 +43,8 @@ impl ChunkStore {
         from: usize,
         to: usize,
     ) -> Result<Bytes> {
-        if let Some(block) = self.shared.recent.peek(key)
-            && block.len() == block_len
-        {
-            return Ok(block.slice(from..to));
+        if let Some(bytes) = self.recent_range(key, block_len, from, to) {
+            return Ok(bytes);
         }
         let (first, last) = (from / SEGMENT, (to - 1) / SEGMENT);
         let mut found: Vec<Option<Bytes>> = Vec::with_capacity(last - first + 1);
@@ -94,6 +92,46 @@ impl ChunkStore {
             }
         }
         assemble(key, &found, first, from, to)
+    }
+
+    /// Bytes `[from, to)` of the whole block, if it was read lately and is in memory.
+    fn recent_range(&self, key: &str, block_len: usize, from: usize, to: usize) -> Option<Bytes> {
+        let block = self.shared.recent.peek(key)?;
+        (block.len() == block_len).then(|| block.slice(from..to))
+    }
+
+    /// Bytes `[from, to)` from memory or the block cache alone (`None` unless they hold
+    /// all of them). For a block the store sends only whole (compressed, or adopted and
+    /// encoded), a random read takes a cached block's bytes by range this way, and fetches
+    /// (and caches) the whole block otherwise.
+    pub(crate) async fn cached_range(
+        &self,
+        key: &str,
+        block_len: usize,
+        from: usize,
+        to: usize,
+    ) -> Option<Bytes> {
+        if let Some(bytes) = self.recent_range(key, block_len, from, to) {
+            return Some(bytes);
+        }
+        if to <= from {
+            return Some(Bytes::new());
+        }
+        let (first, last) = (from / SEGMENT, (to - 1) / SEGMENT);
+        if first == last && self.shared.cache.serves_ranges() {
+            return self.sealed_range(key, block_len, from, to).await;
+        }
+        let mut found: Vec<Option<Bytes>> = (first..=last)
+            .map(|index| self.shared.segments.peek(&segment_key(key, index)))
+            .collect();
+        if found.iter().any(Option::is_none) && self.shared.cache.holds_segments() {
+            self.fill_from_cache(key, block_len, first, &mut found)
+                .await;
+        }
+        if found.iter().any(Option::is_none) {
+            return None;
+        }
+        assemble(key, &found, first, from, to).ok()
     }
 
     /// Bytes `[from, to)` (inside one segment) from a cache that keeps slots sealed: the

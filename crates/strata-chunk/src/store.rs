@@ -36,9 +36,6 @@ pub(crate) struct Shared {
     pub segments: MemoryCache,
     /// `--cache-partial-only`: whole blocks are not written to the block cache.
     pub cache_partial_only: bool,
-    /// The store answers ranged GETs without fetching whole objects (see
-    /// [`ObjectStore::cheap_ranges`]); when it does not, random readers take whole blocks.
-    pub cheap_ranges: bool,
     /// The bytes a ranged GET verifies as one piece (see [`ObjectStore::range_unit`]).
     pub range_unit: usize,
     pub stats: ChunkStats,
@@ -104,7 +101,6 @@ impl ChunkStore {
     ) -> ChunkStore {
         ChunkStore {
             shared: Arc::new(Shared {
-                cheap_ranges: store.cheap_ranges(),
                 range_unit: store.range_unit(),
                 store,
                 block_size: opts.block_size.max(1),

@@ -589,7 +589,9 @@ async fn fetch_staged(
 
 /// The block cache of a client. A disk cache on the same device as a local-directory
 /// bucket would only hold a second copy of blocks read from that very disk, so there is
-/// none.
+/// none — unless blocks must be read whole and decoded there (compressed, or adopted
+/// from JuiceFS compressed or encrypted): then the cache keeps them ready, and a random
+/// 4 KiB read does not cost a whole block's read and decoding.
 fn cache_for(
     o: &ClientOptions,
     format: &Format,
@@ -612,7 +614,15 @@ fn cache_for(
         .filter(|d| !d.is_empty())
         .map(|d| Path::new(d).join(uuid))
         .collect();
-    if storage == "file" && dirs.iter().all(|d| same_device(d, Path::new(bucket))) {
+    let ranged_bucket_reads = format.compression == "none"
+        && format
+            .foreign
+            .as_ref()
+            .is_none_or(|f| f.compression == "none" && f.encryption.is_none());
+    if storage == "file"
+        && ranged_bucket_reads
+        && dirs.iter().all(|d| same_device(d, Path::new(bucket)))
+    {
         tracing::info!("the cache would sit on the bucket's own disk: blocks are not cached twice");
         return Ok(Arc::new(NoCache::default()));
     }
