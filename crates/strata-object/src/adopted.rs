@@ -24,7 +24,7 @@ use bytes::Bytes;
 
 use crate::checksum::SEGMENT;
 use crate::upload::Upload;
-use crate::{ObjectError, ObjectInfo, ObjectStore, ObjectVisitor, Result, slice_range};
+use crate::{ObjectError, ObjectInfo, ObjectStore, ObjectVisitor, Result, corrupt, slice_range};
 use sums::Sums;
 
 fn as_u64(n: usize) -> u64 {
@@ -129,10 +129,7 @@ impl<N: ObjectStore, R: ObjectStore> Adopted<N, R> {
         let (bytes, sums) =
             tokio::try_join!(self.fetch_foreign(key, len, widened), self.sums_of(key))?;
         sums.check(len, from, &bytes)
-            .map_err(|reason| ObjectError::Corrupt {
-                key: key.to_string(),
-                reason,
-            })?;
+            .map_err(|reason| corrupt(key, reason))?;
         Ok(bytes.slice(start - from..end - from))
     }
 
@@ -143,19 +140,11 @@ impl<N: ObjectStore, R: ObjectStore> Adopted<N, R> {
         }
         let stored = match self.raw.get(&sums::sums_key(key), None).await {
             Err(ObjectError::NotFound(_)) => {
-                return Err(ObjectError::Corrupt {
-                    key: key.to_string(),
-                    reason: "its recorded checksums are missing".into(),
-                });
+                return Err(corrupt(key, "its recorded checksums are missing"));
             }
             other => other?,
         };
-        let decoded = Arc::new(
-            Sums::decode(&stored).map_err(|reason| ObjectError::Corrupt {
-                key: key.to_string(),
-                reason,
-            })?,
-        );
+        let decoded = Arc::new(Sums::decode(&stored).map_err(|reason| corrupt(key, reason))?);
         let mut kept = self.kept_sums();
         if kept.len() >= SUMS_KEPT {
             kept.clear();
@@ -176,14 +165,11 @@ impl<N: ObjectStore, R: ObjectStore> Adopted<N, R> {
         len: usize,
         range: Option<Range<u64>>,
     ) -> Result<Bytes> {
-        let corrupt = |reason: String| ObjectError::Corrupt {
-            key: key.to_string(),
-            reason,
-        };
         if self.foreign.stored_as_is() {
             let got = self.raw.get(key, range.clone()).await?;
             if range.is_none() && got.len() != len {
-                return Err(corrupt(format!("{} bytes, its name says {len}", got.len())));
+                let reason = format!("{} bytes, its name says {len}", got.len());
+                return Err(corrupt(key, reason));
             }
             return Ok(got);
         }
@@ -201,7 +187,7 @@ impl<N: ObjectStore, R: ObjectStore> Adopted<N, R> {
         let whole = tokio::task::spawn_blocking(move || decode(&stored, codec, cipher, len))
             .await
             .map_err(|e| ObjectError::Other(format!("decoding a foreign block: {e}")))?
-            .map_err(corrupt)?;
+            .map_err(|reason| corrupt(key, reason))?;
         Ok(slice_range(Bytes::from(whole), range))
     }
 }

@@ -20,7 +20,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use parking_lot::Mutex;
 
 use crate::metered::ObjectStats;
-use crate::{ObjectError, ObjectInfo, ObjectStore, Result, slice_range};
+use crate::{ObjectError, ObjectInfo, ObjectStore, Result, corrupt, slice_range};
 
 /// Payload bytes per segment: the unit a ranged read fetches and verifies.
 pub const SEGMENT: usize = 32 << 10;
@@ -77,13 +77,6 @@ pub fn stored_size_v1(payload: u64) -> u64 {
 
 fn to_u64(n: usize) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)
-}
-
-fn corrupt(key: &str, reason: String) -> ObjectError {
-    ObjectError::Corrupt {
-        key: key.into(),
-        reason,
-    }
 }
 
 /// The checksum of segment `index` of the object at `key`: CRC32C of the key, the index
@@ -152,15 +145,15 @@ pub fn open(key: &str, stored: Bytes) -> Result<Bytes> {
 
 fn open_v2(key: &str, stored: Bytes) -> Result<Bytes> {
     if stored.len() < HEADER {
-        return Err(corrupt(key, "header cut short".into()));
+        return Err(corrupt(key, "header cut short"));
     }
     let crc = crc32c::crc32c_append(crc32c::crc32c(key.as_bytes()), &stored[..12]);
     if crc != u32_at(&stored, 12) {
-        return Err(corrupt(key, "header checksum mismatch".into()));
+        return Err(corrupt(key, "header checksum mismatch"));
     }
     let len = usize::try_from(u32_at(&stored, 4)).unwrap_or(usize::MAX);
     if usize::try_from(u32_at(&stored, 8)).ok() != Some(SEGMENT) {
-        return Err(corrupt(key, "unknown segment size".into()));
+        return Err(corrupt(key, "unknown segment size"));
     }
     let expected = stored_size(to_u64(len));
     if to_u64(stored.len()) != expected {
@@ -210,7 +203,7 @@ fn payload_in_place(stored: Bytes, len: usize) -> Bytes {
 
 fn open_v1(key: &str, stored: Bytes) -> Result<Bytes> {
     if stored.len() < V1_HEADER {
-        return Err(corrupt(key, "header cut short".into()));
+        return Err(corrupt(key, "header cut short"));
     }
     let crc = u32_at(&stored, 4);
     let len = usize::try_from(u32_at(&stored, 8)).unwrap_or(usize::MAX);
@@ -250,7 +243,7 @@ fn verified_segments(
 ) -> Result<Vec<Bytes>> {
     match check_run(key, first, bytes, total)? {
         Run::Verified(segments, _) => Ok(segments),
-        Run::NotSegmented => Err(corrupt(key, "segment tag missing".into())),
+        Run::NotSegmented => Err(corrupt(key, "segment tag missing")),
     }
 }
 
@@ -288,13 +281,13 @@ fn check_run(key: &str, first: u32, bytes: &Bytes, total: Option<usize>) -> Resu
         index = index.saturating_add(1);
         if last {
             if pos != bytes.len() {
-                return Err(corrupt(key, "bytes after the last segment".into()));
+                return Err(corrupt(key, "bytes after the last segment"));
             }
             return Ok(Run::Verified(segments, true));
         }
     }
     if total.is_some() && !segments.is_empty() {
-        return Err(corrupt(key, "last segment missing".into()));
+        return Err(corrupt(key, "last segment missing"));
     }
     Ok(Run::Verified(segments, total == Some(0)))
 }
@@ -321,8 +314,7 @@ impl<S: ObjectStore> Checksummed<S> {
         let stored_range = to_u64(HEADER) + first * stride..to_u64(HEADER) + (last + 1) * stride;
         let wanted = stored_range.end - stored_range.start;
         let bytes = self.inner.get(key, Some(stored_range)).await?;
-        let first_index =
-            u32::try_from(first).map_err(|_| corrupt(key, "offset too large".into()))?;
+        let first_index = u32::try_from(first).map_err(|_| corrupt(key, "offset too large"))?;
         let (segments, ended) = match check_run(key, first_index, &bytes, None) {
             Ok(Run::Verified(segments, ended)) => (segments, ended),
             Ok(Run::NotSegmented) => return Ok(None),
@@ -333,7 +325,7 @@ impl<S: ObjectStore> Checksummed<S> {
         if to_u64(bytes.len()) < wanted && !ended {
             let past_the_end = segments.is_empty() && self.payload_len(key).await? <= range.start;
             if !past_the_end {
-                return Err(self.corrupt(corrupt(key, "object cut short".into())));
+                return Err(self.corrupt(corrupt(key, "object cut short")));
             }
         }
         let got: usize = segments.iter().map(Bytes::len).sum();
@@ -352,11 +344,11 @@ impl<S: ObjectStore> Checksummed<S> {
             Some(m) if m == MAGIC && head.len() == HEADER => {
                 let crc = crc32c::crc32c_append(crc32c::crc32c(key.as_bytes()), &head[..12]);
                 if crc != u32_at(&head, 12) {
-                    return Err(self.corrupt(corrupt(key, "header checksum mismatch".into())));
+                    return Err(self.corrupt(corrupt(key, "header checksum mismatch")));
                 }
                 Ok(u64::from(u32_at(&head, 4)))
             }
-            _ => Err(self.corrupt(corrupt(key, "no integrity header".into()))),
+            _ => Err(self.corrupt(corrupt(key, "no integrity header"))),
         }
     }
 

@@ -253,6 +253,14 @@ pub fn parse_block_name(key: &str) -> Option<(u64, u32, u32)> {
     parts.next().is_none().then_some((id, index, len))
 }
 
+/// The error of an object at `key` whose bytes are not what they must be.
+pub(crate) fn corrupt(key: &str, reason: impl Into<String>) -> ObjectError {
+    ObjectError::Corrupt {
+        key: key.into(),
+        reason: reason.into(),
+    }
+}
+
 /// Clip `range` to an object of `len` bytes and return that part of `data`.
 pub fn slice_range(data: Bytes, range: Option<Range<u64>>) -> Bytes {
     match range {

@@ -19,7 +19,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 pub use crate::checksum::SEGMENT;
 use crate::metered::ObjectStats;
 use crate::seal::{Domain, KeyRing, Keys, OpenFailure, SEALED_TRAILER};
-use crate::{ObjectError, ObjectInfo, ObjectStore, Result, slice_range};
+use crate::{ObjectError, ObjectInfo, ObjectStore, Result, corrupt, slice_range};
 
 const MAGIC: &[u8; 4] = b"STS3";
 const HEADER_FIELDS: usize = 12;
@@ -86,13 +86,6 @@ impl Default for Unit {
     /// What an encryption record that names no unit means.
     fn default() -> Unit {
         Unit::LARGE
-    }
-}
-
-fn corrupt(key: &str, reason: impl Into<String>) -> ObjectError {
-    ObjectError::Corrupt {
-        key: key.into(),
-        reason: reason.into(),
     }
 }
 
