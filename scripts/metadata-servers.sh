@@ -5,9 +5,11 @@
 #   PostgreSQL 127.0.0.1:15432 (user strata, password strata-pg, database strata_test)
 #   PgBouncer 127.0.0.1:16432 in front of it, pool_mode = transaction
 #   etcd, three members: clients 127.0.0.1:12379, :22379, :32379
+#   MariaDB 127.0.0.1:13306 (user strata, password strata-my, database strata_test)
 # and export STRATA_TEST_REDIS, STRATA_TEST_POSTGRES, STRATA_TEST_PGBOUNCER (the same
-# database through PgBouncer, `?pooler=transaction`), STRATA_TEST_ETCD for the tests.
-# All three start at once; the script returns when each answers. Where the caller defines
+# database through PgBouncer, `?pooler=transaction`), STRATA_TEST_ETCD and
+# STRATA_TEST_MYSQL for the tests. All start at once; the script returns when each
+# answers. Where the caller defines
 # `started PID`, each server's pid goes through it (scripts/test.sh records them in a file).
 
 wait_for() { # description, its log, attempts (0.25 s apart), command...
@@ -52,6 +54,22 @@ as_pg "$PG_BIN/postgres" -D "$WORK/pg/data" -p 15432 -k "$WORK/pg" \
   -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=on >"$WORK/pg.log" 2>&1 &
 server_started $!
 
+echo "== starting MariaDB on 127.0.0.1:13306"
+mkdir -p "$WORK/mariadb"
+MY_USER=()
+if [ "$(id -u)" -eq 0 ]; then
+  # mariadbd refuses to run as root unless told; it switches to its own user instead.
+  MY_USER=(--user=mysql); chmod 755 "$WORK"; chown -R mysql "$WORK/mariadb"
+fi
+mariadb-install-db --no-defaults --datadir="$WORK/mariadb/data" "${MY_USER[@]}" \
+  --auth-root-authentication-method=normal --skip-test-db >"$WORK/mariadb-install.log" 2>&1
+"$(command -v mariadbd || echo /usr/sbin/mariadbd)" --no-defaults --datadir="$WORK/mariadb/data" \
+  --port=13306 --bind-address=127.0.0.1 --socket="$WORK/mariadb/sock" "${MY_USER[@]}" \
+  --max-connections=1000 --max-allowed-packet=64M --skip-log-bin \
+  --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=1 >"$WORK/mariadb.log" 2>&1 &
+server_started $!
+my_root() { mariadb --no-defaults -h 127.0.0.1 -P 13306 -u root "$@"; }
+
 wait_for Redis "$WORK/redis.log" 80 redis-cli -p 16379 ping
 export STRATA_TEST_REDIS=redis://127.0.0.1:16379/0
 wait_for PostgreSQL "$WORK/pg.log" 120 env PGPASSWORD=strata-pg psql -h 127.0.0.1 -p 15432 -U strata -d postgres -c 'select 1'
@@ -87,3 +105,7 @@ server_started "$(cat "$WORK/pgbouncer/pgbouncer.pid")"
 export STRATA_TEST_PGBOUNCER="postgres://strata:strata-pg@127.0.0.1:16432/strata_test?pooler=transaction"
 export STRATA_TEST_ETCD="127.0.0.1:12379,127.0.0.1:22379,127.0.0.1:32379"
 wait_for etcd "$WORK/etcd1.log" 120 env ETCDCTL_API=3 etcdctl --endpoints="$STRATA_TEST_ETCD" endpoint health
+wait_for MariaDB "$WORK/mariadb.log" 120 my_root -e 'select 1'
+my_root -e "CREATE DATABASE strata_test; CREATE USER strata@'%' IDENTIFIED BY 'strata-my'; \
+  GRANT ALL ON strata_test.* TO strata@'%'"
+export STRATA_TEST_MYSQL="mysql://strata:strata-my@(127.0.0.1:13306)/strata_test"

@@ -46,6 +46,9 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 command -v psql >/dev/null 2>&1 || need_apt+=(postgresql-client)
 # PostgreSQL through a transaction pooler (the conformance suite runs through it too).
 command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || need_apt+=(pgbouncer)
+# The MySQL-protocol engine's tests run against MariaDB.
+command -v mariadb-install-db >/dev/null 2>&1 || need_apt+=(mariadb-server)
+command -v mariadb >/dev/null 2>&1 || need_apt+=(mariadb-client)
 command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
 command -v rclone >/dev/null 2>&1 || need_apt+=(rclone)
 command -v s3cmd >/dev/null 2>&1 || need_apt+=(s3cmd)
@@ -207,11 +210,11 @@ prepare_servers() {
   SERVERS=()
   start_seaweedfs
   start_azurite
-  source scripts/metadata-servers.sh # starts Redis, PostgreSQL, etcd and waits for them
+  source scripts/metadata-servers.sh # starts Redis, PostgreSQL, etcd, MariaDB; waits for them
   await_seaweedfs
   await_azurite
   declare -p PATH STRATA_TEST_SEAWEEDFS STRATA_TEST_AZURITE STRATA_TEST_REDIS \
-    STRATA_TEST_POSTGRES STRATA_TEST_PGBOUNCER STRATA_TEST_ETCD > "$WORK/servers.env"
+    STRATA_TEST_POSTGRES STRATA_TEST_PGBOUNCER STRATA_TEST_ETCD STRATA_TEST_MYSQL > "$WORK/servers.env"
   echo "== [$(elapsed)] test servers ready"
 }
 ( set -euo pipefail; prepare_servers ) > "$WORK/prepare.log" 2>&1 &

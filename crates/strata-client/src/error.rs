@@ -14,7 +14,8 @@ pub enum OpenError {
     /// The engine named in the META-URL is not one Strata has.
     #[error(
         "unknown metadata engine {0:?} in META-URL (supported: sqlite3://PATH, \
-         redis://HOST:PORT/DB, postgres://USER@HOST:PORT/DB, etcd://HOST:PORT,.../PREFIX)"
+         redis://HOST:PORT/DB, postgres://USER@HOST:PORT/DB, mysql://USER@(HOST:3306)/DB, \
+         etcd://HOST:PORT,.../PREFIX)"
     )]
     UnknownEngine(String),
     /// The engine could not be opened or reached.

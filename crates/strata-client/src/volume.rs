@@ -9,6 +9,7 @@ use strata_meta::kv::sqlite::SqliteEngine;
 use strata_meta::kv::{KvEngine, KvError};
 use strata_meta::{Format, Meta, MetaError, MetaOptions};
 use strata_meta_etcd::{EtcdEngine, EtcdUrl};
+use strata_meta_mysql::{MysqlEngine, MysqlUrl};
 use strata_meta_postgres::{PostgresEngine, PostgresUrl};
 use strata_meta_redis::{RedisEngine, RedisUrl};
 use strata_object::ObjectStore;
@@ -55,6 +56,10 @@ pub async fn open_engine(url: &MetaUrl) -> Result<Arc<dyn KvEngine>> {
         "etcd" => {
             let parsed = EtcdUrl::parse(full.expose()).map_err(|e| bad(&e))?;
             timed_open(EtcdEngine::connect(&parsed)).await
+        }
+        "mysql" => {
+            let parsed = MysqlUrl::parse(full.expose()).map_err(|e| bad(&e))?;
+            timed_open(MysqlEngine::connect(&parsed)).await
         }
         other => return Err(OpenError::UnknownEngine(other.to_owned())),
     };

@@ -307,22 +307,10 @@ impl KvSnapshot for PostgresSnapshot {
                 .ok_or_else(|| KvError::Engine(format!("linked scan part {part}")))?;
             slot.push((k, v));
         }
-        let [found, mut page, linked] = parts;
-        let found: std::collections::HashMap<Key, Value> = found.into_iter().collect();
-        let linked: std::collections::HashMap<Key, Value> = linked.into_iter().collect();
-        page.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let linked = page
-            .iter()
-            .map(|(_, v)| match link.target_keys(Some(v)) {
-                Some(targets) => targets.iter().map(|k| linked.get(k).cloned()).collect(),
-                None => vec![None; link.targets.len()],
-            })
-            .collect();
-        Ok(Some(LinkedScan {
-            values: keys.iter().map(|k| found.get(k).cloned()).collect(),
-            rows: page,
-            linked,
-        }))
+        let [found, page, linked] = parts;
+        Ok(Some(LinkedScan::from_parts(
+            keys, found, page, linked, link,
+        )))
     }
 
     async fn scan(

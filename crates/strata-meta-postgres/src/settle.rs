@@ -25,22 +25,16 @@
 //!
 //! The answer is `Ok` (applied), the original `Unavailable` error (not applied: the
 //! transaction layer retries it), or, when the server cannot be asked within
-//! [`SETTLE_TIMEOUT`], an engine error (`EIO`) that says the outcome is unknown.
+//! `strata_meta::kv::settle::SETTLE_TIMEOUT`, an engine error (`EIO`) that says the outcome is unknown.
 
-use std::time::{Duration, Instant};
-
-use strata_meta::kv::{KvError, LostCommit as Verdict, record_lost_commit, within};
+use strata_meta::kv::KvError;
+use strata_meta::kv::settle::settle_lost_commit;
 use tokio_postgres::types::Type;
 use tokio_util::sync::CancellationToken;
 
 use crate::pg_error;
 use crate::pool::Pool;
 use crate::sql::markers_table;
-
-/// How long a lost commit is settled for before it is reported as unknown.
-pub(crate) const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
-/// How long one attempt to settle may take (a lock wait included).
-const ATTEMPT: Duration = Duration::from_secs(5);
 
 /// The marker states of a connection's `n`-th writing commit: (applied, fenced).
 pub(crate) fn states(n: u64) -> Result<(i64, i64), KvError> {
@@ -69,45 +63,7 @@ pub(crate) async fn settle(
     why: String,
     closing: &CancellationToken,
 ) -> Result<(), KvError> {
-    let started = Instant::now();
-    let mut pause = Duration::from_millis(20);
-    loop {
-        match within(ATTEMPT, "PostgreSQL", fence(pool, lost)).await {
-            Ok(fenced) => {
-                tracing::info!(
-                    applied = !fenced,
-                    "PostgreSQL: settled a commit whose answer was lost ({why})"
-                );
-                record_lost_commit(if fenced {
-                    Verdict::NotApplied
-                } else {
-                    Verdict::Applied
-                });
-                return if fenced {
-                    Err(KvError::Unavailable(why))
-                } else {
-                    Ok(())
-                };
-            }
-            Err(KvError::Unavailable(e))
-                if started.elapsed() < SETTLE_TIMEOUT && !closing.is_cancelled() =>
-            {
-                tracing::debug!("PostgreSQL: settling a lost commit: {e}; trying again");
-                tokio::select! {
-                    () = tokio::time::sleep(pause) => {}
-                    () = closing.cancelled() => {}
-                }
-                pause = (pause * 2).min(Duration::from_secs(1));
-            }
-            // Not retried: a blind retry could report a create that happened as EEXIST.
-            Err(e) => {
-                record_lost_commit(Verdict::Unknown);
-                return Err(KvError::Engine(format!(
-                    "PostgreSQL: {why}; whether the commit was applied is unknown: {e}"
-                )));
-            }
-        }
-    }
+    settle_lost_commit("PostgreSQL", why, closing, || fence(pool, lost)).await
 }
 
 /// End the old backend, then fence the commit; true when the fence took (not applied).

@@ -3,6 +3,8 @@
 //! `STRATA_TEST_POSTGRES`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code
 
+use std::time::{Duration, Instant};
+
 use super::*;
 use crate::PostgresUrl;
 use crate::pool::Pooled;

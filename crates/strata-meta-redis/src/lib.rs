@@ -33,7 +33,7 @@ use redis::{RedisError, Script, Value as RedisValue};
 use strata_meta::kv::{
     ChangeFeed, CommitRequest, FieldUpdate, Key, KvEngine, KvError, KvSnapshot, Link, LinkedScan,
     LostCommit, ReadCheck, Value, Write, encode_change, new_origin, record_lost_commit,
-    take_prefix_param, within,
+    take_prefix_param, take_query_param, within,
 };
 use strata_types::{Secret, redact_url};
 use tokio_util::sync::CancellationToken;
@@ -53,6 +53,10 @@ pub struct RedisUrl {
     /// The server URL, password included (hidden when printed).
     pub server: Secret,
     pub prefix: String,
+    /// `?replicas=N`: a writing commit is acknowledged only once N replicas have it
+    /// (Redis `WAIT`), so a failover to any of them loses nothing acknowledged; 0 (the
+    /// default) acknowledges it when the master has applied it.
+    pub replicas: u32,
 }
 
 impl RedisUrl {
@@ -65,9 +69,20 @@ impl RedisUrl {
             )));
         }
         let (server, prefix) = take_prefix_param(url, "strata", valid_prefix, PREFIX_RULE)?;
+        let (server, replicas) = take_query_param(&server, "replicas");
+        let replicas = match replicas {
+            None => 0,
+            Some(n) => n.parse::<u32>().map_err(|_| {
+                KvError::Engine(format!(
+                    "bad replicas={n:?} in {}: expected a number of replicas",
+                    redact_url(&server)
+                ))
+            })?,
+        };
         Ok(RedisUrl {
             server: Secret::new(server),
             prefix,
+            replicas,
         })
     }
 }
@@ -98,6 +113,8 @@ pub struct RedisEngine {
     fence: Script,
     /// This client's id in the change feed.
     origin: u64,
+    /// Replicas a writing commit must reach before it is acknowledged ([`RedisUrl::replicas`]).
+    replicas: u32,
     /// Cancelled when the client shuts down ([`KvEngine::begin_closing`]).
     closing: CancellationToken,
 }
@@ -133,6 +150,7 @@ impl RedisEngine {
             commit: Script::new(scripts::COMMIT),
             fence: Script::new(scripts::FENCE),
             origin: new_origin(),
+            replicas: url.replicas,
             closing: CancellationToken::new(),
         })
     }
@@ -183,7 +201,38 @@ impl RedisEngine {
     }
 }
 
+/// How long a commit waits for its replicas ([`RedisUrl::replicas`]).
+const REPLICA_WAIT: Duration = Duration::from_secs(5);
+
 impl RedisEngine {
+    /// With `?replicas=N`, wait until N replicas have every write this connection made
+    /// (the commit just applied included). Fewer within [`REPLICA_WAIT`] fails the
+    /// operation with an engine error (`EIO`): the commit is applied on the master but a
+    /// failover now could lose it, which an acknowledgement must not hide.
+    async fn wait_for_replicas(&self, conn: &mut ConnectionManager) -> Result<(), KvError> {
+        if self.replicas == 0 {
+            return Ok(());
+        }
+        let millis = u64::try_from(REPLICA_WAIT.as_millis()).unwrap_or(u64::MAX);
+        let asked = timed(
+            redis::cmd("WAIT")
+                .arg(self.replicas)
+                .arg(millis)
+                .query_async::<u64>(conn),
+        )
+        .await;
+        let reached = self.conn.check(asked)?;
+        if reached < u64::from(self.replicas) {
+            return Err(KvError::Engine(format!(
+                "Redis: a commit reached {reached} of the {} replicas asked for (replicas=) \
+                 within {} s; it is applied on the master but a failover could lose it",
+                self.replicas,
+                REPLICA_WAIT.as_secs()
+            )));
+        }
+        Ok(())
+    }
+
     /// A commit whose answer was lost (timeout, dropped connection) may or may not have
     /// been applied, and may even still be on its way to the server. Fence its id until
     /// the server answers ([`scripts::FENCE`]): applied means success; fenced means it
@@ -541,7 +590,13 @@ impl KvEngine for RedisEngine {
         })
         .await;
         let failed = match sent {
-            Ok(Ok(reply)) => return commit_reply(reply),
+            Ok(Ok(reply)) => {
+                let fields = commit_reply(reply)?;
+                if !commit_id.is_empty() {
+                    self.wait_for_replicas(&mut conn).await?;
+                }
+                return Ok(fields);
+            }
             // Refused: the commit never left this client, so it was not applied.
             Ok(Err(e)) if e.is_connection_refusal() => return self.conn.check(Err(redis_error(e))),
             Ok(Err(e)) => redis_error(e),
@@ -625,6 +680,12 @@ mod tests {
         assert_eq!(d.server.expose(), "rediss://host:6380/0?protocol=resp3");
         assert!(RedisUrl::parse("postgres://x").is_err());
         assert!(RedisUrl::parse("redis://h/0?prefix=a:b").is_err());
+        let w = RedisUrl::parse("redis://:pw@m,h:26379/0?replicas=1&prefix=v").unwrap();
+        assert_eq!((w.replicas, w.prefix.as_str()), (1, "v"));
+        assert_eq!(w.server.expose(), "redis://:pw@m,h:26379/0");
+        assert_eq!(u.replicas, 0);
+        let bad = RedisUrl::parse("redis://:pw@h/0?replicas=all").unwrap_err();
+        assert!(bad.to_string().contains("replicas") && !bad.to_string().contains("pw@"));
     }
 
     #[test]

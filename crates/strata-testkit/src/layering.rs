@@ -10,6 +10,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
     ("strata-meta-redis", &["strata-types", "strata-meta"]),
     ("strata-meta-postgres", &["strata-types", "strata-meta"]),
     ("strata-meta-etcd", &["strata-types", "strata-meta"]),
+    ("strata-meta-mysql", &["strata-types", "strata-meta"]),
     ("strata-object", &["strata-types"]),
     ("strata-chunk", &["strata-types", "strata-object"]),
     (
@@ -38,6 +39,7 @@ pub const ALLOWED: &[(&str, &[&str])] = &[
             "strata-meta-redis",
             "strata-meta-postgres",
             "strata-meta-etcd",
+            "strata-meta-mysql",
             "strata-object",
             "strata-chunk",
             "strata-vfs",
@@ -99,6 +101,7 @@ pub const CONFINED: &[(&str, &str)] = &[
     ("redis", "strata-meta-redis"),
     ("tokio-postgres", "strata-meta-postgres"),
     ("etcd-client", "strata-meta-etcd"),
+    ("mysql_async", "strata-meta-mysql"),
     ("object_store", "strata-object"),
     ("fuser", "strata-fuse"),
     // The crash file system of the dev-only test kit (not a front end).

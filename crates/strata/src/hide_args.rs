@@ -21,11 +21,12 @@ const SECRET_FLAGS: [(&str, &str); 2] = [
     ("--session-token", "STRATA_HIDDEN_SESSION_TOKEN"),
 ];
 /// Schemes of metadata engine URLs (bucket URLs are left alone).
-const ENGINE_SCHEMES: [&str; 5] = [
+const ENGINE_SCHEMES: [&str; 6] = [
     "redis://",
     "rediss://",
     "postgres://",
     "postgresql://",
+    "mysql://",
     "etcd://",
 ];
 
@@ -222,5 +223,25 @@ mod tests {
         );
         assert!(hidden(&os(&["strata", "sync", "s3://bkt/p", "/tmp/x"])).is_none());
         assert!(hidden(&os(&["strata", "mount", "redis://h:6379/1", "/mnt"])).is_none());
+    }
+
+    #[test]
+    fn mysql_passwords_leave_the_arguments_in_juicefs_form_too() {
+        for (given, bare) in [
+            ("mysql://u:pw@(h:3306)/db", "mysql://u@(h:3306)/db"),
+            (
+                "mysql://u:pw@unix(/run/m.sock)/db",
+                "mysql://u@unix(/run/m.sock)/db",
+            ),
+        ] {
+            let (out, env) = hidden(&os(&["strata", "status", given])).unwrap();
+            assert_eq!(out, os(&["strata", "status", bare]));
+            assert_eq!(env, vec![("META_PASSWORD".to_string(), "pw".to_string())]);
+            assert_eq!(
+                MetaUrl::new(bare).with_password("pw").expose(),
+                given,
+                "the password goes back where it was"
+            );
+        }
     }
 }

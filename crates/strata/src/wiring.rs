@@ -123,7 +123,7 @@ pub fn init_logging(default_filter: &str) {
 const VERBOSE_FILTER: &str = "info,strata=debug,strata_client=debug,strata_vfs=debug,\
     strata_meta=debug,strata_chunk=debug,strata_object=debug,strata_fuse=debug,\
     strata_s3=debug,strata_webdav=debug,strata_http=debug,strata_meta_redis=debug,\
-    strata_meta_postgres=debug,strata_meta_etcd=debug";
+    strata_meta_postgres=debug,strata_meta_etcd=debug,strata_meta_mysql=debug";
 
 /// -1 for `-q`, 1 for `-v`, 0 for neither.
 static VERBOSITY: AtomicI8 = AtomicI8::new(0);

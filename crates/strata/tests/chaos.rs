@@ -78,6 +78,11 @@ fn histories_under_faults_are_linearizable_on_postgres() {
 }
 
 #[test]
+fn histories_under_faults_are_linearizable_on_mysql() {
+    run_engine("mysql", 5);
+}
+
+#[test]
 fn histories_under_faults_are_linearizable_on_etcd() {
     run_engine("etcd", 4);
 }

@@ -178,6 +178,9 @@ fn network_engine_errors_are_one_clear_line_in_bounded_time() {
     let redis = var("STRATA_TEST_REDIS");
     let postgres = var("STRATA_TEST_POSTGRES");
     let etcd = var("STRATA_TEST_ETCD");
+    let mysql = var("STRATA_TEST_MYSQL");
+    let wrong_my_password = mysql.replacen(":strata-my@", ":wrong@", 1);
+    let wrong_my_db = mysql.replacen("/strata_test", "/no_such_db", 1);
     let wrong_pg_password = postgres.replacen(":strata-pg@", ":wrong@", 1);
     let wrong_pg_db = postgres.replacen("/strata_test", "/no_such_db", 1);
     let wrong_redis_password = redis.replacen("redis://", "redis://:wrong@", 1);
@@ -189,6 +192,10 @@ fn network_engine_errors_are_one_clear_line_in_bounded_time() {
         (wrong_redis_password.as_str(), "uthentication"),
         ("redis://127.0.0.1:1/0", "refused"),
         ("etcd://127.0.0.1:1/vol", "unavailable"),
+        (wrong_my_password.as_str(), "authentication failed"),
+        (wrong_my_db.as_str(), "no_such_db"),
+        ("mysql://strata@(127.0.0.1:1)/db", "cannot connect"),
+        ("mysql://strata@(127.0.0.1)/db?tls=true", "TLS"),
     ];
     for (url, expect) in cases {
         let started = std::time::Instant::now();
@@ -200,18 +207,22 @@ fn network_engine_errors_are_one_clear_line_in_bounded_time() {
         );
     }
     // The password never shows in messages.
-    let (_, err) = strata(&["status", &wrong_pg_password]);
-    assert!(!err.contains("wrong"), "{err}");
+    for url in [&wrong_pg_password, &wrong_my_password] {
+        let (_, err) = strata(&["status", url]);
+        assert!(!err.contains("wrong"), "{err}");
+    }
     // A volume that is not formatted there says how to make one.
     let (ok, err) = strata(&["status", &format!("etcd://{first_etcd}/never-formatted")]);
     assert!(!ok && err.contains("no volume here"), "{err}");
     // The password may come from META_PASSWORD instead of the URL.
-    let no_password = postgres.replacen(":strata-pg@", "@", 1);
-    let out = Command::new(STRATA)
-        .args(["status", &format!("{no_password}?prefix=never_formatted")])
-        .env("META_PASSWORD", "strata-pg")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("no volume here"), "META_PASSWORD used: {err}");
+    for (url, password) in [(&postgres, "strata-pg"), (&mysql, "strata-my")] {
+        let no_password = url.replacen(&format!(":{password}@"), "@", 1);
+        let out = Command::new(STRATA)
+            .args(["status", &format!("{no_password}?prefix=never_formatted")])
+            .env("META_PASSWORD", password)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("no volume here"), "META_PASSWORD used: {err}");
+    }
 }

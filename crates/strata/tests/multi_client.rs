@@ -198,6 +198,11 @@ fn two_clients_on_postgres() {
 }
 
 #[test]
+fn two_clients_on_mysql() {
+    two_clients_share_one_volume(&network_meta_url("mysql", "e"));
+}
+
+#[test]
 fn two_clients_on_etcd() {
     two_clients_share_one_volume(&network_meta_url("etcd", "e"));
 }

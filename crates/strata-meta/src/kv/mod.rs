@@ -9,6 +9,7 @@
 
 pub mod memory;
 pub mod readcache;
+pub mod settle;
 pub mod sqlite;
 mod sqlite_bulk;
 mod sqlite_sql;
@@ -286,6 +287,34 @@ pub struct LinkedScan {
     /// For each row, the values of the keys the link names from its value (`None` each
     /// when it names none).
     pub linked: Vec<Vec<Option<Value>>>,
+}
+
+impl LinkedScan {
+    /// Put together what an engine read in one statement, in any order: the rows of the
+    /// keys asked for (`found`), the page of the range, and the rows the page links to.
+    pub fn from_parts(
+        keys: &[Key],
+        found: Vec<(Key, Value)>,
+        mut page: Vec<(Key, Value)>,
+        linked: Vec<(Key, Value)>,
+        link: &Link,
+    ) -> LinkedScan {
+        let found: std::collections::HashMap<Key, Value> = found.into_iter().collect();
+        let linked: std::collections::HashMap<Key, Value> = linked.into_iter().collect();
+        page.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let linked = page
+            .iter()
+            .map(|(_, v)| match link.target_keys(Some(v)) {
+                Some(targets) => targets.iter().map(|k| linked.get(k).cloned()).collect(),
+                None => vec![None; link.targets.len()],
+            })
+            .collect();
+        LinkedScan {
+            values: keys.iter().map(|k| found.get(k).cloned()).collect(),
+            rows: page,
+            linked,
+        }
+    }
 }
 
 /// A read view of an engine. Each call returns values of one consistent state (a single

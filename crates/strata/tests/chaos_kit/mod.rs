@@ -101,7 +101,9 @@ fn through(url: &str, host_port: &str, addr: &str) -> String {
 fn server_of(url: &str) -> String {
     let rest = url.split("://").nth(1).unwrap();
     let rest = rest.rsplit('@').next().unwrap();
-    rest.split(['/', '?']).next().unwrap().to_string()
+    // MySQL's `(host:port)` form.
+    let rest = rest.trim_start_matches("tcp(").trim_start_matches('(');
+    rest.split(['/', '?', ')']).next().unwrap().to_string()
 }
 
 async fn open_member(url: &str, i: u32, plan: &Plan, dir: &Path) -> Member {
@@ -371,7 +373,7 @@ fn chaos_plan(engine: &str) -> ChaosPlan {
     // Lost answers aimed at commits where the protocol shows them (etcd's gRPC frames
     // do not: any request).
     let lost_answer_pattern = match engine {
-        "postgres" => b"COMMIT".to_vec(),
+        "postgres" | "mysql" => b"COMMIT".to_vec(),
         "redis" => b"EVALSHA".to_vec(),
         _ => Vec::new(),
     };

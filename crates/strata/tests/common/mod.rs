@@ -348,7 +348,7 @@ pub fn unique_prefix(tag: &str) -> String {
 }
 
 /// The META-URL of a fresh volume on the network engine `engine` (`redis`, `postgres`,
-/// `etcd`) of the servers `scripts/test.sh` started.
+/// `mysql`, `etcd`) of the servers `scripts/test.sh` started.
 pub fn network_meta_url(engine: &str, tag: &str) -> String {
     match engine {
         "redis" => format!(
@@ -359,6 +359,11 @@ pub fn network_meta_url(engine: &str, tag: &str) -> String {
         "postgres" => format!(
             "{}?prefix={}",
             test_server("STRATA_TEST_POSTGRES"),
+            unique_prefix(tag)
+        ),
+        "mysql" => format!(
+            "{}?prefix={}",
+            test_server("STRATA_TEST_MYSQL"),
             unique_prefix(tag)
         ),
         "etcd" => format!(
