@@ -41,6 +41,10 @@ cleanup() {
     mountpoint -q "$m" 2>/dev/null && umount -l "$m" || true
   done
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  # Started through runuser: their own pids, from their pid files.
+  for f in "$WORK/pgb/pgbouncer.pid" "$WORK/pg/data/postmaster.pid"; do
+    [ -f "$f" ] && kill "$(head -1 "$f")" 2>/dev/null || true
+  done
   wait 2>/dev/null || true
 }
 trap cleanup EXIT
@@ -89,6 +93,7 @@ pool_mode = transaction
 max_client_conn = 4000
 default_pool_size = 40
 logfile = $WORK/pgb/pgbouncer.log
+pidfile = $WORK/pgb/pgbouncer.pid
 INI
 chown -R postgres "$WORK/pgb"
 runuser -u postgres -- "$(command -v pgbouncer || echo /usr/sbin/pgbouncer)" "$WORK/pgb/pgbouncer.ini" \
@@ -100,18 +105,18 @@ wait_for etcd env ETCDCTL_API=3 etcdctl --endpoints=127.0.0.1:42379 endpoint hea
 wait_for MariaDB mariadb --no-defaults -h 127.0.0.1 -P 33306 -u root -e 'select 1'
 wait_for PgBouncer env PGPASSWORD=bench-pg psql -h 127.0.0.1 -p 36432 -U bench -d postgres -c 'select 1'
 
-# One proxy per engine and delay: client port = 61000 + engine index * 1000 + delay / 10
+# One proxy per engine and delay: client port = 60000 + engine index * 1000 + delay / 10
 # (above the ephemeral port range, so no outgoing connection holds it).
 declare -A SERVER_PORT=([redis]=36379 [postgres]=35432 [etcd]=42379 [mysql]=33306 [pgbouncer]=36432)
 declare -A ENGINE_INDEX=([redis]=1 [postgres]=2 [etcd]=3 [mysql]=4 [pgbouncer]=5)
-proxy_port() { echo $((61000 + ${ENGINE_INDEX[$1]} * 1000 + $2 / 10)); }
+proxy_port() { echo $((60000 + ${ENGINE_INDEX[$1]} * 1000 + $2 / 10)); }
 for engine in $ENGINES; do
   for delay in $DELAYS; do
     port=$(proxy_port "$engine" "$delay")
     "$PROXY" "127.0.0.1:$port" "127.0.0.1:${SERVER_PORT[$engine]}" "$delay" \
-      "127.0.0.1:$((port + 500))" 2>>"$WORK/proxy.log" &
+      "127.0.0.1:$((port + 300))" 2>>"$WORK/proxy.log" &
     PIDS+=($!)
-    wait_for proxy bash -c "exec 3<>/dev/tcp/127.0.0.1/$((port + 500))"
+    wait_for proxy bash -c "exec 3<>/dev/tcp/127.0.0.1/$((port + 300))"
   done
 done
 
@@ -138,13 +143,13 @@ mount_fs() { # fs url dir: the volume at dir/m, and a second client of it at dir
   mkdir -p "$dir/m" "$dir/m2"
   if [ "$fs" = strata ]; then
     # shellcheck disable=SC2086 # FORMAT_FLAGS is a list of flags
-    "$STRATA" format "$url" bench --bucket "$dir/bucket" $FORMAT_FLAGS >/dev/null
-    "$STRATA" mount "$url" "$dir/m" -d --log "$dir/log" --cache-dir "$dir/cache" >/dev/null
+    "$STRATA" format "$url" bench --bucket "$dir/bucket" $FORMAT_FLAGS >"$dir/format.log" 2>&1 &&
+    "$STRATA" mount "$url" "$dir/m" -d --log "$dir/log" --cache-dir "$dir/cache" >/dev/null &&
     "$STRATA" mount "$url" "$dir/m2" -d --log "$dir/log2" --cache-dir "$dir/cache2" >/dev/null
   else
     # shellcheck disable=SC2086
-    "$JUICEFS" format "$url" bench --storage file --bucket "$dir/bucket/" $FORMAT_FLAGS >/dev/null 2>&1
-    "$JUICEFS" mount "$url" "$dir/m" -d --log "$dir/log" --cache-dir "$dir/cache" >/dev/null 2>&1
+    "$JUICEFS" format "$url" bench --storage file --bucket "$dir/bucket/" $FORMAT_FLAGS >"$dir/format.log" 2>&1 &&
+    "$JUICEFS" mount "$url" "$dir/m" -d --log "$dir/log" --cache-dir "$dir/cache" >/dev/null 2>&1 &&
     "$JUICEFS" mount "$url" "$dir/m2" -d --log "$dir/log2" --cache-dir "$dir/cache2" >/dev/null 2>&1
   fi
 }
@@ -245,9 +250,12 @@ for engine in $ENGINES; do
       dir="$WORK/run-$fs-$engine-$delay"
       echo "== $fs on $engine, +$delay µs per round trip" >&2
       RUN=$((RUN + 1))
-      mount_fs "$fs" "$(meta_url "$fs" "$engine" "$port" "$RUN")" "$dir"
+      if ! mount_fs "$fs" "$(meta_url "$fs" "$engine" "$port" "$RUN")" "$dir"; then
+        echo "!! $fs on $engine (+$delay µs) did not format or mount; see $dir/format.log" >&2
+        continue
+      fi
       # A failed run is reported and leaves its rows empty; the others still run.
-      if python3 "$WORK/workload.py" "$dir/m" $((port + 500)) "$dir/m2" >"$dir/result.json"; then
+      if python3 "$WORK/workload.py" "$dir/m" $((port + 300)) "$dir/m2" >"$dir/result.json"; then
         peak=$(peak_rss_mib "$dir/m")
         python3 -c "import json,sys; r=json.load(open('$dir/result.json')); r.update(fs='$fs', engine='$engine', delay=$delay, peak_rss=$peak); print(json.dumps(r))" >>"$RESULTS"
       else

@@ -49,6 +49,8 @@ command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || need_apt+=
 # The MySQL-protocol engine's tests run against MariaDB.
 command -v mariadb-install-db >/dev/null 2>&1 || need_apt+=(mariadb-server)
 command -v mariadb >/dev/null 2>&1 || need_apt+=(mariadb-client)
+# PostgreSQL failover tests: Patroni (on the tests' etcd) manages a primary and a standby.
+command -v patroni >/dev/null 2>&1 || need_apt+=(patroni)
 command -v protoc >/dev/null 2>&1 || need_apt+=(protobuf-compiler)
 command -v rclone >/dev/null 2>&1 || need_apt+=(rclone)
 command -v s3cmd >/dev/null 2>&1 || need_apt+=(s3cmd)

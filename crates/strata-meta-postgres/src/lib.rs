@@ -183,6 +183,12 @@ pub(crate) fn pg_error(e: tokio_postgres::Error) -> KvError {
         Some(c) if *c == SqlState::INVALID_CATALOG_NAME => {
             KvError::Engine(format!("PostgreSQL: {}", db_message(&e)))
         }
+        // A server that is read-only now is a primary demoted by a failover (or a
+        // standby reached by a multi-host URL): another connection finds the primary.
+        Some(c) if *c == SqlState::READ_ONLY_SQL_TRANSACTION => KvError::Unavailable(format!(
+            "PostgreSQL: the server is read-only (a standby): {}",
+            db_message(&e)
+        )),
         Some(c) if c.code().starts_with("08") || c.code().starts_with("57P") => {
             KvError::Unavailable(format!("PostgreSQL: {}", db_message(&e)))
         }
@@ -589,6 +595,16 @@ mod tests {
         let s = PostgresUrl::parse("postgres://h/db?sslmode=disable&pooler=session").unwrap();
         assert!(!s.pooler);
         assert_eq!(s.conninfo.expose(), "postgres://h/db?sslmode=disable");
+        let ha = PostgresUrl::parse(
+            "postgres://u:p@h1:5432,h2:5433/db?target_session_attrs=read-write&prefix=v",
+        )
+        .unwrap();
+        assert_eq!(
+            ha.conninfo.expose(),
+            "postgres://u:p@h1:5432,h2:5433/db?target_session_attrs=read-write",
+            "several hosts and the session kind go to the client library as given"
+        );
+        assert!(PostgresEngine::lazy(&ha).is_ok());
         let bad = PostgresUrl::parse("postgres://u:secret@h/db?pooler=yes").unwrap_err();
         assert!(bad.to_string().contains("pooler"), "{bad}");
         assert!(!bad.to_string().contains("secret"), "{bad}");
