@@ -12,30 +12,14 @@
 
 use std::io::{Read, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use strata_meta::kv::{CommitRequest, KvEngine, KvError, ReadCheck, Write};
 use strata_meta_postgres::{PostgresEngine, PostgresUrl};
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use strata_testkit::servers::{Server as Proc, free_port};
 
 /// PostgreSQL refuses to run as root: as root, Patroni runs as the `postgres` user.
 fn postgres_user() -> Option<(u32, u32)> {

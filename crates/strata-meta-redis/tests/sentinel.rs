@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use std::sync::Arc;
@@ -13,23 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use strata_meta::kv::{CommitRequest, KvEngine, KvError, ReadCheck, Write};
 use strata_meta_redis::{RedisEngine, RedisUrl};
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use strata_testkit::servers::{Server, free_port};
 
 fn cli(port: u16, args: &[&str]) -> String {
     let out = Command::new("redis-cli")

@@ -13,15 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-
-/// A free loopback port (taken from the kernel, then released for the server to bind).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use strata_testkit::servers::{Server, free_port};
 
 fn wait_until(limit: Duration, mut ready: impl FnMut() -> bool) {
     let started = Instant::now();
@@ -37,16 +29,6 @@ fn wait_for_writes(log: &Path, n: usize) {
         std::fs::read_to_string(log)
             .is_ok_and(|t| t.lines().filter(|l| l.starts_with("ok ")).count() >= n)
     });
-}
-
-/// A server process killed when dropped.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn start_redis(dir: &Path, port: u16) -> Server {
