@@ -284,6 +284,10 @@ impl Pool {
 fn connect_error(e: mysql_async::Error) -> KvError {
     match e {
         mysql_async::Error::Server(_) => my_error(e),
+        mysql_async::Error::Io(io) => KvError::Unavailable(format!(
+            "cannot connect to MySQL: {}",
+            crate::sql::io_text(&io)
+        )),
         other => KvError::Unavailable(format!("cannot connect to MySQL: {other}")),
     }
 }

@@ -312,13 +312,20 @@ pub(crate) fn my_error(e: mysql_async::Error) -> KvError {
             }
             _ => KvError::Engine(format!("MySQL: {} (error {})", s.message, s.code)),
         },
-        Error::Io(io) => KvError::Unavailable(format!("MySQL: {io}")),
+        Error::Io(io) => KvError::Unavailable(format!("MySQL: {}", io_text(&io))),
         Error::Driver(DriverError::FromValue { .. } | DriverError::FromRow { .. }) => {
             KvError::Engine("MySQL: a value of an unexpected type".into())
         }
         Error::Driver(d) => KvError::Unavailable(format!("MySQL: {d}")),
         Error::Url(u) => KvError::Engine(format!("MySQL: {u}")),
         Error::Other(o) => KvError::Unavailable(format!("MySQL: {o}")),
+    }
+}
+
+/// An I/O error's own text (the library's wrappers each add "Input/output error").
+pub(crate) fn io_text(io: &mysql_async::IoError) -> String {
+    match io {
+        mysql_async::IoError::Io(e) => e.to_string(),
     }
 }
 

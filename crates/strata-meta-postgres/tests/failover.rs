@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use strata_meta::kv::{CommitRequest, KvEngine, KvError, ReadCheck, Write};
 use strata_meta_postgres::{PostgresEngine, PostgresUrl};
-use strata_testkit::servers::{Server as Proc, free_port};
+use strata_testkit::servers::{Server as Proc, free_ports};
 
 /// PostgreSQL refuses to run as root: as root, Patroni runs as the `postgres` user.
 fn postgres_user() -> Option<(u32, u32)> {
@@ -344,12 +344,15 @@ async fn clients_follow_a_switchover_and_a_killed_primary_losing_nothing() {
     )
     .unwrap();
     let scope = format!("s{}", uuid::Uuid::new_v4().simple());
-    let bouncer = free_port();
+    // Taken together: a port handed out twice (PgBouncer's and a node's) once put the
+    // writers on a standby.
+    let ports = free_ports(5);
+    let bouncer = ports[4];
     let mut nodes: Vec<Node> = (1..=2)
         .map(|i| Node {
             name: format!("node{i}"),
-            pg_port: free_port(),
-            api_port: free_port(),
+            pg_port: ports[2 * i - 2],
+            api_port: ports[2 * i - 1],
             data: dir.path().join(format!("data{i}")),
             patroni: None,
         })
@@ -366,10 +369,14 @@ async fn clients_follow_a_switchover_and_a_killed_primary_losing_nothing() {
     let ini = dir.path().join("pgbouncer.ini");
     std::fs::write(&ini, pgbouncer_ini(dir.path(), bouncer, nodes[0].pg_port)).unwrap();
     let pgbouncer = which("pgbouncer").unwrap_or_else(|| "/usr/sbin/pgbouncer".into());
-    let _pgbouncer = spawn_as_postgres(dir.path(), &pgbouncer, &[&ini], "pgbouncer.out");
+    let mut pgbouncer = spawn_as_postgres(dir.path(), &pgbouncer, &[&ini], "pgbouncer.out");
     wait_until("PgBouncer up", Duration::from_secs(20), || {
         std::net::TcpStream::connect(("127.0.0.1", bouncer)).ok()
     });
+    assert!(
+        pgbouncer.0.try_wait().unwrap().is_none(),
+        "PgBouncer exited (another process on its port?): see pgbouncer.log"
+    );
 
     let url = PostgresUrl::parse(&format!(
         "postgres://postgres:su-pass@127.0.0.1:{},127.0.0.1:{}/postgres?\

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use strata_meta::kv::{CommitRequest, KvEngine, KvError, ReadCheck, Write};
 use strata_meta_redis::{RedisEngine, RedisUrl};
-use strata_testkit::servers::{Server, free_port};
+use strata_testkit::servers::{Server, free_ports};
 
 fn cli(port: u16, args: &[&str]) -> String {
     let out = Command::new("redis-cli")
@@ -94,7 +94,8 @@ fn put(key: &[u8], value: &[u8]) -> CommitRequest {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_url_finds_the_master_and_follows_a_failover() {
     let dir = tempfile::tempdir().unwrap();
-    let (master_port, replica_port, sentinel_port) = (free_port(), free_port(), free_port());
+    let ports = free_ports(3);
+    let (master_port, replica_port, sentinel_port) = (ports[0], ports[1], ports[2]);
     let master = redis(dir.path(), master_port, &[]);
     let replica_dir = dir.path().join("replica");
     std::fs::create_dir_all(&replica_dir).unwrap();
@@ -155,12 +156,14 @@ struct Group {
 
 fn group() -> Group {
     let dir = tempfile::tempdir().unwrap();
-    let master_port = free_port();
+    // Master, two replicas, three Sentinels: distinct ports, taken together.
+    let ports = free_ports(6);
+    let master_port = ports[0];
     let master = redis(dir.path(), master_port, &[]);
     let mut replicas = Vec::new();
     let mut replica_ports = Vec::new();
     for i in 0..2 {
-        let port = free_port();
+        let port = ports[1 + i];
         let sub = dir.path().join(format!("replica{i}"));
         std::fs::create_dir_all(&sub).unwrap();
         replicas.push(redis(
@@ -172,8 +175,8 @@ fn group() -> Group {
     }
     let mut sentinels = Vec::new();
     let mut sentinel_ports = Vec::new();
-    for _ in 0..3 {
-        let port = free_port();
+    for i in 0..3 {
+        let port = ports[3 + i];
         sentinels.push(sentinel(dir.path(), port, master_port, 2));
         sentinel_ports.push(port);
     }

@@ -12,6 +12,24 @@ pub fn free_port() -> u16 {
         .unwrap_or_else(|e| panic!("no free loopback port: {e}"))
 }
 
+/// `n` loopback ports, distinct from each other and free now: all are held until all are
+/// found (one at a time, the kernel may hand the same port out twice).
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap_or_else(|e| panic!("no free loopback port: {e}"))
+        })
+        .collect();
+    held.iter()
+        .map(|l| {
+            l.local_addr()
+                .map(|a| a.port())
+                .unwrap_or_else(|e| panic!("no local address: {e}"))
+        })
+        .collect()
+}
+
 /// A server process, killed with SIGKILL and reaped when dropped.
 #[derive(Debug)]
 pub struct Server(pub Child);

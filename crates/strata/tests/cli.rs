@@ -46,10 +46,7 @@ fn bad_input_gives_one_clear_line() {
     std::fs::create_dir(&mnt).unwrap();
     let mnt = mnt.to_str().unwrap();
     fails_with_one_line(&["format", "no-scheme", "vol1"], "malformed META-URL");
-    fails_with_one_line(
-        &["format", "mysql://x/y", "vol1"],
-        "unknown metadata engine",
-    );
+    fails_with_one_line(&["format", "tikv://x/y", "vol1"], "unknown metadata engine");
     fails_with_one_line(
         &["format", "sqlite3:///no/such/dir/m.db", "vol1"],
         "does not exist",
