@@ -133,14 +133,7 @@ impl KvSnapshot for MysqlSnapshot {
         let rows = self
             .rows(&sql::linked(self.pool.table(), keys, holder, link))
             .await?;
-        let found: HashMap<Key, Value> = pairs(rows)?.into_iter().collect();
-        let mut values: Vec<Option<Value>> = keys.iter().map(|k| found.get(k).cloned()).collect();
-        // The number came from the same snapshot, so these are the keys the server read.
-        match link.target_keys(values[link.from].as_deref()) {
-            Some(targets) => values.extend(targets.iter().map(|k| found.get(k).cloned())),
-            None => values.extend(link.targets.iter().map(|_| None)),
-        }
-        Ok(Some(values))
+        Ok(Some(link.values_from(keys, pairs(rows)?)))
     }
 
     async fn scan_linked(

@@ -25,14 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::pool::Pool;
 use crate::sql::{hex, markers_table, my_error};
 
-/// The marker states of a connection's `n`-th writing commit: (applied, fenced).
-pub(crate) fn states(n: u64) -> Result<(i64, i64), KvError> {
-    let fenced = n
-        .checked_mul(2)
-        .and_then(|f| i64::try_from(f).ok())
-        .ok_or_else(|| KvError::Engine(format!("commit number {n} out of range")))?;
-    Ok((fenced + 1, fenced))
-}
+pub(crate) use strata_meta::kv::settle::marker_states as states;
 
 /// What a commit whose answer was lost needs to be settled.
 #[derive(Clone, Copy, Debug)]
@@ -92,16 +85,4 @@ async fn fence(pool: &Pool, lost: LostCommit) -> Result<bool, KvError> {
         .and_then(Result::ok)
         .ok_or_else(|| KvError::Engine("MySQL: the commit marker did not read back".into()))?;
     Ok(state == fenced)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn states_leave_room_for_the_fence() {
-        assert_eq!(states(1).unwrap(), (3, 2));
-        assert_eq!(states(7).unwrap(), (15, 14));
-        assert!(states(u64::MAX).is_err());
-    }
 }

@@ -273,14 +273,7 @@ impl KvSnapshot for PostgresSnapshot {
             .map_err(|_| KvError::Engine(format!("link offset {}", link.offset)))?;
         let rows =
             timed(conn.query(Sql::Linked, &[&keys, holder, &offset, &prefixes, &suffixes])).await?;
-        let found: std::collections::HashMap<Key, Value> = pairs(rows)?.into_iter().collect();
-        let mut values: Vec<Option<Value>> = keys.iter().map(|k| found.get(k).cloned()).collect();
-        // The number came from the same snapshot, so these are the keys the server read.
-        match link.target_keys(values[link.from].as_deref()) {
-            Some(targets) => values.extend(targets.iter().map(|k| found.get(k).cloned())),
-            None => values.extend(link.targets.iter().map(|_| None)),
-        }
-        Ok(Some(values))
+        Ok(Some(link.values_from(keys, pairs(rows)?)))
     }
 
     async fn scan_linked(

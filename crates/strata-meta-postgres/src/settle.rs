@@ -36,14 +36,7 @@ use crate::pg_error;
 use crate::pool::Pool;
 use crate::sql::markers_table;
 
-/// The marker states of a connection's `n`-th writing commit: (applied, fenced).
-pub(crate) fn states(n: u64) -> Result<(i64, i64), KvError> {
-    let fenced = n
-        .checked_mul(2)
-        .and_then(|f| i64::try_from(f).ok())
-        .ok_or_else(|| KvError::Engine(format!("commit number {n} out of range")))?;
-    Ok((fenced + 1, fenced))
-}
+pub(crate) use strata_meta::kv::settle::marker_states as states;
 
 /// What a commit whose answer was lost needs to be settled.
 #[derive(Clone, Copy, Debug)]

@@ -252,6 +252,21 @@ impl Link {
         )
     }
 
+    /// What [`KvSnapshot::get_linked`] answers when an engine read `keys` and the keys
+    /// this link names, in one statement, as `found` rows (absent keys have none): the
+    /// values of `keys`, then of the linked keys (`None` each when the holder names none).
+    pub fn values_from(&self, keys: &[Key], found: Vec<(Key, Value)>) -> Vec<Option<Value>> {
+        let found: std::collections::HashMap<Key, Value> = found.into_iter().collect();
+        let mut values: Vec<Option<Value>> = keys.iter().map(|k| found.get(k).cloned()).collect();
+        // The number came from the same snapshot, so these are the keys the engine read.
+        let holder = values.get(self.from).cloned().flatten();
+        match self.target_keys(holder.as_deref()) {
+            Some(targets) => values.extend(targets.iter().map(|k| found.get(k).cloned())),
+            None => values.extend(self.targets.iter().map(|_| None)),
+        }
+        values
+    }
+
     /// The keys each of `rows` links to (`None` for a row that names none).
     pub fn targets_of_rows(&self, rows: &[(Key, Value)]) -> Vec<Option<Vec<Key>>> {
         rows.iter()

@@ -14,6 +14,16 @@ pub const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long one attempt of a fence may take (a lock wait included).
 pub const FENCE_ATTEMPT: Duration = Duration::from_secs(5);
 
+/// The states of a commit marker (a row per connection on the SQL engines) for the
+/// connection's `n`-th writing commit: (applied `2n + 1`, fenced `2n`).
+pub fn marker_states(n: u64) -> Result<(i64, i64), KvError> {
+    let fenced = n
+        .checked_mul(2)
+        .and_then(|f| i64::try_from(f).ok())
+        .ok_or_else(|| KvError::Engine(format!("commit number {n} out of range")))?;
+    Ok((fenced + 1, fenced))
+}
+
 /// Settle a lost commit of `engine` through `fence` (`Ok(true)`: the fence took, the
 /// commit was not applied; `Ok(false)`: it had been applied). Returns `Ok` when it was
 /// applied, `Unavailable(why)` when not (the transaction layer retries it), and an
@@ -66,5 +76,17 @@ where
                 )));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_leave_room_for_the_fence() {
+        assert_eq!(marker_states(1).unwrap(), (3, 2));
+        assert_eq!(marker_states(7).unwrap(), (15, 14));
+        assert!(marker_states(u64::MAX).is_err());
     }
 }
