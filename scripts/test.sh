@@ -34,6 +34,8 @@ command -v git >/dev/null 2>&1 || need_apt+=(git)
 command -v setpriv >/dev/null 2>&1 || need_apt+=(util-linux)
 command -v setcap >/dev/null 2>&1 || need_apt+=(libcap2-bin)
 command -v strace >/dev/null 2>&1 || need_apt+=(strace)
+# Random reads across mount hand-overs.
+command -v fio >/dev/null 2>&1 || need_apt+=(fio)
 # `strata debug` takes a thread dump with gdb.
 command -v gdb >/dev/null 2>&1 || need_apt+=(gdb)
 # Encryption tests make RSA keys as users do (`openssl genrsa -aes256`).

@@ -304,6 +304,23 @@ impl Client {
         })
     }
 
+    /// Whether writes are staged locally (`--writeback`).
+    pub fn writes_back(&self) -> bool {
+        self.writeback.is_some()
+    }
+
+    /// Another process took this client's session over (a mount hand-over): flush what
+    /// is buffered, make everything durable and stop background work, but leave the
+    /// session, its locks and the files it keeps alive to the new process.
+    pub async fn close_handed_over(self) -> std::result::Result<(), strata_types::Errno> {
+        let flushed = self.vfs.flush_all().await;
+        self.jobs.stop().await;
+        drop(self.group_stop);
+        let synced = self.vfs.sync().await;
+        drop(self.background_stop);
+        flushed.and(synced)
+    }
+
     /// Flush what is buffered, stop background work between two operations, close the
     /// session and make everything durable. Every failure is logged; the first one of
     /// the flush is returned (as an errno) so a caller can report lost writes.

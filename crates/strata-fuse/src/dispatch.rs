@@ -102,9 +102,11 @@ impl StrataFs {
         let vfs = self.vfs.clone();
         let fut = f(vfs.clone());
         let started = std::time::Instant::now();
+        let answering = self.inflight.enter();
         if !vfs.access_log_active() {
             self.run(async move {
                 fut.await;
+                drop(answering);
                 vfs.front_metrics().fuse.observe(op, started.elapsed());
             });
             return;
@@ -112,6 +114,7 @@ impl StrataFs {
         let who = format!("[uid:{},gid:{},pid:{}]", req.uid(), req.gid(), req.pid());
         self.rt.spawn(async move {
             fut.await;
+            drop(answering);
             let took = started.elapsed();
             vfs.front_metrics().fuse.observe(op, took);
             let secs = took.as_secs_f64();

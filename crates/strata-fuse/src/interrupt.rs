@@ -53,6 +53,15 @@ impl Interrupts {
         }
     }
 
+    /// End every waiting request with `EINTR` (a hand-over); returns how many.
+    pub fn interrupt_all(&self) -> usize {
+        let waiting = self.waiting.lock();
+        for token in waiting.values() {
+            token.cancel();
+        }
+        waiting.len()
+    }
+
     /// The kernel interrupts request `unique`.
     pub fn interrupt(&self, unique: u64) {
         if let Some(token) = self.waiting.lock().get(&unique) {

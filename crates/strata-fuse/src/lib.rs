@@ -3,6 +3,7 @@
 //! several dispatch threads each read their own `/dev/fuse` clone.
 
 mod dispatch;
+pub mod handover;
 mod interrupt;
 mod ops;
 
@@ -15,7 +16,7 @@ use fuser::{Config, FileAttr, INodeNo, MountOption, SessionACL};
 use strata_types::{Attr, Errno, FileType, Ino};
 use strata_vfs::Vfs;
 
-pub use fuser::BackgroundSession;
+pub use handover::{InFlight, KernelSettings, Served, Stopped};
 
 /// Mount settings of the FUSE layer.
 #[derive(Clone, Debug)]
@@ -83,16 +84,68 @@ pub struct StrataFs {
     /// Ask the kernel to check access control lists (`FUSE_POSIX_ACL`).
     pub(crate) kernel_acl: bool,
     pub(crate) interrupts: std::sync::Arc<interrupt::Interrupts>,
+    /// Requests being answered (a hand-over waits for none).
+    pub(crate) inflight: Arc<InFlight>,
+    /// The process that served this mount before died: rebuild the handles it had.
+    pub(crate) restarted: bool,
+}
+
+impl StrataFs {
+    pub(crate) fn new(
+        vfs: Arc<Vfs>,
+        rt: tokio::runtime::Handle,
+        opts: &FuseOptions,
+        settings: &KernelSettings,
+    ) -> StrataFs {
+        StrataFs {
+            vfs,
+            rt,
+            max_write: settings.max_write,
+            writeback_cache: settings.writeback_cache,
+            enable_xattr: opts.enable_xattr,
+            enable_selinux: opts.enable_selinux,
+            kernel_acl: settings.kernel_acl,
+            interrupts: Arc::default(),
+            inflight: Arc::default(),
+            restarted: false,
+        }
+    }
+}
+
+/// Who the kernel lets in, from the mount options.
+pub(crate) fn session_acl(opts: &FuseOptions) -> SessionACL {
+    if opts.allow_other {
+        SessionACL::All
+    } else if opts.allow_root {
+        SessionACL::RootAndOwner
+    } else {
+        SessionACL::Owner
+    }
+}
+
+/// Let the VFS drop kernel entries it changed behind the kernel's back.
+pub(crate) fn set_entry_invalidator(vfs: &Vfs, session: &fuser::BackgroundSession) {
+    let notifier = session.notifier();
+    vfs.set_entry_invalidator(strata_vfs::EntryInvalidator(Arc::new(
+        move |parent: u64, name: &[u8]| {
+            // ENOENT: the kernel had nothing cached for it.
+            if let Err(e) = notifier.inval_entry(INodeNo(parent), name_os(name))
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::debug!("invalidating a kernel entry: {e}");
+            }
+        },
+    )));
 }
 
 /// Mount `vfs` at `mountpoint`; requests are served on `rt` until the returned session is
-/// dropped or the file system is unmounted.
+/// unmounted (or stopped for a hand-over).
 pub fn mount(
     vfs: Arc<Vfs>,
     rt: tokio::runtime::Handle,
     mountpoint: &Path,
     opts: &FuseOptions,
-) -> std::io::Result<BackgroundSession> {
+) -> std::io::Result<Served> {
     // The kernel never updates a FUSE file's atime itself; the flag only shows the mode.
     let atime = if vfs.options().atime_mode == strata_vfs::AtimeMode::NoAtime {
         MountOption::NoAtime
@@ -113,40 +166,16 @@ pub fn mount(
     }
     let mut config = Config::default();
     config.mount_options = mount_options;
-    config.acl = if opts.allow_other {
-        SessionACL::All
-    } else if opts.allow_root {
-        SessionACL::RootAndOwner
-    } else {
-        SessionACL::Owner
-    };
+    config.acl = session_acl(opts);
     config.n_threads = Some(opts.threads.max(1));
     config.clone_fd = true;
-    let vfs_handle = vfs.clone();
-    let fs = StrataFs {
-        vfs,
-        rt,
-        max_write: opts.max_write,
-        writeback_cache: opts.writeback_cache,
-        enable_xattr: opts.enable_xattr,
-        enable_selinux: opts.enable_selinux,
-        kernel_acl: opts.posix_acl && opts.default_permissions,
-        interrupts: std::sync::Arc::default(),
-    };
+    let settings = KernelSettings::of(opts);
+    let fs = StrataFs::new(vfs.clone(), rt, opts, &settings);
+    let parts = (fs.inflight.clone(), fs.interrupts.clone());
     let session = fuser::spawn_mount(fs, mountpoint, &config)?;
-    let notifier = session.notifier();
-    vfs_handle.set_entry_invalidator(strata_vfs::EntryInvalidator(Arc::new(
-        move |parent: u64, name: &[u8]| {
-            // ENOENT: the kernel had nothing cached for it.
-            if let Err(e) = notifier.inval_entry(INodeNo(parent), name_os(name))
-                && e.kind() != std::io::ErrorKind::NotFound
-            {
-                tracing::debug!("invalidating a kernel entry: {e}");
-            }
-        },
-    )));
+    set_entry_invalidator(&vfs, &session);
     set_kernel_readahead(mountpoint, opts.kernel_readahead_kib);
-    Ok(session)
+    Ok(Served::new(session, parts, settings, mountpoint, true))
 }
 
 /// A `-o` option as the kernel mount takes it: flags by name, anything else as given.

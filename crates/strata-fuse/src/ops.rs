@@ -299,6 +299,7 @@ impl fuser::Filesystem for StrataFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        self.adopt_file(ino, fh);
         // Reads of the internal files are not logged nor counted: a reader of
         // `.accesslog` would otherwise be fed a line for each of its own reads, forever.
         let internal = strata_vfs::is_internal(self.vfs.from_front(ino.0));
@@ -332,6 +333,7 @@ impl fuser::Filesystem for StrataFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        self.adopt_file(ino, fh);
         let data = data.to_vec();
         if self.vfs.from_front(ino.0) == strata_vfs::CONTROL_INO {
             // A path tool's request: it runs as the writer.
@@ -367,11 +369,12 @@ impl fuser::Filesystem for StrataFs {
     fn flush(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        self.adopt_file(ino, fh);
         self.spawn(req, "flush", |vfs| async move {
             empty(reply, vfs.flush(fh.0, lock_owner.0).await)
         });
@@ -380,13 +383,14 @@ impl fuser::Filesystem for StrataFs {
     fn release(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.adopt_file(ino, fh);
         self.spawn(req, "release", |vfs| async move {
             // Set when the file had flock() locks: they end with the open file.
             if let Some(owner) = lock_owner
@@ -401,11 +405,12 @@ impl fuser::Filesystem for StrataFs {
     fn fsync(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        self.adopt_file(ino, fh);
         self.spawn(req, "fsync", |vfs| async move {
             empty(reply, vfs.fsync(fh.0).await)
         });
@@ -438,11 +443,12 @@ impl fuser::Filesystem for StrataFs {
     fn readdir(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        self.adopt_dir(ino, fh);
         self.spawn(req, "readdir", |vfs| async move {
             let entries = match vfs.readdir(fh.0, offset, false).await {
                 Ok(e) => e,
@@ -467,11 +473,12 @@ impl fuser::Filesystem for StrataFs {
     fn readdirplus(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
+        self.adopt_dir(ino, fh);
         self.spawn(req, "readdirplus", |vfs| async move {
             let entries = match vfs.readdir(fh.0, offset, true).await {
                 Ok(e) => e,
@@ -505,11 +512,12 @@ impl fuser::Filesystem for StrataFs {
     fn releasedir(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        self.adopt_dir(ino, fh);
         self.spawn(req, "releasedir", |vfs| async move {
             empty(reply, vfs.releasedir(fh.0).await)
         });
@@ -641,7 +649,7 @@ impl fuser::Filesystem for StrataFs {
     fn getlk(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         lock_owner: LockOwner,
         start: u64,
@@ -650,6 +658,7 @@ impl fuser::Filesystem for StrataFs {
         pid: u32,
         reply: ReplyLock,
     ) {
+        self.adopt_file(ino, fh);
         self.spawn(req, "getlk", |vfs| async move {
             let lock = match posix_lock(start, end, typ, pid) {
                 Ok(l) => l,
@@ -675,7 +684,7 @@ impl fuser::Filesystem for StrataFs {
     fn setlk(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         lock_owner: LockOwner,
         start: u64,
@@ -685,6 +694,7 @@ impl fuser::Filesystem for StrataFs {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
+        self.adopt_file(ino, fh);
         let registration = self.interrupts.register(req.unique().0);
         self.spawn(req, "setlk", |vfs| async move {
             let r = match posix_lock(start, end, typ, pid) {
@@ -724,13 +734,14 @@ impl fuser::Filesystem for StrataFs {
     fn fallocate(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         length: u64,
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        self.adopt_file(ino, fh);
         self.spawn(req, "fallocate", |vfs| async move {
             empty(
                 reply,
@@ -742,16 +753,18 @@ impl fuser::Filesystem for StrataFs {
     fn copy_file_range(
         &self,
         req: &Request,
-        _ino_in: INodeNo,
+        ino_in: INodeNo,
         fh_in: FileHandle,
         offset_in: u64,
-        _ino_out: INodeNo,
+        ino_out: INodeNo,
         fh_out: FileHandle,
         offset_out: u64,
         len: u64,
         flags: CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
+        self.adopt_file(ino_in, fh_in);
+        self.adopt_file(ino_out, fh_out);
         let flags = flags.bits() as u32;
         self.spawn(req, "copy_file_range", |vfs| async move {
             match vfs

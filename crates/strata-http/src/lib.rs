@@ -116,7 +116,7 @@ pub async fn serve<H, F, B, E>(
     http.http1()
         .timer(TokioTimer::new())
         .header_read_timeout(opts.header_timeout);
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let open = Arc::new(OpenConnections::default());
     let slots = Arc::new(Semaphore::new(opts.max_connections.max(1)));
     loop {
         let permit = tokio::select! {
@@ -143,23 +143,22 @@ pub async fn serve<H, F, B, E>(
             },
             () = stop.cancelled() => break,
         };
-        let (handler, http, watcher, tls) = (
-            handler.clone(),
-            http.clone(),
-            graceful.watcher(),
-            tls.clone(),
-        );
+        let (handler, http, tls, stop) = (handler.clone(), http.clone(), tls.clone(), stop.clone());
         let handshake_timeout = opts.header_timeout;
+        let counted = open.enter();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(handler);
+            let first = Arc::new(FirstRequest::default());
+            let seen = first.clone();
+            let service = hyper::service::service_fn(move |req| {
+                seen.arrived();
+                handler(req)
+            });
             let ended = match tls {
                 None => {
-                    watcher
-                        .watch(
-                            http.serve_connection(TokioIo::new(Lingering::new(socket)), service)
-                                .into_owned(),
-                        )
-                        .await
+                    let conn = http
+                        .serve_connection(TokioIo::new(Lingering::new(socket)), service)
+                        .into_owned();
+                    until_stopped(conn, &first, &stop).await
                 }
                 Some(acceptor) => {
                     match tokio::time::timeout(
@@ -169,12 +168,10 @@ pub async fn serve<H, F, B, E>(
                     .await
                     {
                         Ok(Ok(stream)) => {
-                            watcher
-                                .watch(
-                                    http.serve_connection(TokioIo::new(stream), service)
-                                        .into_owned(),
-                                )
-                                .await
+                            let conn = http
+                                .serve_connection(TokioIo::new(stream), service)
+                                .into_owned();
+                            until_stopped(conn, &first, &stop).await
                         }
                         Ok(Err(e)) => {
                             tracing::debug!("TLS handshake failed: {e}");
@@ -190,10 +187,10 @@ pub async fn serve<H, F, B, E>(
             if let Err(e) = ended {
                 tracing::debug!("connection ended: {e}");
             }
-            drop(permit);
+            drop((permit, counted));
         });
     }
-    if tokio::time::timeout(opts.grace, graceful.shutdown())
+    if tokio::time::timeout(opts.grace, open.closed())
         .await
         .is_err()
     {
@@ -201,6 +198,117 @@ pub async fn serve<H, F, B, E>(
             "stopping: requests still running after {:?} were cut off",
             opts.grace
         );
+    }
+}
+
+/// Serve connection `conn` until it ends. Once `stop` is cancelled it ends after the
+/// request in flight; a connection accepted just before the stop whose first request has
+/// not arrived yet (or a pipelined one being read) gets that request answered first (its
+/// client sent it to a server that accepted it: closing would lose it). Hyper's header
+/// read timeout bounds the wait.
+async fn until_stopped<C>(
+    conn: C,
+    first: &FirstRequest,
+    stop: &CancellationToken,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+where
+    C: Future<Output = Result<(), Box<dyn std::error::Error + Send + Sync>>> + GracefulConn,
+{
+    tokio::pin!(conn);
+    tokio::select! {
+        ended = conn.as_mut() => return ended,
+        () = stop.cancelled() => {}
+    }
+    tokio::select! {
+        ended = conn.as_mut() => return ended,
+        () = first.wait() => {}
+    }
+    conn.as_mut().begin_graceful_shutdown();
+    conn.await
+}
+
+/// A connection that can be told to finish after its request in flight.
+trait GracefulConn {
+    fn begin_graceful_shutdown(self: std::pin::Pin<&mut Self>);
+}
+
+impl<I, S, E, B> GracefulConn for hyper_util::server::conn::auto::Connection<'static, I, S, E>
+where
+    S: hyper::service::HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    B: Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    E: hyper_util::server::conn::auto::HttpServerConnExec<S::Future, B>,
+{
+    fn begin_graceful_shutdown(self: std::pin::Pin<&mut Self>) {
+        self.graceful_shutdown();
+    }
+}
+
+/// Whether a connection's first request arrived.
+#[derive(Debug, Default)]
+struct FirstRequest {
+    arrived: std::sync::atomic::AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl FirstRequest {
+    fn arrived(&self) {
+        if !self.arrived.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            self.notify.notify_waiters();
+        }
+    }
+
+    async fn wait(&self) {
+        let notified = self.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.arrived.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
+        notified.await;
+    }
+}
+
+/// Connections being served, so a stop can wait for them.
+#[derive(Debug, Default)]
+struct OpenConnections {
+    count: std::sync::atomic::AtomicUsize,
+    idle: tokio::sync::Notify,
+}
+
+struct Counted(Arc<OpenConnections>);
+
+impl OpenConnections {
+    fn enter(self: &Arc<Self>) -> Counted {
+        self.count.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Counted(self.clone())
+    }
+
+    async fn closed(&self) {
+        loop {
+            let idle = self.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if self.count.load(std::sync::atomic::Ordering::Acquire) == 0 {
+                return;
+            }
+            idle.await;
+        }
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        if self
+            .0
+            .count
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel)
+            == 1
+        {
+            self.0.idle.notify_waiters();
+        }
     }
 }
 

@@ -85,11 +85,18 @@ pub(crate) type ControlHandles = Mutex<HashMap<u64, Arc<ControlHandle>>>;
 
 impl Vfs {
     pub(crate) fn open_control(&self) -> u64 {
-        let fh = self.register(crate::CONTROL_INO, true, false);
+        let fh = self.new_fh();
+        self.restore_control(fh);
+        fh
+    }
+
+    /// Register `.control` handle `fh` (new, or one a handed-over mount had open; a
+    /// request it was running is not carried over).
+    pub(crate) fn restore_control(&self, fh: u64) {
+        self.register_as(fh, crate::CONTROL_INO, true, false);
         self.controls
             .lock()
             .insert(fh, Arc::new(ControlHandle::default()));
-        fh
     }
 
     fn control(&self, fh: u64) -> Option<Arc<ControlHandle>> {

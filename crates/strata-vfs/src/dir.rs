@@ -29,6 +29,8 @@ pub(crate) struct DirHandle {
     /// rest is served from here instead of being read again.
     page: Vec<DirEntryPlus>,
     page_plus: bool,
+    /// The read epoch taken before the page was read ([`Vfs::read_epoch`]).
+    page_epoch: u64,
     /// The page after the last one, being read ahead.
     next: Option<ReadAhead>,
 }
@@ -38,16 +40,23 @@ pub(crate) struct DirHandle {
 struct ReadAhead {
     after: Vec<u8>,
     plus: bool,
+    /// The read epoch when it started.
+    epoch: u64,
     task: JoinHandle<strata_meta::Result<Vec<DirEntry>>>,
 }
 
 impl ReadAhead {
     /// Start reading the `PAGE` entries of `ino` after `after`.
-    fn start(meta: &Arc<Meta>, ino: Ino, after: Vec<u8>, plus: bool) -> ReadAhead {
+    fn start(meta: &Arc<Meta>, ino: Ino, after: Vec<u8>, plus: bool, epoch: u64) -> ReadAhead {
         let meta = Arc::clone(meta);
         let from = after.clone();
         let task = tokio::spawn(async move { meta.readdir(ino, Some(&from), PAGE, plus).await });
-        ReadAhead { after, plus, task }
+        ReadAhead {
+            after,
+            plus,
+            epoch,
+            task,
+        }
     }
 }
 
@@ -74,40 +83,85 @@ impl Vfs {
             .map_err(from_meta)?;
         self.meta.mark_open(ino);
         let fh = self.new_fh();
-        self.dirs.lock().insert(
-            fh,
-            DirHandle {
-                ino,
-                cursor: None,
-                end: None,
-                page: Vec::new(),
-                page_plus: false,
-                next: None,
-            },
-        );
+        self.insert_dir_handle(fh, ino, None, None);
         Ok(fh)
     }
 
-    /// The entries of directory handle `fh` from `offset` on (one page).
+    /// Register directory handle `fh` at `cursor` (a handed-over mount's handle).
+    pub(crate) fn insert_dir_handle(
+        &self,
+        fh: u64,
+        ino: Ino,
+        cursor: Option<(u64, Vec<u8>)>,
+        end: Option<u64>,
+    ) {
+        let handle = DirHandle {
+            ino,
+            cursor,
+            end,
+            page: Vec::new(),
+            page_plus: false,
+            page_epoch: 0,
+            next: None,
+        };
+        self.dirs.lock().insert(fh, handle);
+    }
+
+    /// The directory handles open here, for a mount that takes over.
+    pub(crate) fn dir_states(&self) -> Vec<crate::handover::DirHandleState> {
+        let dirs = self.dirs.lock();
+        let mut states: Vec<_> = dirs
+            .iter()
+            .map(|(&fh, d)| crate::handover::DirHandleState {
+                fh,
+                ino: d.ino.0,
+                cursor: d.cursor.clone(),
+                end: d.end,
+            })
+            .collect();
+        states.sort_unstable_by_key(|d| d.fh);
+        states
+    }
+
+    /// The entries of directory handle `fh` from `offset` on (one page). Attributes
+    /// count this client's unflushed writes: the kernel takes them as the files' sizes.
     pub async fn readdir(&self, fh: u64, offset: u64, plus: bool) -> Result<Vec<DirEntryPlus>> {
+        let (mut entries, read_epoch) = self.readdir_page(fh, offset, plus).await?;
+        for e in &mut entries {
+            if let Some(attr) = e.attr.as_mut() {
+                self.apply_pending(e.ino, attr, read_epoch);
+            }
+        }
+        Ok(entries)
+    }
+
+    /// A page of entries, and the read epoch taken before the engine was read for it.
+    async fn readdir_page(
+        &self,
+        fh: u64,
+        offset: u64,
+        plus: bool,
+    ) -> Result<(Vec<DirEntryPlus>, u64)> {
+        let read_epoch = self.read_epoch();
         let (ino, cursor, mut ahead) = {
             let mut dirs = self.dirs.lock();
             let handle = dirs.get_mut(&fh).ok_or(strata_types::Errno::EBADF)?;
             if offset >= 2 && handle.end == Some(offset) {
-                return Ok(Vec::new());
+                return Ok((Vec::new(), read_epoch));
             }
             // The kernel switches to plain readdir after the first request when nothing
             // was looked up meanwhile: a page with attributes serves both.
             if offset >= 2 && (handle.page_plus || !plus) {
                 let at = handle.page.iter().position(|e| e.next_offset == offset + 1);
                 if let Some(at) = at {
-                    return Ok(handle.page[at..].to_vec());
+                    return Ok((handle.page[at..].to_vec(), handle.page_epoch));
                 }
             }
             (handle.ino, handle.cursor.clone(), handle.next.take())
         };
         let mut out = Vec::new();
         let mut reached_end = false;
+        let mut page_epoch = read_epoch;
         if offset < 2 {
             let attr = self.meta.getattr(ino).await.map_err(from_meta)?;
             self.note_times(ino, &attr);
@@ -145,6 +199,7 @@ impl Vfs {
                 Some(read)
                     if want == PAGE && read.plus == plus && after.as_ref() == Some(&read.after) =>
                 {
+                    page_epoch = page_epoch.min(read.epoch);
                     // A task that did not finish (the runtime shutting down): read here.
                     read.task.await.ok()
                 }
@@ -189,12 +244,19 @@ impl Vfs {
             handle.end = reached_end.then_some(position);
             handle.page.clone_from(&out);
             handle.page_plus = plus;
+            handle.page_epoch = page_epoch;
             if !reached_end && let Some(last) = out.last().filter(|_| out.len() >= PAGE) {
                 let after = last.name.clone();
-                handle.next = Some(ReadAhead::start(&self.meta, ino, after, plus));
+                handle.next = Some(ReadAhead::start(
+                    &self.meta,
+                    ino,
+                    after,
+                    plus,
+                    self.read_epoch(),
+                ));
             }
         }
-        Ok(out)
+        Ok((out, page_epoch))
     }
 
     /// Record the last entry the caller actually consumed, so the next page continues
@@ -225,6 +287,7 @@ impl Vfs {
         from: Option<&[u8]>,
         limit: usize,
     ) -> Result<Vec<DirEntry>> {
+        let read_epoch = self.read_epoch();
         let mut page = self
             .meta
             .readdir_from(ino, from, limit, true)
@@ -232,7 +295,7 @@ impl Vfs {
             .map_err(from_meta)?;
         for entry in &mut page {
             if let Some(attr) = entry.attr.as_mut() {
-                self.apply_pending(entry.ino, attr);
+                self.apply_pending(entry.ino, attr, read_epoch);
             }
         }
         Ok(page)

@@ -37,6 +37,19 @@ pub(crate) struct FileHandle {
 
 const O_ACCMODE: u32 = 3;
 
+impl FileHandle {
+    /// What a handed-over mount needs to keep serving this handle.
+    pub(crate) fn state(&self, fh: u64) -> crate::handover::FileHandleState {
+        crate::handover::FileHandleState {
+            fh,
+            ino: self.ino.0,
+            writable: self.writable,
+            privileged: self.privileged.load(Ordering::Relaxed),
+            lock_owner: self.lock_owner.load(Ordering::Relaxed),
+        }
+    }
+}
+
 impl Vfs {
     pub(crate) fn handle(&self, fh: u64) -> Result<Arc<FileHandle>> {
         self.handles.lock().get(&fh).cloned().ok_or(Errno::EBADF)
@@ -44,6 +57,12 @@ impl Vfs {
 
     pub(crate) fn register(&self, ino: Ino, writable: bool, privileged: bool) -> u64 {
         let fh = self.new_fh();
+        self.register_as(fh, ino, writable, privileged);
+        fh
+    }
+
+    /// Register handle `fh` (one a front end already knows: a handed-over mount's).
+    pub(crate) fn register_as(&self, fh: u64, ino: Ino, writable: bool, privileged: bool) {
         let window = Window::new(u64::from(self.chunks.block_size()), self.opts.max_readahead);
         let handle = FileHandle {
             ino,
@@ -54,7 +73,6 @@ impl Vfs {
             sync_failures_seen: AtomicU64::new(self.sync_failures.load(Ordering::Acquire)),
         };
         self.handles.lock().insert(fh, Arc::new(handle));
-        fh
     }
 
     /// open(2) of an existing file; returns the handle and the attributes.
@@ -79,6 +97,7 @@ impl Vfs {
         if writing {
             self.writable()?;
         }
+        let read_epoch = self.read_epoch();
         let opened = self
             .meta
             .open_file_after(ctx, ino, flags, began)
@@ -88,7 +107,7 @@ impl Vfs {
         self.note_times(ino, &attr);
         // Close-to-open: whatever other clients closed before this open must show.
         self.open_files.invalidate(ino);
-        self.apply_pending(ino, &mut attr);
+        self.apply_pending(ino, &mut attr, read_epoch);
         Ok((self.register(ino, writing, opened.privileged), attr))
     }
 
@@ -327,6 +346,7 @@ impl Vfs {
         self.flush_inode(handle.ino).await?;
         let mode = FallocateMode::from_bits(mode).map_err(from_meta)?;
         let result = self.meta.fallocate(handle.ino, mode, off, len).await;
+        self.size_changed(handle.ino);
         self.open_files.invalidate(handle.ino);
         result.map(drop).map_err(from_meta)
     }

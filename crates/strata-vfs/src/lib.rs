@@ -17,6 +17,7 @@ pub mod control_wire;
 mod dir;
 pub mod errno;
 mod file;
+pub mod handover;
 mod identity;
 mod internal;
 mod kernelcache;
@@ -117,6 +118,8 @@ pub struct Vfs {
     /// Inodes whose buffered writes could not be committed at their last close: kept and
     /// retried by the periodic sync.
     kept: Mutex<HashSet<Ino>>,
+    /// Commits that emptied a file's write buffer so far ([`Vfs::read_epoch`]).
+    commit_epoch: AtomicU64,
     /// Syncs that failed so far (each open handle is told once).
     sync_failures: AtomicU64,
     /// The errno of the last sync that failed (ENOSPC stays ENOSPC for the handles told).
@@ -178,9 +181,10 @@ impl Vfs {
             opts,
             handles: Mutex::default(),
             dirs: Mutex::default(),
-            next_fh: AtomicU64::new(1),
+            next_fh: AtomicU64::new(handover::first_fh()),
             pending: Mutex::default(),
             kept: Mutex::default(),
+            commit_epoch: AtomicU64::new(0),
             sync_failures: AtomicU64::new(0),
             last_sync_errno: std::sync::atomic::AtomicI32::new(Errno::EIO.0),
             atimes: atime::AtimeTracker::default(),
@@ -264,9 +268,10 @@ impl Vfs {
         if is_internal(ino) {
             return Ok(internal::internal_attr(ino, 0));
         }
+        let read_epoch = self.read_epoch();
         let mut attr = self.meta.getattr(ino).await.map_err(from_meta)?;
         self.xattr_free.seen(ino, &attr);
-        self.apply_pending(ino, &mut attr);
+        self.apply_pending(ino, &mut attr, read_epoch);
         Ok(attr)
     }
 
@@ -280,13 +285,14 @@ impl Vfs {
                 attr: internal::internal_attr(ino, 0),
             });
         }
+        let read_epoch = self.read_epoch();
         let mut entry = self
             .meta
             .lookup(ctx, parent, name)
             .await
             .map_err(from_meta)?;
         self.xattr_free.seen(entry.ino, &entry.attr);
-        self.apply_pending(entry.ino, &mut entry.attr);
+        self.apply_pending(entry.ino, &mut entry.attr, read_epoch);
         Ok(entry)
     }
 
@@ -304,11 +310,15 @@ impl Vfs {
             written_at,
             ..set.clone()
         };
+        let read_epoch = self.read_epoch();
         let mut attr = self.meta.setattr(ctx, ino, &set).await.map_err(from_meta)?;
+        if set.size.is_some() {
+            self.size_changed(ino);
+        }
         self.write_time_stored(ino, written_at);
         self.open_files.invalidate(ino);
         // Unflushed writes still count: the kernel takes this reply as the file's size.
-        self.apply_pending(ino, &mut attr);
+        self.apply_pending(ino, &mut attr, read_epoch);
         Ok(attr)
     }
 
@@ -356,12 +366,13 @@ impl Vfs {
 
     pub async fn link(&self, ctx: &Ctx, ino: Ino, parent: Ino, name: &[u8]) -> Result<Entry> {
         self.writable()?;
+        let read_epoch = self.read_epoch();
         let mut attr = self
             .meta
             .link(ctx, ino, parent, name)
             .await
             .map_err(from_meta)?;
-        self.apply_pending(ino, &mut attr);
+        self.apply_pending(ino, &mut attr, read_epoch);
         Ok(Entry { ino, attr })
     }
 

@@ -41,6 +41,11 @@ pub(crate) struct Visible {
     pub length: u64,
     /// When the last write whose time is not stored yet returned.
     pub written_at: Option<Nanos>,
+    /// What the last commit that emptied the buffer made the file's length at least, and
+    /// the commit epoch it ended ([`Vfs::read_epoch`]): attributes read from the engine
+    /// before then may lack it.
+    pub committed_length: u64,
+    pub committed_epoch: u64,
 }
 
 /// Writes of one inode not yet committed.
@@ -120,17 +125,40 @@ impl Vfs {
 
     /// Attributes as this client sees them: the length and time of its own uncommitted
     /// writes applied (without waiting for them).
-    pub(crate) fn apply_pending(&self, ino: Ino, attr: &mut Attr) {
+    /// Count this client's unflushed writes in attributes read from the engine after
+    /// `read_epoch` ([`Vfs::read_epoch`]) was taken. A commit that finished since may have
+    /// emptied the buffer after the engine was read without them: its length counts too,
+    /// or the kernel, which takes the reply as the file's size, would put the next append
+    /// over the committed writes.
+    pub(crate) fn apply_pending(&self, ino: Ino, attr: &mut Attr, read_epoch: u64) {
         let Some(pending) = self.pending_of(ino) else {
             return;
         };
         let v = pending.visible();
         attr.length = attr.length.max(v.length);
+        if read_epoch < v.committed_epoch {
+            attr.length = attr.length.max(v.committed_length);
+        }
         if let Some(at) = v.written_at
             && at >= attr.ctime
         {
             attr.mtime = at;
             attr.ctime = at;
+        }
+    }
+    /// Where this client's commits stand: taken before reading attributes from the
+    /// engine, and passed to [`Vfs::apply_pending`] with them.
+    pub(crate) fn read_epoch(&self) -> u64 {
+        self.commit_epoch.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// This client changed the size of `ino` itself (after committing its writes): the
+    /// lengths of earlier commits no longer count.
+    pub(crate) fn size_changed(&self, ino: Ino) {
+        if let Some(p) = self.pending_of(ino) {
+            let mut v = p.visible.lock();
+            v.committed_length = 0;
+            v.committed_epoch = 0;
         }
     }
 
@@ -338,6 +366,15 @@ impl Vfs {
         self.open_files.invalidate(ino);
         if slices.is_empty() {
             let mut v = pending.visible.lock();
+            // Readers that took their epoch before this one may have read the engine
+            // before the commit: they count its length (`apply_pending`).
+            let epoch = self
+                .commit_epoch
+                .fetch_add(1, std::sync::atomic::Ordering::AcqRel)
+                + 1;
+            // The largest: an earlier commit may have made the file longer.
+            v.committed_length = v.committed_length.max(v.length);
+            v.committed_epoch = epoch;
             v.length = 0;
             if v.written_at == written_at {
                 v.written_at = None;

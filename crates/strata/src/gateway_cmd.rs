@@ -98,6 +98,7 @@ async fn serve(a: GatewayArgs, root: Credentials) -> Result<()> {
         tls,
         scheme,
         local,
+        taken,
     } = listen(address, a.cert_file.as_deref(), a.key_file.as_deref()).await?;
     let identity = a.identity.identity(Some("022"))?;
     let vfs_opts = VfsOptions {
@@ -133,6 +134,7 @@ async fn serve(a: GatewayArgs, root: Credentials) -> Result<()> {
         max_connections: a.max_connections,
         ..ServeOptions::default()
     };
+    let offer = crate::http_front::offer(&listener, local);
     let server = tokio::spawn(strata_s3::serve(
         listener,
         service,
@@ -149,6 +151,7 @@ async fn serve(a: GatewayArgs, root: Credentials) -> Result<()> {
             ""
         }
     );
-    run_until_signal("the gateway", server, stop, client).await;
+    crate::http_front::serving(taken).await;
+    run_until_signal("the gateway", server, stop, client, offer).await;
     Ok(())
 }

@@ -11,7 +11,9 @@ use strata_types::MetaUrl;
 use strata_vfs::{AtimeMode, VfsOptions};
 
 use crate::client::ClientArgs;
-use crate::{units, wiring};
+use crate::mount_supervisor::{self, Supervised};
+use crate::{mount_handover, units, wiring};
+use strata_fuse::Served;
 
 #[derive(Debug, Args)]
 pub struct MountArgs {
@@ -125,23 +127,46 @@ fn is_mounted(path: &Path) -> bool {
     })
 }
 
-fn check_mountpoint(path: &Path) -> Result<()> {
+/// Whether a mount goes on an empty mount point or takes over a serving Strata mount.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Start {
+    Fresh,
+    TakeOver,
+}
+
+fn check_mountpoint(path: &Path) -> Result<Start> {
     let meta =
         std::fs::metadata(path).with_context(|| format!("mount point {}", path.display()))?;
     if !meta.is_dir() {
         bail!("mount point {} is not a directory", path.display());
     }
-    if is_mounted(path) {
-        bail!(
-            "mount point {} is busy: something is already mounted there",
-            path.display()
-        );
+    if !is_mounted(path) {
+        return Ok(Start::Fresh);
     }
-    Ok(())
+    let canonical = std::fs::canonicalize(path)?;
+    let socket = mount_handover::socket_path(&canonical);
+    if std::os::unix::net::UnixStream::connect(&socket).is_ok() {
+        return Ok(Start::TakeOver);
+    }
+    bail!(
+        "mount point {} is busy: something is already mounted there (not a Strata mount \
+         this user can take over)",
+        path.display()
+    )
 }
 
 pub fn run_mount(a: MountArgs) -> Result<()> {
-    check_mountpoint(&a.mountpoint)?;
+    if std::env::var_os(mount_supervisor::SUPERVISE_ENV).is_some() {
+        check_mountpoint(&a.mountpoint)?;
+        wiring::init_logging("info");
+        return mount_supervisor::run(&std::fs::canonicalize(&a.mountpoint)?);
+    }
+    let mut supervised = Supervised::from_env()?;
+    let start = if supervised.resume.is_some() {
+        Start::TakeOver
+    } else {
+        check_mountpoint(&a.mountpoint)?
+    };
     // Bad identity options are refused here, not in a background mount's log.
     a.identity.identity(None)?;
     if a.background {
@@ -149,7 +174,8 @@ pub fn run_mount(a: MountArgs) -> Result<()> {
     }
     wiring::init_logging("info");
     let rt = wiring::runtime()?;
-    rt.block_on(serve(a, rt.handle().clone()))
+    let resume = supervised.resume.take();
+    rt.block_on(serve(a, rt.handle().clone(), start, resume, supervised))
 }
 
 /// Start this command again without -d in a new session, logging to a file; return once
@@ -175,8 +201,19 @@ fn daemonize(a: &MountArgs) -> Result<()> {
         args.push(log.clone().into_os_string());
     }
     let exe = std::env::current_exe()?;
+    let (ready_read, ready_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let passed = ready_write.try_clone()?;
+    nix::fcntl::fcntl(
+        &passed,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+    )?;
     let mut cmd = std::process::Command::new(exe);
     cmd.args(&args)
+        .env(mount_supervisor::SUPERVISE_ENV, "1")
+        .env(
+            mount_supervisor::READY_FD_ENV,
+            std::os::fd::AsRawFd::as_raw_fd(&passed).to_string(),
+        )
         .stdin(Stdio::null())
         .stdout(file.try_clone()?)
         .stderr(file);
@@ -185,17 +222,25 @@ fn daemonize(a: &MountArgs) -> Result<()> {
     // setsid would need `pre_exec`, which is unsafe.
     cmd.process_group(0);
     let mut child = cmd.spawn().context("cannot start the background mount")?;
+    drop((passed, ready_write));
+    let ready = std::fs::File::from(ready_read);
+    let serving = std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::Read::read_to_string(&mut std::io::Read::take(ready, 64), &mut line);
+        line.starts_with("serving")
+    });
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(30) {
-        if is_mounted(&a.mountpoint) {
-            println!(
-                "mounted {} in the background (log: {})",
-                a.mountpoint.display(),
-                log.display()
-            );
-            return Ok(());
-        }
-        if let Some(status) = child.try_wait()? {
+        if serving.is_finished() {
+            if serving.join().unwrap_or(false) {
+                println!(
+                    "mounted {} in the background (log: {})",
+                    a.mountpoint.display(),
+                    log.display()
+                );
+                return Ok(());
+            }
+            let status = child.wait()?;
             match error_line(&log, log_start) {
                 Some(why) => bail!(
                     "{why} (the background mount exited; log: {})",
@@ -223,7 +268,13 @@ fn error_line(log: &std::path::Path, from: u64) -> Option<String> {
         .map(str::to_string)
 }
 
-async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
+async fn serve(
+    a: MountArgs,
+    rt: tokio::runtime::Handle,
+    start: Start,
+    resume: Option<(std::os::fd::OwnedFd, mount_supervisor::Resume)>,
+    mut supervised: Supervised,
+) -> Result<()> {
     tracing::debug!("mount arguments: {a:?}");
     let fuse_flags = parse_fuse_options(&a.options)?;
     let read_only = a.read_only || fuse_flags.read_only;
@@ -260,14 +311,87 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         }
     };
     let metrics_addr = metrics.as_ref().map(|m| m.addr.to_string());
+    let fuse_opts = fuse_options(&a, &fuse_flags, &format, default_permissions);
+    let began = Instant::now();
+    let started = match start_serving(&client, &rt, &mountpoint, &fuse_opts, start, resume).await {
+        Ok(served) => served,
+        Err(e) => {
+            client.close().await.ok();
+            return Err(e);
+        }
+    };
+    let sid = meta.session_id();
     vfs.set_config_text(config_text(
         &a,
         &format,
         &mountpoint,
-        meta.session_id(),
+        sid,
         metrics_addr.as_deref(),
     ));
-    let fuse_opts = FuseOptions {
+    let (mut served, how) = started;
+    tracing::info!(
+        "{how} volume {} at {} ({}; serving {:.1} ms after the volume was open)",
+        format.name,
+        mountpoint.display(),
+        mount_handover::build_name(),
+        began.elapsed().as_secs_f64() * 1e3
+    );
+    let listener = match mount_handover::Listener::bind(&mountpoint) {
+        Ok(l) => Some(l),
+        Err(e) => {
+            tracing::warn!("{e:#}: this mount cannot be handed over");
+            None
+        }
+    };
+    let resume = mount_supervisor::Resume {
+        sid,
+        settings: served.settings.clone(),
+    };
+    match served.device() {
+        Ok(device) => supervised.serving(std::os::fd::AsFd::as_fd(&device), &resume),
+        Err(e) => tracing::warn!("no descriptor for the supervisor: {e}"),
+    }
+    let giver = mount_handover::Giver {
+        client: &client,
+        fuse: &fuse_opts,
+        rt: rt.clone(),
+    };
+    loop {
+        match next_event(&served, listener.as_ref()).await {
+            Event::Stop => break,
+            Event::TakeOver(stream) => match giver.give(stream, served).await {
+                mount_handover::Given::Away => {
+                    if let Err(e) = client.close_handed_over().await {
+                        tracing::error!("after the hand-over: errno {e}");
+                    }
+                    return Ok(());
+                }
+                mount_handover::Given::Kept(kept) => served = kept,
+            },
+        }
+    }
+    tracing::info!(
+        "unmounting {}: flushing buffered writes",
+        mountpoint.display()
+    );
+    client.close().await.ok();
+    if served.is_finished() {
+        // Unmounted from outside: unmounting again could hit a new mount at that path.
+        served.forget();
+    } else if let Err(e) = served.unmount() {
+        tracing::warn!("unmounting {}: {e}", mountpoint.display());
+    }
+    Ok(())
+}
+
+/// The FUSE options of this mount.
+fn fuse_options(
+    a: &MountArgs,
+    fuse_flags: &FuseFlags,
+    format: &strata_meta::Format,
+    default_permissions: bool,
+) -> FuseOptions {
+    FuseOptions {
         fs_name: fuse_flags
             .fs_name
             .clone()
@@ -285,29 +409,106 @@ async fn serve(a: MountArgs, rt: tokio::runtime::Handle) -> Result<()> {
         max_write: u32::try_from(a.max_fuse_io.clamp(4 << 10, 1 << 20)).unwrap_or(1 << 20),
         extra: fuse_flags.extra.clone(),
         ..FuseOptions::default()
-    };
-    let session = match strata_fuse::mount(vfs.clone(), rt, &mountpoint, &fuse_opts) {
-        Ok(session) => session,
-        Err(e) => {
-            client.close().await.ok();
-            return Err(e).with_context(|| format!("cannot mount at {}", mountpoint.display()));
-        }
-    };
-    tracing::info!("mounted volume {} at {}", format.name, mountpoint.display());
-    wait_for_stop(&session).await;
-    tracing::info!(
-        "unmounting {}: flushing buffered writes",
-        mountpoint.display()
-    );
-    client.close().await.ok();
-    if session.guard.is_finished() {
-        // Unmounted from outside: dropping the session would unmount the path again, and
-        // by now a new mount may sit there.
-        std::mem::forget(session);
-    } else {
-        drop(session);
     }
-    Ok(())
+}
+
+/// Mount afresh, take the mount over from the process serving it, or serve it again after
+/// the process that served it died; with how it started, for the log.
+async fn start_serving(
+    client: &strata_client::Client,
+    rt: &tokio::runtime::Handle,
+    mountpoint: &Path,
+    fuse_opts: &FuseOptions,
+    start: Start,
+    resume: Option<(std::os::fd::OwnedFd, mount_supervisor::Resume)>,
+) -> Result<(Served, &'static str)> {
+    let vfs = client.vfs.clone();
+    if let Some((device, resume)) = resume {
+        client
+            .meta
+            .adopt_session(resume.sid)
+            .await
+            .context("taking over the session of the mount process that died")?;
+        let served = strata_fuse::handover::serve(
+            vfs,
+            rt.clone(),
+            device,
+            fuse_opts,
+            &resume.settings,
+            true,
+            mountpoint,
+        )?;
+        return Ok((served, "restarted: serving"));
+    }
+    if start == Start::Fresh {
+        let served = strata_fuse::mount(vfs, rt.clone(), mountpoint, fuse_opts)
+            .with_context(|| format!("cannot mount at {}", mountpoint.display()))?;
+        return Ok((served, "mounted"));
+    }
+    let taken = mount_handover::take_over(mountpoint, client).await?;
+    // Until `confirm`, dropping `taken` makes the old process serve on.
+    client
+        .meta
+        .adopt_session(taken.state.sid)
+        .await
+        .context("taking the session over")?;
+    vfs.restore_handover_state(&taken.state.vfs)
+        .map_err(|why| anyhow::anyhow!("cannot take this state over: {why}"))?;
+    let device = taken.device.try_clone()?;
+    let served = strata_fuse::handover::serve(
+        vfs,
+        rt.clone(),
+        device,
+        fuse_opts,
+        &taken.state.settings,
+        false,
+        mountpoint,
+    )?;
+    tracing::info!(
+        "took the mount over from pid {} ({})",
+        taken.state.pid,
+        taken.state.build
+    );
+    taken.confirm().await?;
+    Ok((served, "took over"))
+}
+
+/// What the serving loop waits for.
+enum Event {
+    /// SIGINT/SIGTERM, or the file system was unmounted from outside.
+    Stop,
+    /// A new process asks to take the mount over.
+    TakeOver(std::os::unix::net::UnixStream),
+}
+
+async fn next_event(served: &Served, listener: Option<&mount_handover::Listener>) -> Event {
+    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    else {
+        return Event::Stop;
+    };
+    loop {
+        let accept = async {
+            match listener {
+                Some(l) => l.accept().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return Event::Stop,
+            _ = term.recv() => return Event::Stop,
+            taker = accept => match taker {
+                Ok(stream) => return Event::TakeOver(stream),
+                Err(e) => {
+                    tracing::warn!("hand-over socket: {e:#}");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            },
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+        }
+        if served.is_finished() {
+            return Event::Stop;
+        }
+    }
 }
 
 impl MountArgs {
@@ -363,25 +564,6 @@ fn config_text(
         "version": env!("CARGO_PKG_VERSION"),
     });
     serde_json::to_string_pretty(&json).unwrap_or_default() + "\n"
-}
-
-/// Until SIGINT/SIGTERM, or the file system is unmounted from outside.
-async fn wait_for_stop(session: &strata_fuse::BackgroundSession) {
-    let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-    else {
-        return;
-    };
-    loop {
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => return,
-            _ = term.recv() => return,
-            _ = tokio::time::sleep(Duration::from_millis(200)) => {
-                if session.guard.is_finished() {
-                    return;
-                }
-            }
-        }
-    }
 }
 
 pub fn run_umount(a: UmountArgs) -> Result<()> {

@@ -103,6 +103,7 @@ async fn serve(a: WebDavArgs, auth: Auth) -> Result<()> {
         tls,
         scheme,
         local,
+        taken,
     } = listen(&a.address, a.cert_file.as_deref(), a.key_file.as_deref()).await?;
     let identity = a.identity.identity(Some("022"))?;
     let vfs_opts = VfsOptions {
@@ -151,6 +152,7 @@ async fn serve(a: WebDavArgs, auth: Auth) -> Result<()> {
         max_connections: a.max_connections,
         ..ServeOptions::default()
     };
+    let offer = crate::http_front::offer(&listener, local);
     let task = tokio::spawn(strata_webdav::serve(
         listener,
         server,
@@ -162,6 +164,7 @@ async fn serve(a: WebDavArgs, auth: Auth) -> Result<()> {
         "WebDAV server for volume {} listening on {scheme}://{local}/",
         client.format.name
     );
-    run_until_signal("the WebDAV server", task, stop, client).await;
+    crate::http_front::serving(taken).await;
+    run_until_signal("the WebDAV server", task, stop, client, offer).await;
     Ok(())
 }

@@ -31,6 +31,20 @@ impl Channel {
         nix::unistd::read(&self.0, buffer)
     }
 
+    /// One read, whatever it returns (Strata patch: on a non-blocking clone, `EAGAIN`
+    /// when no request is pending).
+    pub(crate) fn receive_once(&self, buffer: &mut [u8]) -> nix::Result<usize> {
+        self.receive(buffer)
+    }
+
+    /// Make reads return `EAGAIN` instead of blocking (Strata patch).
+    pub(crate) fn set_nonblocking(&self) -> io::Result<()> {
+        use nix::fcntl::{FcntlArg, OFlag, fcntl};
+        let flags = OFlag::from_bits_retain(fcntl(&self.0, FcntlArg::F_GETFL)?);
+        fcntl(&self.0, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
+        Ok(())
+    }
+
     /// Receives data up to the capacity of the given buffer (can block),
     /// retrying on errors that are safe to retry (ENOENT, EINTR, EAGAIN).
     ///
@@ -83,6 +97,11 @@ impl Channel {
 pub(crate) struct ChannelSender(Arc<DevFuse>);
 
 impl ChannelSender {
+    /// A new descriptor for the same open /dev/fuse (Strata patch).
+    pub(crate) fn dup_fd(&self) -> io::Result<std::os::fd::OwnedFd> {
+        Ok(self.0.as_fd().try_clone_to_owned()?)
+    }
+
     pub(crate) fn send(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<()> {
         let rc = nix::sys::uio::writev(&self.0, bufs)?;
         // writev is atomic, so do not need to check how many bytes are written.

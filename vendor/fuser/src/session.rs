@@ -13,6 +13,7 @@ use std::os::fd::BorrowedFd;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::thread::{self};
 
@@ -221,19 +222,51 @@ impl<FS: Filesystem> Session<FS> {
         Ok(session)
     }
 
+    /// Wrap a /dev/fuse file descriptor whose connection another process already
+    /// initialized (Strata patch: a mount handed over to this process, or restarted after
+    /// a crash). No `INIT` is read and `Filesystem::init` is not called: the kernel keeps
+    /// what it negotiated with the first process.
+    pub fn from_initialized_fd(
+        filesystem: FS,
+        fd: OwnedFd,
+        acl: SessionACL,
+        config: Config,
+    ) -> Self {
+        Session {
+            filesystem: FilesystemHolder {
+                fs: Some(filesystem),
+            },
+            ch: Channel::new(Arc::new(DevFuse(File::from(fd)))),
+            mount: UmountOnDrop {
+                mount: Arc::new(Mutex::new(None)),
+            },
+            allowed: acl,
+            session_owner: geteuid(),
+            proto_version: None,
+            config,
+        }
+    }
+
     /// Run the session loop in a background thread. If the returned handle is dropped,
     /// the filesystem is unmounted and the given session ends.
     pub fn spawn(self) -> io::Result<BackgroundSession> {
         let sender = self.ch.sender();
         // Take the fuse_session, so that we can unmount it
         let mount = std::mem::take(&mut *self.mount.mount.lock());
+        let (stop_read, stop_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+        let stop = StopSignal {
+            stopping: Arc::new(AtomicBool::new(false)),
+            wake: Arc::new(stop_read),
+        };
+        let stopping = stop.stopping.clone();
         let guard = thread::Builder::new()
             .name("fuser-bg".to_string())
-            .spawn(move || self.run())?;
+            .spawn(move || self.run_until(Some(stop)))?;
         Ok(BackgroundSession {
             guard,
             sender,
             mount,
+            stop: Some((stopping, stop_write)),
         })
     }
 
@@ -244,6 +277,14 @@ impl<FS: Filesystem> Session<FS> {
     /// # Errors
     /// Returns any final error when the session comes to an end.
     pub fn run(self) -> io::Result<()> {
+        self.run_until(None)
+    }
+
+    /// [`Session::run`], until `stop` is raised (Strata patch): the threads then return
+    /// after the request each is dispatching, without unmounting, and no thread ever
+    /// reads from the session's own descriptor, only from clones of it, so requests a
+    /// thread read never wait on a descriptor another process holds.
+    fn run_until(self, stop: Option<StopSignal>) -> io::Result<()> {
         let Session {
             filesystem,
             ch,
@@ -271,11 +312,21 @@ impl<FS: Filesystem> Session<FS> {
 
         let mut channels = Vec::with_capacity(n_threads);
 
-        for _ in 0..n_threads_minus_one {
+        // Strata patch: with clone_fd every thread reads its own clone (also the last).
+        let clones = if config.clone_fd && cfg!(target_os = "linux") {
+            n_threads
+        } else {
+            n_threads_minus_one
+        };
+        for _ in 0..clones {
             if config.clone_fd {
                 #[cfg(target_os = "linux")]
                 {
-                    channels.push(ch.clone_fd()?);
+                    let clone = ch.clone_fd()?;
+                    if stop.is_some() {
+                        clone.set_nonblocking()?;
+                    }
+                    channels.push(clone);
                     continue;
                 }
                 #[cfg(not(target_os = "linux"))]
@@ -286,7 +337,13 @@ impl<FS: Filesystem> Session<FS> {
                 channels.push(ch.clone());
             }
         }
-        channels.push(ch);
+        if channels.len() < n_threads {
+            channels.push(ch);
+        } else {
+            // Kept open (the clones need it) until the threads end; replies go to the
+            // clone each request came from.
+            drop(ch);
+        }
 
         let mut threads = Vec::with_capacity(n_threads);
 
@@ -298,6 +355,7 @@ impl<FS: Filesystem> Session<FS> {
                 ch,
                 allowed,
                 session_owner,
+                stop: stop.clone(),
             };
             threads.push(
                 thread::Builder::new()
@@ -518,6 +576,41 @@ pub(crate) struct SessionEventLoop<FS: Filesystem> {
     pub(crate) filesystem: Arc<FilesystemHolder<FS>>,
     pub(crate) allowed: SessionACL,
     pub(crate) session_owner: Uid,
+    /// Raised to stop reading (Strata patch); `None`: read until unmounted.
+    pub(crate) stop: Option<StopSignal>,
+}
+
+/// How a [`BackgroundSession`] tells its threads to stop reading requests (Strata patch):
+/// the flag is checked after every request, and the pipe wakes threads waiting in
+/// `poll` for the next one (their descriptors are non-blocking).
+#[derive(Clone, Debug)]
+pub(crate) struct StopSignal {
+    stopping: Arc<AtomicBool>,
+    wake: Arc<OwnedFd>,
+}
+
+impl StopSignal {
+    /// Wait until `ch` has a request (true) or the session is stopping (false).
+    fn wait_for_request(&self, ch: &Channel) -> io::Result<bool> {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        loop {
+            if self.stopping.load(Ordering::Acquire) {
+                return Ok(false);
+            }
+            let mut fds = [
+                PollFd::new(ch.as_fd(), PollFlags::POLLIN),
+                PollFd::new(self.wake.as_fd(), PollFlags::POLLIN),
+            ];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) => {
+                    let woken = fds[1].revents().is_some_and(|r| !r.is_empty());
+                    return Ok(!woken && !self.stopping.load(Ordering::Acquire));
+                }
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
 }
 
 impl<FS: Filesystem> SessionEventLoop<FS> {
@@ -527,9 +620,29 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
         let mut buf = FuseReadBuf::new();
         let buf = buf.as_mut();
         loop {
+            if let Some(stop) = &self.stop {
+                if stop.stopping.load(Ordering::Acquire) {
+                    return Ok(());
+                }
+            }
             // Read the next request from the given channel to kernel driver
             // The kernel driver makes sure that we get exactly one request per read
-            match self.ch.receive_retrying(buf) {
+            let received = match &self.stop {
+                // Non-blocking: no request pending is EAGAIN, and the thread waits in poll
+                // for a request or the stop signal.
+                Some(stop) => match self.ch.receive_once(buf) {
+                    Err(nix::errno::Errno::EAGAIN) => {
+                        if !stop.wait_for_request(&self.ch)? {
+                            return Ok(());
+                        }
+                        continue;
+                    }
+                    Err(nix::errno::Errno::ENOENT | nix::errno::Errno::EINTR) => continue,
+                    other => other,
+                },
+                None => self.ch.receive_retrying(buf),
+            };
+            match received {
                 Ok(size) => match RequestWithSender::new(self.ch.sender(), &buf[..size]) {
                     // Dispatch request
                     Some(req) => {
@@ -564,9 +677,63 @@ pub struct BackgroundSession {
     sender: ChannelSender,
     /// Ensures the filesystem is unmounted when the session ends
     mount: Option<Mount>,
+    /// Raises the threads' stop flag and wakes them (Strata patch).
+    stop: Option<(Arc<AtomicBool>, OwnedFd)>,
+}
+
+/// A session whose threads stopped reading requests, still mounted (Strata patch): its
+/// descriptor can serve again in this process or be passed to another.
+#[derive(Debug)]
+pub struct StoppedSession {
+    fd: OwnedFd,
+    mount: Option<Mount>,
+}
+
+impl StoppedSession {
+    /// The session's /dev/fuse descriptor.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Split into the descriptor and an unmounter (`None` when this process did not mount
+    /// it): serve the descriptor again with [`Session::from_initialized_fd`].
+    pub fn into_parts(self) -> (OwnedFd, Option<SessionUnmounter>) {
+        let unmounter = self.mount.map(|m| SessionUnmounter {
+            mount: Arc::new(Mutex::new(Some(m))),
+        });
+        (self.fd, unmounter)
+    }
+
+    /// Leave the file system mounted for good (another process serves it now) and
+    /// return the descriptor.
+    pub fn leave_mounted(self) -> OwnedFd {
+        if let Some(mount) = self.mount {
+            mount.leave_mounted();
+        }
+        self.fd
+    }
 }
 
 impl BackgroundSession {
+    /// A new descriptor for the session's /dev/fuse connection (Strata patch).
+    pub fn device(&self) -> io::Result<OwnedFd> {
+        self.sender.dup_fd()
+    }
+
+    /// Stop reading requests without unmounting (Strata patch): returns once every
+    /// thread has returned from the request it was dispatching and the file system's
+    /// `destroy` ran. Replies to requests the file system still works on go out as before.
+    pub fn stop_serving(mut self) -> io::Result<StoppedSession> {
+        let fd = self.sender.dup_fd()?;
+        if let Some((stopping, wake)) = self.stop.take() {
+            stopping.store(true, Ordering::Release);
+            nix::unistd::write(&wake, &[1])?;
+        }
+        let mount = self.mount.take();
+        self.join()?;
+        Ok(StoppedSession { fd, mount })
+    }
+
     /// Unmount the filesystem and join the background thread.
     pub fn umount_and_join(mut self) -> io::Result<()> {
         if let Some(mount) = self.mount.take() {

@@ -54,7 +54,7 @@ pub use quota::{Quota, QuotaTarget};
 pub use remove::{RemoveOptions, TrashUse};
 pub use rename::RenameFlags;
 pub use scan::{ChunkRecord, RecordPage, ScanCursor};
-pub use session::{Opened, SessionDetail, SessionInfo};
+pub use session::{OpenState, Opened, SessionDetail, SessionInfo};
 pub use trash::{RestoreOutcome, TrashEntry, days_from_civil, parse_hour_name};
 pub use xattr::{XattrFlags, absent_xattr_is_enodata};
 

@@ -39,6 +39,16 @@ pub struct SessionInfo {
     pub writeback: bool,
 }
 
+/// Open counts and kept-alive inodes of a client, passed to the client that takes its
+/// session over.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenState {
+    /// Inodes open here, with how many handles.
+    pub open: Vec<(u64, u32)>,
+    /// Inodes unlinked while open here: deleted at their last close.
+    pub sustained: Vec<u64>,
+}
+
 /// A session with what it holds (`Meta::session_detail`).
 #[derive(Clone, Debug)]
 pub struct SessionDetail {
@@ -138,6 +148,67 @@ impl Meta {
         })
         .await?;
         self.flush_usage().await
+    }
+
+    /// Take over session `sid` of a client this one replaces (a mount handed over, or
+    /// restarted after a crash): its locks and the files it keeps alive become this
+    /// client's, and the session this client registered is removed (it holds nothing
+    /// yet). Fails if `sid` is gone, as when it was cleaned as stale.
+    pub async fn adopt_session(&self, sid: u64) -> Result<()> {
+        let own = self.session_id();
+        if own == sid {
+            return Ok(());
+        }
+        let expiry = self.expiry();
+        self.txn(|tx| {
+            Box::pin(async move {
+                if tx.get(&keys::session_expiry(sid)).await?.is_none() {
+                    return Err(MetaError::Invalid(format!(
+                        "session {sid} is gone (cleaned as stale?): nothing to take over"
+                    )));
+                }
+                let info = match tx.get(&keys::session_info(own)).await? {
+                    Some(json) => {
+                        let mut info: SessionInfo = serde_json::from_slice(&json)
+                            .map_err(|e| MetaError::Invalid(e.to_string()))?;
+                        info.sid = sid;
+                        serde_json::to_vec(&info).map_err(|e| MetaError::Invalid(e.to_string()))?
+                    }
+                    None => return Err(MetaError::Invalid(format!("session {own} has no record"))),
+                };
+                tx.put(keys::session_expiry(sid), codec::encode_slots(&[expiry]));
+                tx.put(keys::session_info(sid), info);
+                tx.delete(keys::session_expiry(own));
+                tx.delete(keys::session_info(own));
+                Ok(())
+            })
+        })
+        .await?;
+        self.sid.store(sid, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// What this client has open and keeps alive, for the client that takes its session
+    /// over ([`Meta::restore_open_state`]).
+    pub fn open_state(&self) -> OpenState {
+        let mut open: Vec<(u64, u32)> = self
+            .open_files
+            .lock()
+            .iter()
+            .map(|(&ino, &n)| (ino.0, n))
+            .collect();
+        open.sort_unstable();
+        let mut sustained: Vec<u64> = self.sustained_here.lock().iter().map(|i| i.0).collect();
+        sustained.sort_unstable();
+        OpenState { open, sustained }
+    }
+
+    /// Continue from another client's [`Meta::open_state`] (this client has nothing open).
+    pub fn restore_open_state(&self, state: &OpenState) {
+        let open = state.open.iter().map(|&(ino, n)| (Ino(ino), n));
+        self.open_files.lock().extend(open);
+        let sustained = state.sustained.iter().map(|&ino| Ino(ino));
+        self.sustained_here.lock().extend(sustained);
     }
 
     /// The client is shutting down: from now on a transaction that finds the engine

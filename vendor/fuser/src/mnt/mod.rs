@@ -154,6 +154,16 @@ impl Mount {
     }
 }
 
+impl Mount {
+    /// Forget this mount without unmounting it (Strata patch: another process serves it).
+    pub(crate) fn leave_mounted(mut self) {
+        if let Some(mount) = self.mount_impl.take() {
+            // Whatever it holds (a fusermount socket) stays open until this process ends.
+            std::mem::forget(mount);
+        }
+    }
+}
+
 impl Drop for Mount {
     fn drop(&mut self) {
         if let Some(mut mount) = self.mount_impl.take() {
