@@ -156,6 +156,8 @@ fn check_mountpoint(path: &Path) -> Result<Start> {
 }
 
 pub fn run_mount(a: MountArgs) -> Result<()> {
+    // A supervisor blocks the signals it forwards, and a started process inherits the mask.
+    mount_supervisor::unblock_stop_signals();
     if std::env::var_os(mount_supervisor::SUPERVISE_ENV).is_some() {
         check_mountpoint(&a.mountpoint)?;
         wiring::init_logging("info");

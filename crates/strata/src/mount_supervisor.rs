@@ -111,6 +111,7 @@ impl Supervised {
 /// command again), restart it when it dies, end when it exits cleanly.
 pub fn run(mountpoint: &Path) -> Result<()> {
     let exe = std::env::current_exe()?;
+    let signals = Signals::forward()?;
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let mut ready = inherited_fd(READY_FD_ENV);
     let mut resume: Option<(OwnedFd, Resume)> = None;
@@ -146,6 +147,7 @@ pub fn run(mountpoint: &Path) -> Result<()> {
             cmd.env(RESUME_ENV, serde_json::to_string(state)?);
         }
         let mut child = cmd.spawn().context("cannot start the mount process")?;
+        signals.serving(child.id());
         drop((theirs, passed));
         let reported: Arc<Mutex<Option<(OwnedFd, Resume)>>> = Arc::default();
         let reader = {
@@ -171,8 +173,10 @@ pub fn run(mountpoint: &Path) -> Result<()> {
         if let Some(latest) = latest {
             resume = Some(latest);
         }
-        if !served_before {
-            bail!("the mount process exited ({status}) before it served");
+        if !served_before || signals.stopping() {
+            // Asked to stop, or it never served: its own last line in the log says why.
+            tracing::debug!("the mount process exited ({status})");
+            std::process::exit(status.code().unwrap_or(1));
         }
         let now = Instant::now();
         restarts.retain(|t| now.duration_since(*t) < RESTART_WINDOW);
@@ -191,6 +195,69 @@ pub fn run(mountpoint: &Path) -> Result<()> {
             "the mount process of {} died ({status}): starting it again on the same connection",
             mountpoint.display()
         );
+    }
+}
+
+/// SIGTERM, SIGINT and SIGHUP sent to the supervisor go to the serving process (systemd or
+/// `kill` stopping the mount), and the supervisor then ends with it instead of restarting
+/// it. The signals are blocked here and taken by a thread; the serving process unblocks
+/// them first thing ([`unblock_stop_signals`]).
+struct Signals {
+    child: Arc<std::sync::atomic::AtomicI32>,
+    stopping: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// The signals a supervisor passes on.
+fn stop_signals() -> nix::sys::signal::SigSet {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        set.add(sig);
+    }
+    set
+}
+
+/// Let this process be stopped by the signals a supervisor blocks (its started processes
+/// inherit the blocked mask). Call before any thread starts.
+pub fn unblock_stop_signals() {
+    if let Err(e) = stop_signals().thread_unblock() {
+        tracing::debug!("unblocking SIGTERM, SIGINT and SIGHUP: {e}");
+    }
+}
+
+impl Signals {
+    fn forward() -> Result<Signals> {
+        let set = stop_signals();
+        set.thread_block()?;
+        let child = Arc::new(std::sync::atomic::AtomicI32::new(0));
+        let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (to, flag) = (child.clone(), stopping.clone());
+        std::thread::spawn(move || {
+            while let Ok(sig) = set.wait() {
+                flag.store(true, std::sync::atomic::Ordering::Release);
+                let pid = to.load(std::sync::atomic::Ordering::Acquire);
+                if pid > 0 {
+                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+                }
+            }
+        });
+        Ok(Signals { child, stopping })
+    }
+
+    fn serving(&self, pid: u32) {
+        let pid = i32::try_from(pid).unwrap_or(0);
+        self.child.store(pid, std::sync::atomic::Ordering::Release);
+        // A signal that came while no process ran is passed on now.
+        if self.stopping() && pid > 0 {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+    }
+
+    fn stopping(&self) -> bool {
+        self.stopping.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{STRATA, Volume, is_mounted, run, sh};
+use common::{STRATA, Volume, is_mounted, kill_mount_processes, run, sh};
 
 const BLOCK: u64 = 4 << 20;
 
@@ -66,18 +66,6 @@ impl Member {
             .find(|l| l.contains("serving peers on"))
             .unwrap();
         line.rsplit(' ').next().unwrap().to_string()
-    }
-
-    fn pid(&self) -> i32 {
-        let out = run(Command::new("pgrep")
-            .args(["-f", &format!("strata mount .* {} ", self.path.display())]));
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .next()
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
     }
 
     fn unmount(&self) {
@@ -194,12 +182,7 @@ fn a_dead_member_costs_a_fall_back_not_an_error() {
     wait_for("the read to start", Duration::from_secs(60), || {
         members[1].stat("strata_group_peer_hits") > 4
     });
-    let pid = members[2].pid();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    kill_mount_processes(&members[2].path);
     let (got, took) = reader.join().unwrap();
     assert_eq!(got, sum, "the read survived the member's death");
     assert!(took < Duration::from_secs(60), "took {took:?}");

@@ -329,13 +329,7 @@ fn a_killed_mount_keeps_what_was_closed_and_fsynced() {
             .is_ok_and(|md| md.len() >= 2_000_000)),
         "the writer got going"
     );
-    // "[m]ount" matches the mount's command line but not that of the shell running pgrep.
-    let pattern = format!("[m]ount {} ", vol.meta_url);
-    let pid = sh(vol.dir.path(), &format!("pgrep -f '{pattern}' | head -1"))
-        .trim()
-        .to_string();
-    assert!(!pid.is_empty(), "mount process found");
-    sh(vol.dir.path(), &format!("kill -9 {pid}"));
+    kill_mount_processes(&m.path);
     let _ = writer.wait();
     let _ = Command::new("umount").arg("-l").arg(&m.path).status();
     let again = vol.mount("mnt");

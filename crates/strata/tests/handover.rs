@@ -351,13 +351,6 @@ fn lock_is_free(path: &Path) -> bool {
         .success()
 }
 
-/// The pid serving `mnt`, from its `.config`.
-fn serving_pid(mnt: &Path) -> u32 {
-    let text = std::fs::read_to_string(mnt.join(".config")).unwrap();
-    let config: serde_json::Value = serde_json::from_str(&text).unwrap();
-    u32::try_from(config["pid"].as_u64().unwrap()).unwrap()
-}
-
 /// A copy of the binary with another build mark: the second build of the same version.
 fn second_build(dir: &Path) -> PathBuf {
     let mut bytes = std::fs::read(STRATA).unwrap();

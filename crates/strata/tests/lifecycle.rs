@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{Volume, eventually, network_meta_url, run, sh, strata, strata_ok};
+use common::{
+    Volume, eventually, kill_mount_processes, network_meta_url, run, sh, strata, strata_ok,
+};
 
 fn blocks_dir(vol: &Volume) -> PathBuf {
     vol.dir.path().join("bucket/e2e-vol/chunks")
@@ -203,10 +205,7 @@ fn a_crash_mid_write_leaves_only_leaked_objects_for_gc() {
             .is_ok_and(|md| md.len() >= 6_000_000)),
         "the writer got going"
     );
-    // "[m]ount" matches the mount's command line but not that of the shell running pgrep.
-    let pattern = format!("[m]ount {} ", vol.meta_url);
-    let pid = sh(vol.dir.path(), &format!("pgrep -f '{pattern}' | head -1"));
-    sh(vol.dir.path(), &format!("kill -9 {}", pid.trim()));
+    kill_mount_processes(&m.path);
     let _ = writer.wait();
     let _ = Command::new("umount").arg("-l").arg(&m.path).status();
 

@@ -107,12 +107,7 @@ fn fsynced_data_staged_before_kill_9_is_uploaded_by_the_next_start() {
         bytes_under(&staging(&cache)) >= 9_000_000,
         "the blocks are staged"
     );
-    let pattern = format!("[m]ount {} {} ", vol.meta_url, m.path.display());
-    let pid = sh(vol.dir.path(), &format!("pgrep -f '{pattern}' | head -1"))
-        .trim()
-        .to_string();
-    assert!(!pid.is_empty());
-    sh(vol.dir.path(), &format!("kill -9 {pid}"));
+    kill_mount_processes(&m.path);
     let _ = Command::new("umount").arg("-l").arg(&m.path).status();
     std::mem::forget(m);
 

@@ -207,6 +207,42 @@ pub fn is_mounted(path: &Path) -> bool {
         .any(|l| l.split(' ').nth(4) == Some(path.to_str().unwrap_or("")))
 }
 
+/// The process serving the mount at `mnt`, from its `.config`.
+pub fn serving_pid(mnt: &Path) -> u32 {
+    let text = std::fs::read_to_string(mnt.join(".config")).unwrap();
+    let config: serde_json::Value = serde_json::from_str(&text).unwrap();
+    u32::try_from(config["pid"].as_u64().unwrap()).unwrap()
+}
+
+/// `kill -9` a background mount as a crash of its host would end it: its supervisor first
+/// (so that nothing starts the serving process again), then the serving process.
+pub fn kill_mount_processes(mnt: &Path) {
+    let pid = serving_pid(mnt);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The parent's pid is the second field after the command name in parentheses.
+    let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+    let parent: u32 = after_name.split(' ').nth(1).unwrap().parse().unwrap();
+    let cmdline = std::fs::read(format!("/proc/{parent}/cmdline")).unwrap_or_default();
+    let supervised = String::from_utf8_lossy(&cmdline).contains("mount");
+    for victim in [supervised.then_some(parent), Some(pid)]
+        .into_iter()
+        .flatten()
+    {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(victim).unwrap()),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let gone = |p: u32| {
+        !Path::new(&format!("/proc/{p}")).exists()
+            || std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| s.contains(") Z "))
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || gone(pid)),
+        "process {pid} killed"
+    );
+}
+
 impl Mount {
     pub fn unmount(&self) {
         if is_mounted(&self.path) {
