@@ -146,9 +146,11 @@ impl Served {
             mounted_here: _,
             unmounter,
         } = self;
+        let began = std::time::Instant::now();
         let stopped = tokio::task::spawn_blocking(move || session.stop_serving())
             .await
             .map_err(std::io::Error::other)??;
+        let threads_stopped = began.elapsed();
         if tokio::time::timeout(lock_grace, inflight.drained())
             .await
             .is_err()
@@ -157,6 +159,11 @@ impl Served {
             tracing::info!("{waiting} lock waits end with EINTR for the hand-over");
             inflight.drained().await;
         }
+        tracing::info!(
+            "stopped reading requests in {:.1} ms, answered the ones read in {:.1} ms more",
+            threads_stopped.as_secs_f64() * 1e3,
+            (began.elapsed() - threads_stopped).as_secs_f64() * 1e3
+        );
         // A mount resumed here once: its unmounter travels with the descriptor's session.
         if let Some(unmounter) = unmounter {
             std::mem::forget(unmounter);

@@ -219,6 +219,13 @@ impl Giver<'_> {
             return Given::Kept(served);
         }
         tracing::info!("handing the mount over to {}", hello.build);
+        // Commit and sync while still serving: what is left for the pause is what was
+        // written meanwhile (a sync after 64 MiB went through the disk cache took 200 ms).
+        let presync = Instant::now();
+        if let Err(e) = self.client.vfs.flush_all().await {
+            tracing::warn!("committing before the hand-over: errno {e} (tried again below)");
+        }
+        tracing::debug!("synced before the hand-over in {:?}", presync.elapsed());
         let started = Instant::now();
         let stopped = match served.stop_serving(LOCK_GRACE).await {
             Ok(s) => s,
