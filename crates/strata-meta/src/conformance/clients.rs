@@ -115,6 +115,69 @@ pub async fn stale_sessions_are_cleaned<S: TestStore>() {
     survivor.heartbeat().await.unwrap();
 }
 
+/// A client that takes over another's session (a mount handed over, or restarted after
+/// its process died) holds its locks and keeps its unlinked open files alive; the session
+/// it had registered is gone, and one that was cleaned cannot be taken over.
+pub async fn a_session_is_taken_over_with_its_locks_and_open_files<S: TestStore>() {
+    let store = S::create();
+    let old = volume(&store).await;
+    let new = client(&store).await;
+    let other = client(&store).await;
+    let old_sid = old.new_session(info("old")).await.unwrap();
+    let own_sid = new.new_session(info("new")).await.unwrap();
+    other.new_session(info("other")).await.unwrap();
+    let root = Ctx::root();
+    let f = touch(&old, Ino::ROOT, "locked").await;
+    old.flock(f.ino, 7, LockKind::Write).await.unwrap();
+    let g = touch(&old, Ino::ROOT, "ghost").await;
+    old.open(&root, g.ino, 0).await.unwrap();
+    old.unlink(&root, Ino::ROOT, b"ghost").await.unwrap();
+    new.adopt_session(old_sid).await.unwrap();
+    new.restore_open_state(&old.open_state());
+    assert_eq!(new.session_id(), old_sid);
+    let sids: BTreeSet<u64> = other
+        .list_sessions()
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.sid)
+        .collect();
+    assert!(
+        !sids.contains(&own_sid),
+        "the new client's own session is gone"
+    );
+    let adopted = other.list_sessions().await.unwrap();
+    let adopted = adopted.iter().find(|s| s.sid == old_sid).unwrap();
+    assert_eq!(
+        adopted.host, "new",
+        "the session now describes the new client"
+    );
+    assert_eq!(
+        errno_of(other.flock(f.ino, 1, LockKind::Write).await),
+        Errno::EAGAIN,
+        "the lock is still held"
+    );
+    // Even a stale-session sweep leaves it while the new client heartbeats.
+    new.heartbeat().await.unwrap();
+    assert_eq!(
+        other.clean_stale_sessions(crate::now_ns()).await.unwrap(),
+        0
+    );
+    assert!(
+        other.getattr(g.ino).await.is_ok(),
+        "the unlinked file is kept alive"
+    );
+    // Its last close, by the new client, deletes it; its lock goes at the end.
+    new.close(g.ino).await.unwrap();
+    assert_eq!(errno_of(other.getattr(g.ino).await), Errno::ENOENT);
+    new.close_session().await.unwrap();
+    other.flock(f.ino, 1, LockKind::Write).await.unwrap();
+    // A session that was cleaned cannot be taken over.
+    let late = client(&store).await;
+    late.new_session(info("late")).await.unwrap();
+    assert!(late.adopt_session(old_sid).await.is_err());
+}
+
 /// Stale sessions are cleaned once per interval for the whole volume (whoever comes first),
 /// a dead session's sustained files in batches, and a cleaning stamp from a clock far
 /// ahead does not stop cleaning.

@@ -210,6 +210,7 @@ macro_rules! meta_conformance_tests {
             data::fallocate_modes, data::copy_file_range_shares_slices, data::compaction_support,
             data::deletion_queues,
             clients::sustained_files, clients::stale_sessions_are_cleaned,
+            clients::a_session_is_taken_over_with_its_locks_and_open_files,
             clients::stale_session_cleaning_is_shared, clients::flocks_conflict,
             clients::posix_locks_conflict, clients::concurrent_creates, clients::concurrent_renames,
             clients::lookups_answer_one_state,
