@@ -19,6 +19,12 @@ fn info(name: &str) -> SessionInfo {
     }
 }
 
+/// The ids of the sessions registered in the volume.
+async fn session_ids(meta: &Meta) -> BTreeSet<u64> {
+    let sessions = meta.list_sessions().await.unwrap();
+    sessions.iter().map(|s| s.sid).collect()
+}
+
 pub async fn sustained_files<S: TestStore>() {
     let store = S::create();
     let meta = volume(&store).await;
@@ -102,14 +108,7 @@ pub async fn stale_sessions_are_cleaned<S: TestStore>() {
         Errno::ENOENT,
         "its sustained file is deleted"
     );
-    let left: Vec<u64> = survivor
-        .list_sessions()
-        .await
-        .unwrap()
-        .iter()
-        .map(|s| s.sid)
-        .collect();
-    assert_eq!(left, vec![live_sid]);
+    assert_eq!(session_ids(&survivor).await, BTreeSet::from([live_sid]));
     // The cleaned client notices at its next heartbeat.
     assert!(crashed.heartbeat().await.is_err());
     survivor.heartbeat().await.unwrap();
@@ -135,15 +134,8 @@ pub async fn a_session_is_taken_over_with_its_locks_and_open_files<S: TestStore>
     new.adopt_session(old_sid).await.unwrap();
     new.restore_open_state(&old.open_state());
     assert_eq!(new.session_id(), old_sid);
-    let sids: BTreeSet<u64> = other
-        .list_sessions()
-        .await
-        .unwrap()
-        .iter()
-        .map(|s| s.sid)
-        .collect();
     assert!(
-        !sids.contains(&own_sid),
+        !session_ids(&other).await.contains(&own_sid),
         "the new client's own session is gone"
     );
     let adopted = other.list_sessions().await.unwrap();
@@ -169,7 +161,7 @@ pub async fn a_session_is_taken_over_with_its_locks_and_open_files<S: TestStore>
     );
     // Its last close, by the new client, deletes it; its lock goes at the end.
     new.close(g.ino).await.unwrap();
-    assert_eq!(errno_of(other.getattr(g.ino).await), Errno::ENOENT);
+    assert_eq!(errno_of(new.getattr(g.ino).await), Errno::ENOENT);
     new.close_session().await.unwrap();
     other.flock(f.ino, 1, LockKind::Write).await.unwrap();
     // A session that was cleaned cannot be taken over.
