@@ -81,12 +81,19 @@ impl KernelSettings {
     }
 }
 
+/// What the serving side shares with the file system a session runs.
+#[derive(Debug)]
+pub(crate) struct FsShared {
+    pub(crate) inflight: Arc<InFlight>,
+    pub(crate) interrupts: Arc<crate::interrupt::Interrupts>,
+    pub(crate) handing_over: Arc<std::sync::atomic::AtomicBool>,
+}
+
 /// A mount this process serves.
 #[derive(Debug)]
 pub struct Served {
     session: BackgroundSession,
-    inflight: Arc<InFlight>,
-    interrupts: Arc<crate::interrupt::Interrupts>,
+    shared: FsShared,
     pub settings: KernelSettings,
     mountpoint: PathBuf,
     /// False when another process mounted it: this one unmounts by path.
@@ -107,15 +114,14 @@ pub struct Stopped {
 impl Served {
     pub(crate) fn new(
         session: BackgroundSession,
-        fs_parts: (Arc<InFlight>, Arc<crate::interrupt::Interrupts>),
+        shared: FsShared,
         settings: KernelSettings,
         mountpoint: &Path,
         mounted_here: bool,
     ) -> Served {
         Served {
             session,
-            inflight: fs_parts.0,
-            interrupts: fs_parts.1,
+            shared,
             settings,
             mountpoint: mountpoint.to_path_buf(),
             mounted_here,
@@ -139,25 +145,27 @@ impl Served {
     pub async fn stop_serving(self, lock_grace: std::time::Duration) -> std::io::Result<Stopped> {
         let Served {
             session,
-            inflight,
-            interrupts,
+            shared,
             settings,
             mountpoint,
             mounted_here: _,
             unmounter,
         } = self;
         let began = std::time::Instant::now();
+        // Requests still being answered may buffer writes: committing before they end
+        // would be done again after, inside the pause.
+        shared.handing_over.store(true, Ordering::Release);
         let stopped = tokio::task::spawn_blocking(move || session.stop_serving())
             .await
             .map_err(std::io::Error::other)??;
         let threads_stopped = began.elapsed();
-        if tokio::time::timeout(lock_grace, inflight.drained())
+        if tokio::time::timeout(lock_grace, shared.inflight.drained())
             .await
             .is_err()
         {
-            let waiting = interrupts.interrupt_all();
+            let waiting = shared.interrupts.interrupt_all();
             tracing::info!("{waiting} lock waits end with EINTR for the hand-over");
-            inflight.drained().await;
+            shared.inflight.drained().await;
         }
         tracing::info!(
             "stopped reading requests in {:.1} ms, answered the ones read in {:.1} ms more",
@@ -236,7 +244,7 @@ pub fn serve(
 ) -> std::io::Result<Served> {
     let mut fs = StrataFs::new(vfs.clone(), rt, opts, settings);
     fs.restarted = restarted;
-    let parts = (fs.inflight.clone(), fs.interrupts.clone());
+    let shared = fs.shared();
     let mut config = Config::default();
     config.acl = crate::session_acl(opts);
     config.n_threads = Some(opts.threads.max(1));
@@ -245,7 +253,7 @@ pub fn serve(
     crate::set_entry_invalidator(&vfs, &session);
     Ok(Served::new(
         session,
-        parts,
+        shared,
         settings.clone(),
         mountpoint,
         false,

@@ -88,6 +88,9 @@ pub struct StrataFs {
     pub(crate) inflight: Arc<InFlight>,
     /// The process that served this mount before died: rebuild the handles it had.
     pub(crate) restarted: bool,
+    /// The session stops for a hand-over: its end commits nothing (the hand-over
+    /// commits once every request read is answered).
+    pub(crate) handing_over: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl StrataFs {
@@ -108,6 +111,16 @@ impl StrataFs {
             interrupts: Arc::default(),
             inflight: Arc::default(),
             restarted: false,
+            handing_over: Arc::default(),
+        }
+    }
+
+    /// What the serving side keeps of this file system once the session runs it.
+    pub(crate) fn shared(&self) -> handover::FsShared {
+        handover::FsShared {
+            inflight: self.inflight.clone(),
+            interrupts: self.interrupts.clone(),
+            handing_over: self.handing_over.clone(),
         }
     }
 }
@@ -171,11 +184,11 @@ pub fn mount(
     config.clone_fd = true;
     let settings = KernelSettings::of(opts);
     let fs = StrataFs::new(vfs.clone(), rt, opts, &settings);
-    let parts = (fs.inflight.clone(), fs.interrupts.clone());
+    let shared = fs.shared();
     let session = fuser::spawn_mount(fs, mountpoint, &config)?;
     set_entry_invalidator(&vfs, &session);
     set_kernel_readahead(mountpoint, opts.kernel_readahead_kib);
-    Ok(Served::new(session, parts, settings, mountpoint, true))
+    Ok(Served::new(session, shared, settings, mountpoint, true))
 }
 
 /// A `-o` option as the kernel mount takes it: flags by name, anything else as given.

@@ -63,6 +63,9 @@ impl fuser::Filesystem for StrataFs {
     }
 
     fn destroy(&mut self) {
+        if self.handing_over.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
         let vfs = self.vfs.clone();
         let _ = self.rt.block_on(async move { vfs.flush_all().await });
     }

@@ -158,7 +158,7 @@ pub async fn serve<H, F, B, E>(
                     let conn = http
                         .serve_connection(TokioIo::new(Lingering::new(socket)), service)
                         .into_owned();
-                    until_stopped(conn, &first, &stop).await
+                    until_stopped(conn, &first, &stop, handshake_timeout).await
                 }
                 Some(acceptor) => {
                     match tokio::time::timeout(
@@ -171,7 +171,7 @@ pub async fn serve<H, F, B, E>(
                             let conn = http
                                 .serve_connection(TokioIo::new(stream), service)
                                 .into_owned();
-                            until_stopped(conn, &first, &stop).await
+                            until_stopped(conn, &first, &stop, handshake_timeout).await
                         }
                         Ok(Err(e)) => {
                             tracing::debug!("TLS handshake failed: {e}");
@@ -203,13 +203,14 @@ pub async fn serve<H, F, B, E>(
 
 /// Serve connection `conn` until it ends. Once `stop` is cancelled it ends after the
 /// request in flight; a connection accepted just before the stop whose first request has
-/// not arrived yet (or a pipelined one being read) gets that request answered first (its
-/// client sent it to a server that accepted it: closing would lose it). Hyper's header
-/// read timeout bounds the wait.
+/// not arrived yet gets that request answered first (its client sent it to a server that
+/// accepted it: closing would lose it), if it comes within `first_wait` (the header
+/// timeout).
 async fn until_stopped<C>(
     conn: C,
     first: &FirstRequest,
     stop: &CancellationToken,
+    first_wait: Duration,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
 where
     C: Future<Output = Result<(), Box<dyn std::error::Error + Send + Sync>>> + GracefulConn,
@@ -221,7 +222,7 @@ where
     }
     tokio::select! {
         ended = conn.as_mut() => return ended,
-        () = first.wait() => {}
+        _ = tokio::time::timeout(first_wait, first.wait()) => {}
     }
     conn.as_mut().begin_graceful_shutdown();
     conn.await

@@ -87,14 +87,15 @@ impl Vfs {
         Ok(fh)
     }
 
-    /// Register directory handle `fh` at `cursor` (a handed-over mount's handle).
+    /// Register directory handle `fh` at `cursor` (a handed-over mount's handle); false,
+    /// changing nothing, if it is registered already.
     pub(crate) fn insert_dir_handle(
         &self,
         fh: u64,
         ino: Ino,
         cursor: Option<(u64, Vec<u8>)>,
         end: Option<u64>,
-    ) {
+    ) -> bool {
         let handle = DirHandle {
             ino,
             cursor,
@@ -104,7 +105,13 @@ impl Vfs {
             page_epoch: 0,
             next: None,
         };
-        self.dirs.lock().insert(fh, handle);
+        match self.dirs.lock().entry(fh) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(handle);
+                true
+            }
+            std::collections::hash_map::Entry::Occupied(_) => false,
+        }
     }
 
     /// The directory handles open here, for a mount that takes over.

@@ -61,8 +61,9 @@ impl Vfs {
         fh
     }
 
-    /// Register handle `fh` (one a front end already knows: a handed-over mount's).
-    pub(crate) fn register_as(&self, fh: u64, ino: Ino, writable: bool, privileged: bool) {
+    /// Register handle `fh` (one a front end already knows: a handed-over mount's);
+    /// false, changing nothing, if it is registered already.
+    pub(crate) fn register_as(&self, fh: u64, ino: Ino, writable: bool, privileged: bool) -> bool {
         let window = Window::new(u64::from(self.chunks.block_size()), self.opts.max_readahead);
         let handle = FileHandle {
             ino,
@@ -72,7 +73,13 @@ impl Vfs {
             lock_owner: AtomicU64::new(0),
             sync_failures_seen: AtomicU64::new(self.sync_failures.load(Ordering::Acquire)),
         };
-        self.handles.lock().insert(fh, Arc::new(handle));
+        match self.handles.lock().entry(fh) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(Arc::new(handle));
+                true
+            }
+            std::collections::hash_map::Entry::Occupied(_) => false,
+        }
     }
 
     /// open(2) of an existing file; returns the handle and the attributes.

@@ -141,17 +141,17 @@ impl Vfs {
             }
             return;
         }
-        tracing::debug!("adopting handle {fh} of inode {} after a restart", ino.0);
-        self.meta.mark_open(ino);
-        self.register_as(fh, ino, true, false);
+        // Two requests naming the same handle at once register (and count) it once.
+        if self.register_as(fh, ino, true, false) {
+            tracing::debug!("adopted handle {fh} of inode {} after a restart", ino.0);
+            self.meta.mark_open(ino);
+        }
     }
 
     /// [`Vfs::adopt_handle`] for a directory handle: its listing starts over by name.
     pub fn adopt_dir_handle(&self, fh: u64, ino: Ino) {
-        if self.dirs.lock().contains_key(&fh) {
-            return;
+        if self.insert_dir_handle(fh, ino, None, None) {
+            self.meta.mark_open(ino);
         }
-        self.meta.mark_open(ino);
-        self.insert_dir_handle(fh, ino, None, None);
     }
 }

@@ -40,11 +40,7 @@ enum Message {
 
 /// The hand-over socket of the server listening on `addr`.
 fn socket_path(addr: SocketAddr) -> PathBuf {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in addr.to_string().bytes() {
-        hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    crate::mount_handover::run_dir().join(format!("listen-{hash:016x}.sock"))
+    crate::mount_handover::runtime_socket("listen", addr.to_string().as_bytes())
 }
 
 fn send(
@@ -67,15 +63,11 @@ pub async fn take(address: &str) -> Result<Option<(std::net::TcpListener, Taken)
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host(address).await?.collect();
     for addr in addrs {
         let path = socket_path(addr);
-        if !path.exists() {
-            continue;
-        }
-        let Ok(stream) = UnixStream::connect(&path) else {
-            // A socket file left behind: nobody offers anything there.
-            continue;
-        };
         let taken = tokio::task::spawn_blocking(move || -> Result<_> {
-            let mut stream = stream;
+            let Ok(mut stream) = UnixStream::connect(&path) else {
+                // No socket there, or one left behind: nobody offers anything.
+                return Ok(None);
+            };
             let hello = Message::Hello {
                 protocol: HANDOVER_PROTOCOL,
                 build: build_name(),
@@ -86,14 +78,16 @@ pub async fn take(address: &str) -> Result<Option<(std::net::TcpListener, Taken)
                     let listener = std::net::TcpListener::from(fd);
                     listener.set_nonblocking(true)?;
                     tracing::info!("took the listening socket on {addr} over from {build}");
-                    Ok((listener, Taken { stream }))
+                    Ok(Some((listener, Taken { stream })))
                 }
                 (Message::Refused { why }, _) => bail!("the server on {addr} refused: {why}"),
                 (other, _) => bail!("unexpected answer from the server on {addr}: {other:?}"),
             }
         })
         .await??;
-        return Ok(Some(taken));
+        if taken.is_some() {
+            return Ok(taken);
+        }
     }
     Ok(None)
 }
@@ -176,11 +170,7 @@ fn offer_task(
             let Ok((stream, _)) = unix.accept().await else {
                 continue;
             };
-            let me = nix::unistd::geteuid().as_raw();
-            if stream
-                .peer_cred()
-                .map_or(true, |c| c.uid() != me && c.uid() != 0)
-            {
+            if !crate::mount_handover::peer_may_take_over(&stream) {
                 continue;
             }
             let Ok(stream) = stream.into_std() else {

@@ -204,11 +204,7 @@ fn daemonize(a: &MountArgs) -> Result<()> {
     }
     let exe = std::env::current_exe()?;
     let (ready_read, ready_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-    let passed = ready_write.try_clone()?;
-    nix::fcntl::fcntl(
-        &passed,
-        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
-    )?;
+    let passed = mount_supervisor::inheritable(std::os::fd::AsFd::as_fd(&ready_write))?;
     let mut cmd = std::process::Command::new(exe);
     cmd.args(&args)
         .env(mount_supervisor::SUPERVISE_ENV, "1")
@@ -315,8 +311,15 @@ async fn serve(
     let metrics_addr = metrics.as_ref().map(|m| m.addr.to_string());
     let fuse_opts = fuse_options(&a, &fuse_flags, &format, default_permissions);
     let began = Instant::now();
+    let own_sid = meta.session_id();
     let started = match start_serving(&client, &rt, &mountpoint, &fuse_opts, start, resume).await {
         Ok(served) => served,
+        Err(e) if meta.session_id() != own_sid => {
+            // The session taken over belongs to the process that serves on (or, after a
+            // crash, to the next attempt): leave it, its locks and its open files alone.
+            client.close_handed_over().await.ok();
+            return Err(e);
+        }
         Err(e) => {
             client.close().await.ok();
             return Err(e);
@@ -377,10 +380,20 @@ async fn serve(
         mountpoint.display()
     );
     client.close().await.ok();
-    if served.is_finished() {
-        // Unmounted from outside: unmounting again could hit a new mount at that path.
-        served.forget();
-    } else if let Err(e) = served.unmount() {
+    // Unmounting and joining the session's threads block.
+    let unmounted = tokio::task::spawn_blocking(move || {
+        if served.is_finished() {
+            // Unmounted from outside: unmounting again could hit a new mount at that path.
+            served.forget();
+            Ok(())
+        } else {
+            served.unmount()
+        }
+    })
+    .await
+    .map_err(std::io::Error::other)
+    .and_then(|r| r);
+    if let Err(e) = unmounted {
         tracing::warn!("unmounting {}: {e}", mountpoint.display());
     }
     Ok(())
@@ -448,14 +461,15 @@ async fn start_serving(
         return Ok((served, "mounted"));
     }
     let taken = mount_handover::take_over(mountpoint, client).await?;
-    // Until `confirm`, dropping `taken` makes the old process serve on.
+    // Until `confirm`, dropping `taken` makes the old process serve on. The state is
+    // checked before the session is taken: nothing can refuse after that.
+    vfs.restore_handover_state(&taken.state.vfs)
+        .map_err(|why| anyhow::anyhow!("cannot take this state over: {why}"))?;
     client
         .meta
         .adopt_session(taken.state.sid)
         .await
         .context("taking the session over")?;
-    vfs.restore_handover_state(&taken.state.vfs)
-        .map_err(|why| anyhow::anyhow!("cannot take this state over: {why}"))?;
     let device = taken.device.try_clone()?;
     let served = strata_fuse::handover::serve(
         vfs,
@@ -471,7 +485,13 @@ async fn start_serving(
         taken.state.pid,
         taken.state.build
     );
-    taken.confirm().await?;
+    if let Err(e) = taken.confirm().await {
+        // The old process saw the connection end and serves again: stop before both do.
+        if let Ok(stopped) = served.stop_serving(Duration::ZERO).await {
+            stopped.leave_mounted();
+        }
+        return Err(e.context("telling the serving process that this one took over"));
+    }
     Ok((served, "took over"))
 }
 

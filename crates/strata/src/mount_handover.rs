@@ -74,15 +74,36 @@ enum Confirm {
 
 /// The socket of the process serving `mountpoint` (canonical).
 pub fn socket_path(mountpoint: &Path) -> PathBuf {
-    // FNV-1a of the mount point: short and stable across builds.
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in mountpoint.as_os_str().as_encoded_bytes() {
-        hash = (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    run_dir().join(format!("mount-{hash:016x}.sock"))
+    runtime_socket("mount", mountpoint.as_os_str().as_encoded_bytes())
 }
 
-pub fn run_dir() -> PathBuf {
+/// `RUN-DIR/KIND-HASH.sock`, HASH the FNV-1a-64 of `key`: short and stable across builds.
+pub fn runtime_socket(kind: &str, key: &[u8]) -> PathBuf {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key {
+        hash = (hash ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    run_dir().join(format!("{kind}-{hash:016x}.sock"))
+}
+
+/// Whether the process on the other end of `stream` may take this one's place: the same
+/// user, or root.
+pub fn peer_may_take_over(stream: &tokio::net::UnixStream) -> bool {
+    let me = nix::unistd::geteuid().as_raw();
+    match stream.peer_cred() {
+        Ok(cred) if cred.uid() == me || cred.uid() == 0 => true,
+        Ok(cred) => {
+            tracing::warn!("refused a hand-over request from uid {}", cred.uid());
+            false
+        }
+        Err(e) => {
+            tracing::warn!("hand-over request of unknown origin: {e}");
+            false
+        }
+    }
+}
+
+fn run_dir() -> PathBuf {
     if nix::unistd::geteuid().is_root() {
         PathBuf::from("/run/strata")
     } else if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR") {
@@ -129,10 +150,7 @@ impl Listener {
     pub async fn accept(&self) -> Result<UnixStream> {
         loop {
             let (stream, _) = self.listener.accept().await?;
-            let cred = stream.peer_cred()?;
-            let me = nix::unistd::geteuid().as_raw();
-            if cred.uid() != me && cred.uid() != 0 {
-                tracing::warn!("refused a hand-over request from uid {}", cred.uid());
+            if !peer_may_take_over(&stream) {
                 continue;
             }
             let stream = stream.into_std()?;
@@ -291,12 +309,10 @@ impl Giver<'_> {
         stopped: &strata_fuse::Stopped,
     ) -> Result<()> {
         let vfs = &self.client.vfs;
+        // Commits what the requests answered since the first pass wrote, and syncs.
         vfs.flush_all()
             .await
-            .map_err(|e| anyhow::anyhow!("committing buffered writes: errno {e}"))?;
-        vfs.sync()
-            .await
-            .map_err(|e| anyhow::anyhow!("syncing: errno {e}"))?;
+            .map_err(|e| anyhow::anyhow!("committing and syncing buffered writes: errno {e}"))?;
         let state = HandedState {
             build: build_name(),
             pid: std::process::id(),

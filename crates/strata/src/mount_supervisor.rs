@@ -262,7 +262,7 @@ impl Signals {
 }
 
 /// A duplicate of `fd` that a started process inherits.
-fn inheritable(fd: BorrowedFd<'_>) -> Result<OwnedFd> {
+pub fn inheritable(fd: BorrowedFd<'_>) -> Result<OwnedFd> {
     let dup = fd.try_clone_to_owned()?;
     nix::fcntl::fcntl(
         &dup,

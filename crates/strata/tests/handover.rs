@@ -664,3 +664,44 @@ fn new_webdav_and_gateway_servers_take_the_socket_over_without_dropping_a_reques
     assert!(requests > 50, "{requests} requests");
     server.stop();
 }
+
+#[test]
+fn a_refused_hand_over_leaves_the_old_process_serving() {
+    let vol = Volume::new();
+    let m = vol.mount("m");
+    let held = std::fs::File::create(m.path.join("held")).unwrap();
+    let whole = libc::flock {
+        l_type: libc::F_WRLCK as i16,
+        l_whence: libc::SEEK_SET as i16,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    };
+    nix::fcntl::fcntl(&held, nix::fcntl::FcntlArg::F_SETLK(&whole)).unwrap();
+    let before = serving_pid(&m.path);
+    // A --writeback mount is not handed over: the new process says why and exits.
+    let out = Command::new(STRATA)
+        .args(["mount", &vol.meta_url])
+        .arg(&m.path)
+        .args(["-d", "--writeback", "--log"])
+        .arg(&m.log)
+        .arg("--cache-dir")
+        .arg(vol.dir.path().join("m-cache"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(said.contains("--writeback"), "{said}");
+    assert_eq!(serving_pid(&m.path), before, "the old process serves on");
+    assert!(
+        !lock_is_free(&m.path.join("held")),
+        "its lock is still held"
+    );
+    std::fs::write(m.path.join("after"), b"still served").unwrap();
+    assert_eq!(
+        std::fs::read(m.path.join("after")).unwrap(),
+        b"still served"
+    );
+    drop(held);
+    assert!(lock_is_free(&m.path.join("held")));
+}

@@ -26,15 +26,10 @@ impl Channel {
         Self(device)
     }
 
-    /// Receives data up to the capacity of the given buffer (can block).
-    fn receive(&self, buffer: &mut [u8]) -> nix::Result<usize> {
+    /// Receives data up to the capacity of the given buffer (can block; Strata patch: on
+    /// a non-blocking clone, `EAGAIN` when no request is pending).
+    pub(crate) fn receive(&self, buffer: &mut [u8]) -> nix::Result<usize> {
         nix::unistd::read(&self.0, buffer)
-    }
-
-    /// One read, whatever it returns (Strata patch: on a non-blocking clone, `EAGAIN`
-    /// when no request is pending).
-    pub(crate) fn receive_once(&self, buffer: &mut [u8]) -> nix::Result<usize> {
-        self.receive(buffer)
     }
 
     /// Make reads return `EAGAIN` instead of blocking (Strata patch).

@@ -630,7 +630,7 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
             let received = match &self.stop {
                 // Non-blocking: no request pending is EAGAIN, and the thread waits in poll
                 // for a request or the stop signal.
-                Some(stop) => match self.ch.receive_once(buf) {
+                Some(stop) => match self.ch.receive(buf) {
                     Err(nix::errno::Errno::EAGAIN) => {
                         if !stop.wait_for_request(&self.ch)? {
                             return Ok(());
