@@ -115,14 +115,7 @@ impl Workload {
             .truncate(false)
             .open(mnt.join("locked"))
             .unwrap();
-        let whole = libc::flock {
-            l_type: libc::F_WRLCK as i16,
-            l_whence: libc::SEEK_SET as i16,
-            l_start: 0,
-            l_len: 0,
-            l_pid: 0,
-        };
-        nix::fcntl::fcntl(&lock_holder, nix::fcntl::FcntlArg::F_SETLK(&whole)).unwrap();
+        hold_write_lock(&lock_holder);
         // fio's file, laid out before it starts.
         sh(
             mnt,
@@ -336,6 +329,18 @@ fn probe(mnt: &Path, stop: Arc<AtomicBool>, tally: Arc<Tally>, began: Instant) -
             std::thread::sleep(Duration::from_millis(2)); // probe interval, not a wait
         }
     })
+}
+
+/// Take a POSIX write lock on the whole of `file` (held while it stays open).
+fn hold_write_lock(file: &std::fs::File) {
+    let whole = libc::flock {
+        l_type: libc::F_WRLCK as i16,
+        l_whence: libc::SEEK_SET as i16,
+        l_start: 0,
+        l_len: 0,
+        l_pid: 0,
+    };
+    nix::fcntl::fcntl(file, nix::fcntl::FcntlArg::F_SETLK(&whole)).unwrap();
 }
 
 /// Whether some other process can take a write lock on `path` (it cannot while held).
@@ -670,14 +675,7 @@ fn a_refused_hand_over_leaves_the_old_process_serving() {
     let vol = Volume::new();
     let m = vol.mount("m");
     let held = std::fs::File::create(m.path.join("held")).unwrap();
-    let whole = libc::flock {
-        l_type: libc::F_WRLCK as i16,
-        l_whence: libc::SEEK_SET as i16,
-        l_start: 0,
-        l_len: 0,
-        l_pid: 0,
-    };
-    nix::fcntl::fcntl(&held, nix::fcntl::FcntlArg::F_SETLK(&whole)).unwrap();
+    hold_write_lock(&held);
     let before = serving_pid(&m.path);
     // A --writeback mount is not handed over: the new process says why and exits.
     let out = Command::new(STRATA)
