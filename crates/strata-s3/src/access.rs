@@ -42,6 +42,7 @@ pub(crate) fn iam_action(op: &str) -> String {
     let action = match op {
         "HeadObject" => "GetObject",
         "ListObjects" | "ListObjectsV2" | "HeadBucket" => "ListBucket",
+        "ListObjectVersions" => "ListBucketVersions",
         "ListMultipartUploads" => "ListBucketMultipartUploads",
         "ListParts" => "ListMultipartUploadParts",
         "PostObject"
@@ -67,7 +68,9 @@ pub(crate) fn iam_action(op: &str) -> String {
 /// The ACL permission that grants `action`, on a bucket's ACL or on an object's.
 fn acl_permission(action: &str, on_object: bool) -> Option<&'static str> {
     match (action, on_object) {
-        ("s3:ListBucket" | "s3:ListBucketMultipartUploads", false) => Some(Permission::READ),
+        ("s3:ListBucket" | "s3:ListBucketVersions" | "s3:ListBucketMultipartUploads", false) => {
+            Some(Permission::READ)
+        }
         (
             "s3:PutObject"
             | "s3:DeleteObject"

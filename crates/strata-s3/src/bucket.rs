@@ -7,7 +7,7 @@ use s3s::dto::{
     Bucket, CommonPrefix, CreateBucketInput, CreateBucketOutput, DeleteBucketInput,
     DeleteBucketOutput, ETag, GetBucketLocationInput, GetBucketLocationOutput, HeadBucketInput,
     HeadBucketOutput, ListBucketsInput, ListBucketsOutput, ListObjectsInput, ListObjectsOutput,
-    ListObjectsV2Input, ListObjectsV2Output, Object, Timestamp,
+    ListObjectsV2Input, ListObjectsV2Output, Object, Owner, Timestamp,
 };
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use strata_types::Errno;
@@ -167,6 +167,8 @@ impl Gateway {
                 "the volume's own bucket cannot be deleted through the gateway",
             ));
         }
+        let dir = self.bucket_dir(&name).await?;
+        self.drop_store(dir).await?;
         match self
             .vfs
             .rmdir(self.ctx(), self.root(), name.as_bytes())
@@ -215,6 +217,7 @@ impl Gateway {
             delimiter: input.delimiter.as_deref(),
             after,
             max_keys: usize::try_from(max_keys).unwrap_or(0),
+            store: false,
         };
         let listing = self.list(dir, &q).await?;
         let next = listing
@@ -225,7 +228,11 @@ impl Gateway {
             .encoding_type
             .as_ref()
             .is_some_and(|e| e.as_str() == "url");
-        let (contents, prefixes) = self.page_items(listing, url).await;
+        let owner = match input.fetch_owner {
+            Some(true) => Some(self.owner_of(&self.bucket_owner(dir).await?)),
+            _ => None,
+        };
+        let (contents, prefixes) = self.page_items(listing, url, owner).await;
         let output = ListObjectsV2Output {
             name: Some(input.bucket),
             prefix: Some(encode(&prefix, url)),
@@ -257,6 +264,7 @@ impl Gateway {
             delimiter: input.delimiter.as_deref(),
             after: input.marker.as_deref().filter(|m| !m.is_empty()),
             max_keys: usize::try_from(max_keys).unwrap_or(0),
+            store: false,
         };
         let listing = self.list(dir, &q).await?;
         let truncated = listing.truncated;
@@ -268,7 +276,9 @@ impl Gateway {
         let next_marker = (truncated && input.delimiter.is_some())
             .then(|| listing.items.last().map(|i| encode(i.key(), url)))
             .flatten();
-        let (contents, prefixes) = self.page_items(listing, url).await;
+        // ListObjects (v1) names each object's owner, as AWS does.
+        let owner = Some(self.owner_of(&self.bucket_owner(dir).await?));
+        let (contents, prefixes) = self.page_items(listing, url, owner).await;
         let output = ListObjectsOutput {
             name: Some(input.bucket),
             prefix: Some(encode(&prefix, url)),
@@ -285,8 +295,14 @@ impl Gateway {
         Ok(S3Response::new(output))
     }
 
-    /// The listing's objects (with their ETags) and common prefixes.
-    async fn page_items(&self, listing: Listing, url: bool) -> (Vec<Object>, Vec<CommonPrefix>) {
+    /// The listing's objects (with their ETags, and `owner` when given) and common
+    /// prefixes.
+    async fn page_items(
+        &self,
+        listing: Listing,
+        url: bool,
+        owner: Option<Owner>,
+    ) -> (Vec<Object>, Vec<CommonPrefix>) {
         let mut prefixes = Vec::new();
         let mut objects = Vec::new();
         for item in listing.items {
@@ -303,26 +319,30 @@ impl Gateway {
             }
         }
         let contents = futures::stream::iter(objects)
-            .map(|(key, ino, attr, is_dir)| async move {
-                let etag = if is_dir {
-                    EMPTY_ETAG.to_owned()
-                } else {
-                    match self.load_info(ino, &attr).await {
-                        Some(info) => info.etag,
-                        None => derived_etag(ino, &attr),
-                    }
-                };
-                Object {
-                    key: Some(encode(&key, url)),
-                    size: Some(if is_dir {
-                        0
+            .map(|(key, ino, attr, is_dir)| {
+                let owner = owner.clone();
+                async move {
+                    let etag = if is_dir {
+                        EMPTY_ETAG.to_owned()
                     } else {
-                        i64::try_from(attr.length).unwrap_or(i64::MAX)
-                    }),
-                    last_modified: Some(Timestamp::from(system_time(attr.mtime))),
-                    e_tag: Some(ETag::Strong(etag)),
-                    storage_class: Some("STANDARD".to_owned().into()),
-                    ..Object::default()
+                        match self.load_info(ino, &attr).await {
+                            Some(info) => info.etag,
+                            None => derived_etag(ino, &attr),
+                        }
+                    };
+                    Object {
+                        key: Some(encode(&key, url)),
+                        size: Some(if is_dir {
+                            0
+                        } else {
+                            i64::try_from(attr.length).unwrap_or(i64::MAX)
+                        }),
+                        last_modified: Some(Timestamp::from(system_time(attr.mtime))),
+                        e_tag: Some(ETag::Strong(etag)),
+                        storage_class: Some("STANDARD".to_owned().into()),
+                        owner,
+                        ..Object::default()
+                    }
                 }
             })
             .buffered(INFO_PARALLEL)
@@ -340,7 +360,7 @@ fn bucket(name: &str, ctime: i64) -> Bucket {
     }
 }
 
-fn checked_max_keys(max_keys: Option<i32>) -> S3Result<i32> {
+pub(crate) fn checked_max_keys(max_keys: Option<i32>) -> S3Result<i32> {
     match max_keys {
         None => Ok(MAX_KEYS),
         Some(n) if n < 0 => Err(S3Error::with_message(
@@ -370,7 +390,7 @@ fn decode_token(token: &str) -> S3Result<String> {
 }
 
 /// A key for `encoding-type=url`: every byte but unreserved ones and '/' percent-encoded.
-fn encode(text: &str, url: bool) -> String {
+pub(crate) fn encode(text: &str, url: bool) -> String {
     if !url {
         return text.to_owned();
     }

@@ -410,6 +410,7 @@ impl Gateway {
                 "a lifecycle configuration is needed",
             ));
         };
+        check_lifecycle(config)?;
         self.put_bucket_doc(&req.input.bucket, LIFECYCLE_XATTR, config)
             .await?;
         Ok(S3Response::new(
@@ -443,5 +444,111 @@ impl Gateway {
         self.delete_bucket_doc(&req.input.bucket, LIFECYCLE_XATTR)
             .await?;
         Ok(S3Response::new(DeleteBucketLifecycleOutput {}))
+    }
+}
+
+/// What AWS refuses in a lifecycle configuration: a rule id over 255 characters or given
+/// twice, a status other than Enabled or Disabled, an expiration date not at midnight UTC,
+/// and days that are not positive.
+fn check_lifecycle(config: &BucketLifecycleConfiguration) -> S3Result<()> {
+    let invalid = |msg: String| S3Error::with_message(S3ErrorCode::InvalidArgument, msg);
+    let mut ids = std::collections::HashSet::new();
+    for rule in &config.rules {
+        if let Some(id) = &rule.id {
+            if id.chars().count() > 255 {
+                return Err(invalid(
+                    "ID length should not exceed allowed limit of 255".into(),
+                ));
+            }
+            if !ids.insert(id.as_str()) {
+                return Err(invalid(format!(
+                    "Rule ID must be unique. Found same ID for more than one rule: {id}"
+                )));
+            }
+        }
+        if !matches!(rule.status.as_str(), "Enabled" | "Disabled") {
+            return Err(S3Error::with_message(
+                S3ErrorCode::MalformedXML,
+                "a rule's Status must be Enabled or Disabled",
+            ));
+        }
+        let Some(expiration) = &rule.expiration else {
+            continue;
+        };
+        if expiration.days.is_some_and(|d| d <= 0) {
+            return Err(invalid(
+                "'Days' for Expiration action must be a positive integer".into(),
+            ));
+        }
+        if let Some(date) = &expiration.date {
+            let at = time::OffsetDateTime::from(date.clone()).to_offset(time::UtcOffset::UTC);
+            if at.time() != time::Time::MIDNIGHT {
+                return Err(invalid("'Date' must be at midnight GMT".into()));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod lifecycle_tests {
+    use super::*;
+    use s3s::dto::{ExpirationStatus, LifecycleExpiration, LifecycleRule, Timestamp};
+
+    fn rule(id: &str, status: &'static str) -> LifecycleRule {
+        LifecycleRule {
+            id: Some(id.into()),
+            status: ExpirationStatus::from_static(status),
+            abort_incomplete_multipart_upload: None,
+            expiration: None,
+            filter: None,
+            noncurrent_version_expiration: None,
+            noncurrent_version_transitions: None,
+            prefix: None,
+            transitions: None,
+        }
+    }
+
+    fn code(rules: Vec<LifecycleRule>) -> Option<String> {
+        check_lifecycle(&BucketLifecycleConfiguration { rules })
+            .err()
+            .map(|e| e.code().as_str().to_owned())
+    }
+
+    #[test]
+    fn rules_aws_refuses_are_refused() {
+        assert_eq!(
+            code(vec![rule("a", "Enabled"), rule("b", "Disabled")]),
+            None
+        );
+        assert_eq!(
+            code(vec![rule("a", "Enabled"), rule("a", "Enabled")]).as_deref(),
+            Some("InvalidArgument")
+        );
+        assert_eq!(
+            code(vec![rule(&"x".repeat(256), "Enabled")]).as_deref(),
+            Some("InvalidArgument")
+        );
+        assert_eq!(
+            code(vec![rule("a", "enabled")]).as_deref(),
+            Some("MalformedXML")
+        );
+        let with = |days: Option<i32>, date: Option<&str>| {
+            let mut r = rule("a", "Enabled");
+            r.expiration = Some(LifecycleExpiration {
+                days,
+                date: date
+                    .map(|d| Timestamp::parse(s3s::dto::TimestampFormat::DateTime, d).unwrap()),
+                expired_object_delete_marker: None,
+            });
+            code(vec![r])
+        };
+        assert_eq!(with(Some(30), None), None);
+        assert_eq!(with(Some(0), None).as_deref(), Some("InvalidArgument"));
+        assert_eq!(with(None, Some("2030-01-01T00:00:00Z")), None);
+        assert_eq!(
+            with(None, Some("2030-01-01T10:00:00Z")).as_deref(),
+            Some("InvalidArgument")
+        );
     }
 }

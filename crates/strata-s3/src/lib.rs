@@ -25,6 +25,10 @@ mod read;
 mod serve;
 mod service;
 mod tags;
+mod versions;
+#[cfg(test)]
+mod versions_model;
+mod versions_ops;
 
 use std::sync::Arc;
 

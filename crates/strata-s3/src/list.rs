@@ -27,6 +27,10 @@ pub struct ListQuery<'a> {
     /// List keys after this one (marker, StartAfter or continuation token).
     pub after: Option<&'a str>,
     pub max_keys: usize,
+    /// List the version store's tree instead of a bucket's: each directory there is a
+    /// key (listed as an object whose inode is that directory; it may hold no version)
+    /// and a prefix of longer keys; its files are versions, not keys.
+    pub store: bool,
 }
 
 /// One item of a listing.
@@ -76,6 +80,8 @@ struct Cursor {
     own_key: Option<String>,
     /// The gateway's hidden directory lives here.
     hides: bool,
+    /// A directory of the version store ([`ListQuery::store`]).
+    store: bool,
 }
 
 impl Cursor {
@@ -107,11 +113,12 @@ impl Gateway {
             return Err(fs_error(strata_types::Errno::EACCES, q.prefix));
         }
         let key_prefix: String = dirs.iter().map(|d| format!("{d}/")).collect();
-        let own_key = (!dirs.is_empty() && filter.is_empty()).then(|| key_prefix.clone());
-        let mut stack = vec![self.cursor(start, key_prefix, filter.to_owned(), own_key, q.after)];
+        let own_key =
+            (!q.store && !dirs.is_empty() && filter.is_empty()).then(|| key_prefix.clone());
+        let mut stack = vec![self.cursor(start, key_prefix, filter.to_owned(), own_key, q)];
         let mut last_prefix: Option<String> = None;
         while let Some(top) = stack.last_mut() {
-            let Some(entry) = self.next_entry(top).await? else {
+            let Some((entry, held)) = self.next_entry(top).await? else {
                 let done = stack.pop();
                 if let Some(Cursor {
                     seen_any: false,
@@ -132,7 +139,13 @@ impl Gateway {
                 continue;
             };
             let key = format!("{}{name}", top.key_prefix);
-            match entry.kind {
+            let kind = match (entry.kind, q.store, held) {
+                // In the store a directory first shows as a key, then as a prefix.
+                (FileType::Directory, true, false) => FileType::Regular,
+                (FileType::Regular, true, _) => continue,
+                (kind, _, _) => kind,
+            };
+            match kind {
                 FileType::Regular => {
                     if !after_marker(&key, q.after) {
                         continue;
@@ -163,6 +176,14 @@ impl Gateway {
                         continue;
                     }
                     if let Some(cp) = common_prefix(&dir_key, q) {
+                        // In the store a key's directory is a prefix only if longer keys
+                        // live below it (its files are the key's own versions).
+                        if q.store
+                            && cp.len() >= dir_key.len()
+                            && !self.holds_subdir(entry.ino).await?
+                        {
+                            continue;
+                        }
                         if after_marker(&cp, q.after)
                             && push(&mut out, q, &mut last_prefix, Item::Prefix(cp))
                         {
@@ -175,13 +196,8 @@ impl Gateway {
                         // directory it may not read).
                         continue;
                     }
-                    let child = self.cursor(
-                        entry.ino,
-                        dir_key.clone(),
-                        String::new(),
-                        Some(dir_key),
-                        q.after,
-                    );
+                    let own_key = (!q.store).then(|| dir_key.clone());
+                    let child = self.cursor(entry.ino, dir_key, String::new(), own_key, q);
                     stack.push(child);
                 }
                 _ => {}
@@ -201,6 +217,25 @@ impl Gateway {
             Ok(()) => Ok(true),
             Err(strata_types::Errno::EACCES) => Ok(false),
             Err(e) => Err(fs_error(e, "listing")),
+        }
+    }
+
+    /// Whether the directory `dir` has a subdirectory.
+    async fn holds_subdir(&self, dir: Ino) -> S3Result<bool> {
+        let mut from: Option<Vec<u8>> = None;
+        loop {
+            let page = self
+                .vfs
+                .list_page(dir, from.as_deref(), PAGE)
+                .await
+                .map_err(|e| fs_error(e, "version store"))?;
+            if page.iter().any(|e| e.kind == FileType::Directory) {
+                return Ok(true);
+            }
+            match page.last() {
+                Some(last) if page.len() == PAGE => from = Some([&last.name[..], &[0]].concat()),
+                _ => return Ok(false),
+            }
         }
     }
 
@@ -234,10 +269,10 @@ impl Gateway {
         key_prefix: String,
         filter: String,
         own_key: Option<String>,
-        after: Option<&str>,
+        q: &ListQuery<'_>,
     ) -> Cursor {
         let mut from = filter.as_bytes().to_vec();
-        if let Some(rest) = after.and_then(|a| a.strip_prefix(key_prefix.as_str())) {
+        if let Some(rest) = q.after.and_then(|a| a.strip_prefix(key_prefix.as_str())) {
             let seek = seek_name(rest.split('/').next().unwrap_or(""));
             from = from.max(seek.to_vec());
         }
@@ -251,11 +286,13 @@ impl Gateway {
             seen_any: false,
             own_key,
             hides: ino == self.root(),
+            store: q.store,
         }
     }
 
-    /// The cursor's next entry in S3 order, `None` at its end.
-    async fn next_entry(&self, c: &mut Cursor) -> S3Result<Option<DirEntry>> {
+    /// The cursor's next entry in S3 order (and whether it is a directory coming up as a
+    /// prefix), `None` at its end.
+    async fn next_entry(&self, c: &mut Cursor) -> S3Result<Option<(DirEntry, bool)>> {
         loop {
             if c.raw.is_empty() && c.next_from.is_some() {
                 self.read_page(c).await?;
@@ -264,16 +301,18 @@ impl Gateway {
             if let Some(held) = c.held.first_key_value().map(|(k, _)| k.clone())
                 && next_raw.as_ref().is_none_or(|raw| held < *raw)
             {
-                return Ok(c.held.remove(&held));
+                return Ok(c.held.remove(&held).map(|e| (e, true)));
             }
             let Some(entry) = c.raw.pop_front() else {
                 return Ok(None);
             };
             if entry.kind == FileType::Directory {
-                c.held.insert(Cursor::sort_key(&entry), entry);
-                continue;
+                c.held.insert(Cursor::sort_key(&entry), entry.clone());
+                if !c.store {
+                    continue;
+                }
             }
-            return Ok(Some(entry));
+            return Ok(Some((entry, false)));
         }
     }
 
@@ -377,6 +416,7 @@ mod tests {
             delimiter: Some("/"),
             after: None,
             max_keys: 10,
+            store: false,
         };
         assert_eq!(common_prefix("a/b/c", &q).as_deref(), Some("a/b/"));
         assert_eq!(common_prefix("a/b", &q), None);
@@ -385,6 +425,7 @@ mod tests {
             delimiter: Some("-"),
             after: None,
             max_keys: 10,
+            store: false,
         };
         assert_eq!(common_prefix("x-y/z", &q).as_deref(), Some("x-"));
     }

@@ -130,7 +130,7 @@ proptest! {
         let gw = gateway(&rt);
         rt.block_on(async {
             let keys = build(&gw, &paths).await;
-            let q = ListQuery { prefix: &prefix, delimiter: delimiter.as_deref(), after: after.as_deref(), max_keys };
+            let q = ListQuery { prefix: &prefix, delimiter: delimiter.as_deref(), after: after.as_deref(), max_keys, store: false };
             let got = gw.list(gw.root(), &q).await.unwrap();
             let (want, truncated) = model(&keys, &q);
             prop_assert_eq!(shown(&got.items), want, "keys {:?}", keys);

@@ -7,7 +7,8 @@ use futures::StreamExt;
 use s3s::dto::{
     CopyObjectInput, CopyObjectOutput, CopyObjectResult, CopySource, DeleteObjectInput,
     DeleteObjectOutput, DeleteObjectsInput, DeleteObjectsOutput, DeletedObject, ETag,
-    ETagCondition, MetadataDirective, PutObjectInput, PutObjectOutput, Timestamp, TimestampFormat,
+    ETagCondition, MetadataDirective, ObjectIdentifier, PutObjectInput, PutObjectOutput, Timestamp,
+    TimestampFormat,
 };
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use strata_types::{Errno, Ino};
@@ -20,9 +21,13 @@ use crate::objinfo::{Checksums, Headers, INFO_VERSION, INFO_XATTR, ObjectInfo, T
 use crate::paths::FILE_MODE;
 use crate::read::{Conditions, EMPTY_ETAG, precondition_failed};
 use crate::tags::parse_tag_header;
+use crate::versions::{NULL_VERSION, Versioning};
+use crate::versions_ops::Deleted;
 
 /// Largest single PUT (S3's limit).
 pub const MAX_PUT: u64 = 5 << 30;
+/// Keys one DeleteObjects request may name (S3's limit).
+const MAX_DELETE_KEYS: usize = 1000;
 /// Deletions of one DeleteObjects request run this many at a time.
 const DELETE_PARALLEL: usize = 16;
 /// RENAME_NOREPLACE.
@@ -164,6 +169,8 @@ impl Gateway {
         replace: Replace,
     ) -> S3Result<()> {
         let name = path.name.ok_or_else(|| fs_error(Errno::EISDIR, key))?;
+        let state = self.versioning(bucket_dir).await?;
+        info.version_id = state.new_id();
         self.record(temp, key, info).await?;
         if let Some(acl) = &temp.acl {
             self.store_xattr(temp.ino, crate::config::ACL_XATTR, Some(acl))
@@ -173,7 +180,16 @@ impl Gateway {
             .make_dirs(bucket_dir, &path.dirs)
             .await
             .map_err(|e| fs_error(e, key))?;
-        self.rename_into(temp, parent, name, key, replace).await
+        if state == Versioning::Off {
+            return self.rename_into(temp, parent, name, key, replace).await;
+        }
+        let at = (bucket_dir, path, parent, name);
+        self.install_versioned(temp, at, key, state, replace)
+            .await?;
+        if state == Versioning::Suspended {
+            info.version_id = Some(NULL_VERSION.into());
+        }
+        Ok(())
     }
 
     /// Store `info` on a closed temporary file, naming its final length and mtime.
@@ -301,6 +317,7 @@ impl Gateway {
         let c = written.checksums;
         let output = PutObjectOutput {
             e_tag: Some(ETag::Strong(info.etag)),
+            version_id: info.version_id,
             size: Some(i64::try_from(written.size).unwrap_or(i64::MAX)),
             checksum_crc32: c.crc32,
             checksum_crc32c: c.crc32c,
@@ -411,9 +428,16 @@ impl Gateway {
         &self,
         req: S3Request<DeleteObjectInput>,
     ) -> S3Result<S3Response<DeleteObjectOutput>> {
-        let bucket_dir = self.bucket_dir(&req.input.bucket).await?;
-        self.delete_key(bucket_dir, &req.input.key).await?;
-        Ok(S3Response::new(DeleteObjectOutput::default()))
+        let input = &req.input;
+        let bucket_dir = self.bucket_dir(&input.bucket).await?;
+        let done = self
+            .delete_one(bucket_dir, &input.key, input.version_id.as_deref())
+            .await?;
+        Ok(S3Response::new(DeleteObjectOutput {
+            delete_marker: done.delete_marker.then_some(true),
+            version_id: done.version_id,
+            ..DeleteObjectOutput::default()
+        }))
     }
 
     pub(crate) async fn delete_objects(
@@ -421,30 +445,35 @@ impl Gateway {
         req: S3Request<DeleteObjectsInput>,
     ) -> S3Result<S3Response<DeleteObjectsOutput>> {
         let input = req.input;
+        if input.delete.objects.len() > MAX_DELETE_KEYS {
+            return Err(S3Error::with_message(
+                S3ErrorCode::MalformedXML,
+                format!("DeleteObjects takes at most {MAX_DELETE_KEYS} keys"),
+            ));
+        }
         let bucket_dir = self.bucket_dir(&input.bucket).await?;
         let quiet = input.delete.quiet.unwrap_or(false);
-        let results: Vec<(String, S3Result<()>)> = futures::stream::iter(input.delete.objects)
+        let results: Vec<_> = futures::stream::iter(input.delete.objects)
             .map(|obj| async move {
-                let done = self.delete_key(bucket_dir, &obj.key).await;
-                (obj.key, done)
+                let done = self
+                    .delete_one(bucket_dir, &obj.key, obj.version_id.as_deref())
+                    .await;
+                (obj, done)
             })
             .buffered(DELETE_PARALLEL)
             .collect()
             .await;
         let mut deleted = Vec::new();
         let mut errors = Vec::new();
-        for (key, done) in results {
+        for (obj, done) in results {
             match done {
-                Ok(()) if !quiet => deleted.push(DeletedObject {
-                    key: Some(key),
-                    ..DeletedObject::default()
-                }),
-                Ok(()) => {}
+                Ok(done) if !quiet => deleted.push(deleted_object(obj, done)),
+                Ok(_) => {}
                 Err(e) => errors.push(s3s::dto::Error {
                     code: Some(e.code().as_str().to_owned()),
                     message: e.message().map(str::to_owned),
-                    key: Some(key),
-                    version_id: None,
+                    key: Some(obj.key),
+                    version_id: obj.version_id,
                 }),
             }
         }
@@ -469,7 +498,7 @@ impl Gateway {
         );
         let source = self.copy_source(&input.copy_source, conditions).await?;
         let to_itself = matches!(&input.copy_source,
-            CopySource::Bucket { bucket, key, .. } if **bucket == *input.bucket && **key == *input.key);
+            CopySource::Bucket { bucket, key, version_id: None } if **bucket == *input.bucket && **key == *input.key);
         let replace = input
             .metadata_directive
             .as_ref()
@@ -484,6 +513,7 @@ impl Gateway {
         let bucket_dir = self.bucket_dir(&input.bucket).await?;
         let mut info = source.info.clone().unwrap_or_default();
         info.etag = source.etag();
+        info.version_id = None;
         if replace {
             info.headers = headers_of(
                 input.content_type,
@@ -522,8 +552,17 @@ impl Gateway {
             last_modified: Some(Timestamp::from(std::time::SystemTime::now())),
             ..CopyObjectResult::default()
         };
+        let source_version = match &input.copy_source {
+            CopySource::Bucket {
+                version_id: Some(id),
+                ..
+            } => Some(id.to_string()),
+            _ => source.version_id.clone(),
+        };
         Ok(S3Response::new(CopyObjectOutput {
             copy_object_result: Some(result),
+            version_id: info.version_id,
+            copy_source_version_id: source_version,
             ..CopyObjectOutput::default()
         }))
     }
@@ -583,6 +622,17 @@ impl Gateway {
             tracing::warn!("closing a copy source: errno {e}");
         }
         result
+    }
+}
+
+/// DeleteObjects's entry for one deleted key or version.
+fn deleted_object(obj: ObjectIdentifier, done: Deleted) -> DeletedObject {
+    let asked = obj.version_id.is_some();
+    DeletedObject {
+        key: Some(obj.key),
+        delete_marker: done.delete_marker.then_some(true),
+        delete_marker_version_id: done.version_id.clone().filter(|_| !asked),
+        version_id: obj.version_id,
     }
 }
 

@@ -77,6 +77,13 @@ pub struct ObjectInfo {
     /// Object tags, in the order given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Tags,
+    /// The version id given when a versioned bucket took the object; `None` is S3's
+    /// `null` version (written while versioning was off or suspended).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+    /// The record is a delete marker (an empty file in the version store).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delete_marker: bool,
 }
 
 /// Tags as `(key, value)` pairs.

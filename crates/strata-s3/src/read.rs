@@ -15,7 +15,7 @@ use crate::Gateway;
 use crate::body::read_body;
 use crate::error::fs_error;
 use crate::keys::parse_key;
-use crate::objinfo::{INFO_XATTR, ObjectInfo, derived_etag};
+use crate::objinfo::{ObjectInfo, derived_etag};
 
 /// MD5 of nothing: the ETag of a directory key.
 pub const EMPTY_ETAG: &str = "d41d8cd98f00b204e9800998ecf8427e";
@@ -31,9 +31,22 @@ pub struct Found {
     pub info: Option<ObjectInfo>,
     /// A directory key (`a/b/`).
     pub is_dir: bool,
+    /// The version id its record names (`None`: the null version).
+    pub version_id: Option<String>,
 }
 
 impl Found {
+    /// A regular file and its record as stored (kept as `info` only while it holds).
+    pub fn file(entry: strata_vfs::Entry, record: Option<ObjectInfo>) -> Found {
+        Found {
+            ino: entry.ino,
+            version_id: record.as_ref().and_then(|r| r.version_id.clone()),
+            info: record.filter(|r| r.holds_for(&entry.attr)),
+            attr: entry.attr,
+            is_dir: false,
+        }
+    }
+
     pub fn etag(&self) -> String {
         match (&self.info, self.is_dir) {
             (Some(info), _) => info.etag.clone(),
@@ -75,6 +88,7 @@ impl Gateway {
                 attr,
                 info: None,
                 is_dir: true,
+                version_id: None,
             });
         };
         // The whole key through the path walker: a symlink at its end is followed, as
@@ -102,26 +116,34 @@ impl Gateway {
         if entry.attr.kind != FileType::Regular {
             return Err(no_such_key(key));
         }
-        let info = self.load_info(entry.ino, &entry.attr).await;
-        Ok(Found {
-            ino: entry.ino,
-            attr: entry.attr,
-            info,
-            is_dir: false,
-        })
+        let record = self.load_record(entry.ino, &entry.attr).await;
+        Ok(Found::file(entry, record))
     }
 
     /// The record of a file, if it has one that still holds.
     pub(crate) async fn load_info(&self, ino: Ino, attr: &Attr) -> Option<ObjectInfo> {
-        if !attr.xattrs {
-            return None;
-        }
-        let value = self
-            .vfs
-            .getxattr(&self.server_ctx, ino, INFO_XATTR, 0)
+        self.load_record(ino, attr)
             .await
-            .ok()?;
-        ObjectInfo::decode(&value).filter(|info| info.holds_for(attr))
+            .filter(|info| info.holds_for(attr))
+    }
+
+    /// The object a read names: the key's current one, or the version asked for. A key
+    /// that is missing answers NoSuchKey, with a delete marker's headers if it has one.
+    pub(crate) async fn find_for_read(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: Option<&str>,
+    ) -> S3Result<Found> {
+        if let Some(id) = version_id {
+            return self.find_version(bucket, key, id).await;
+        }
+        match self.find(bucket, key).await {
+            Err(e) if *e.code() == S3ErrorCode::NoSuchKey => {
+                Err(self.missing_key(bucket, key).await)
+            }
+            other => other,
+        }
     }
 
     /// The object a GET or HEAD reads, its conditions checked, and the byte range and
@@ -132,9 +154,9 @@ impl Gateway {
         key: &str,
         conditions: Conditions<'_>,
         range: Option<&Range>,
-        part_number: Option<i32>,
+        (part_number, version_id): (Option<i32>, Option<&str>),
     ) -> S3Result<(Found, Option<std::ops::Range<u64>>, Option<i32>)> {
-        let found = self.find(bucket, key).await?;
+        let found = self.find_for_read(bucket, key, version_id).await?;
         conditions.check(&found)?;
         let (range, parts) = byte_range(&found, range, part_number)?;
         Ok((found, range, parts))
@@ -157,7 +179,7 @@ impl Gateway {
                 &input.key,
                 conditions,
                 input.range.as_ref(),
-                input.part_number,
+                (input.part_number, input.version_id.as_deref()),
             )
             .await?;
         let size = found.size();
@@ -195,6 +217,7 @@ impl Gateway {
             checksum_sha256: head.checksum_sha256,
             checksum_type: head.checksum_type,
             parts_count: parts,
+            version_id: head.version_id.or_else(|| input.version_id.clone()),
             tag_count: found
                 .info
                 .as_ref()
@@ -222,7 +245,7 @@ impl Gateway {
                 &input.key,
                 conditions,
                 input.range.as_ref(),
-                input.part_number,
+                (input.part_number, input.version_id.as_deref()),
             )
             .await?;
 
@@ -231,6 +254,7 @@ impl Gateway {
             head.content_length = Some(i64::try_from(r.end - r.start).unwrap_or(i64::MAX));
         }
         head.parts_count = parts;
+        head.version_id = head.version_id.or(input.version_id);
         Ok(S3Response::new(head))
     }
 }
@@ -243,13 +267,20 @@ impl Gateway {
         source: &CopySource,
         conditions: Conditions<'_>,
     ) -> S3Result<Found> {
-        let CopySource::Bucket { bucket, key, .. } = source else {
+        let CopySource::Bucket {
+            bucket,
+            key,
+            version_id,
+        } = source
+        else {
             return Err(S3Error::with_message(
                 S3ErrorCode::InvalidArgument,
                 "copy sources are bucket/key",
             ));
         };
-        let found = self.find(bucket, key).await?;
+        let found = self
+            .find_for_read(bucket, key, version_id.as_deref())
+            .await?;
         conditions.check_with(&found, S3ErrorCode::PreconditionFailed)?;
         Ok(found)
     }
@@ -292,6 +323,7 @@ pub fn head_output(found: &Found, checksums: bool) -> HeadObjectOutput {
         checksum_crc64nvme: c.crc64nvme,
         checksum_sha1: c.sha1,
         checksum_sha256: c.sha256,
+        version_id: found.version_id.clone(),
         ..HeadObjectOutput::default()
     }
 }

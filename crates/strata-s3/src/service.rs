@@ -149,6 +149,27 @@ impl S3 for Gateway {
         Gateway::list_objects_v2(&self.acting_for(&req), req).await
     }
 
+    async fn get_bucket_versioning(
+        &self,
+        req: S3Request<GetBucketVersioningInput>,
+    ) -> S3Result<S3Response<GetBucketVersioningOutput>> {
+        Gateway::get_bucket_versioning(&self.acting_for(&req), req).await
+    }
+
+    async fn put_bucket_versioning(
+        &self,
+        req: S3Request<PutBucketVersioningInput>,
+    ) -> S3Result<S3Response<PutBucketVersioningOutput>> {
+        Gateway::put_bucket_versioning(&self.acting_for(&req), req).await
+    }
+
+    async fn list_object_versions(
+        &self,
+        req: S3Request<ListObjectVersionsInput>,
+    ) -> S3Result<S3Response<ListObjectVersionsOutput>> {
+        Gateway::list_object_versions(&self.acting_for(&req), req).await
+    }
+
     async fn put_object(
         &self,
         req: S3Request<PutObjectInput>,

@@ -43,26 +43,37 @@ fn aws_with(gw: &Daemon, options: &[&str], args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Run the boto3 script `tests/s3/NAME` under `python_var`'s Python against `gws` (the
+/// first as S3_ENDPOINT, the second as S3_ENDPOINT2) and the mount `m`.
+fn run_suite(python_var: &str, name: &str, gws: &[&Daemon], m: &Mount) {
+    let suite = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/s3")
+        .join(name);
+    let mut cmd = Command::new(tool(python_var));
+    cmd.arg(&suite)
+        .env("S3_ENDPOINT", &gws[0].url)
+        .env("S3_ACCESS_KEY", KEY)
+        .env("S3_SECRET_KEY", SECRET)
+        .env("FUSE_ROOT", &m.path);
+    if let Some(second) = gws.get(1) {
+        cmd.env("S3_ENDPOINT2", &second.url);
+    }
+    let out = cmd.output().unwrap();
+    let logs: Vec<String> = gws.iter().map(|gw| gw.log_text()).collect();
+    assert!(
+        out.status.success(),
+        "{name} failed:\n{}\n{}\ngateway logs:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        logs.join("\n")
+    );
+}
+
 fn boto3_suite(python_var: &str) {
     let vol = Volume::new();
     let m = vol.mount("fuse");
     let gw = gateway(&vol, "gw", &["--multi-buckets"]);
-    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/s3/suite.py");
-    let out = Command::new(tool(python_var))
-        .arg(&suite)
-        .env("S3_ENDPOINT", &gw.url)
-        .env("S3_ACCESS_KEY", KEY)
-        .env("S3_SECRET_KEY", SECRET)
-        .env("FUSE_ROOT", &m.path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "boto3 suite failed:\n{}\n{}\ngateway log:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-        gw.log_text()
-    );
+    run_suite(python_var, "suite.py", &[&gw], &m);
     gw.stop();
 }
 
@@ -74,6 +85,82 @@ fn boto3_current_passes_the_suite() {
 #[test]
 fn boto3_before_1_36_passes_the_suite() {
     boto3_suite("STRATA_TEST_BOTO3_OLD_PY");
+}
+
+/// Versioned buckets (tests/s3/versioning.py) on two gateway processes of one volume,
+/// with the current versions checked through a mount.
+fn versioning_suite(python_var: &str) {
+    let vol = Volume::new();
+    let m = vol.mount("fuse");
+    let gw1 = gateway(&vol, "gw1", &["--multi-buckets"]);
+    let gw2 = gateway(&vol, "gw2", &["--multi-buckets"]);
+    run_suite(python_var, "versioning.py", &[&gw1, &gw2], &m);
+    gw1.stop();
+    gw2.stop();
+}
+
+#[test]
+fn boto3_current_passes_the_versioning_suite() {
+    versioning_suite("STRATA_TEST_BOTO3_PY");
+}
+
+#[test]
+fn boto3_before_1_36_passes_the_versioning_suite() {
+    versioning_suite("STRATA_TEST_BOTO3_OLD_PY");
+}
+
+/// rclone turns versioning on, keeps an overwritten file's old version, lists it with
+/// `--s3-versions` and reads it back by its versioned name.
+#[test]
+fn rclone_keeps_and_reads_old_versions() {
+    let vol = Volume::new();
+    let gw = gateway(&vol, "gw", &["--multi-buckets"]);
+    let dir = vol.dir.path();
+    let conf = dir.join("rclone.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[gw]\ntype = s3\nprovider = Other\naccess_key_id = {KEY}\nsecret_access_key = {SECRET}\nendpoint = {}\nregion = us-east-1\n",
+            gw.url
+        ),
+    )
+    .unwrap();
+    let rclone = |args: &[&str]| -> String {
+        let out = run(Command::new("rclone")
+            .env_remove("AWS_CA_BUNDLE")
+            .arg("--config")
+            .arg(&conf)
+            .args(args));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    rclone(&["mkdir", "gw:backups"]);
+    rclone(&["backend", "versioning", "gw:backups", "Enabled"]);
+    let status = rclone(&["backend", "versioning", "gw:backups"]);
+    assert_eq!(status.trim(), "Enabled");
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("db.dump"), b"monday's dump").unwrap();
+    rclone(&["copy", src.to_str().unwrap(), "gw:backups"]);
+    std::fs::write(src.join("db.dump"), b"tuesday's dump, longer").unwrap();
+    rclone(&["copy", src.to_str().unwrap(), "gw:backups"]);
+    let listed = rclone(&["lsf", "--s3-versions", "gw:backups"]);
+    let names: Vec<&str> = listed.lines().collect();
+    assert_eq!(names.len(), 2, "{listed}");
+    let old = names
+        .iter()
+        .find(|n| **n != "db.dump")
+        .unwrap_or_else(|| panic!("no old version in {listed}"));
+    assert!(
+        old.starts_with("db-v") && old.ends_with(".dump"),
+        "{listed}"
+    );
+    let got = rclone(&["cat", "--s3-versions", &format!("gw:backups/{old}")]);
+    assert_eq!(got, "monday's dump");
+    assert_eq!(
+        rclone(&["cat", "gw:backups/db.dump"]),
+        "tuesday's dump, longer"
+    );
+    gw.stop();
 }
 
 /// The AWS CLI's `s3` and `s3api`, with files checked through the mount both ways, and

@@ -156,6 +156,7 @@ impl Gateway {
             key: Some(input.key.clone()),
             e_tag: Some(ETag::Strong(etag)),
             location: Some(format!("/{}/{}", input.bucket, input.key)),
+            version_id: info.version_id,
             ..CompleteMultipartUploadOutput::default()
         };
         Ok(S3Response::new(output))

@@ -420,6 +420,40 @@ class Tagging(Case):
         self.assertEqual(attrs["ObjectSize"], 5 * MIB + 3)
 
 
+class ExactAnswers(Case):
+    """Answers AWS documents and SDKs check, beyond the happy path."""
+
+    def test_delete_objects_takes_at_most_1000_keys(self):
+        keys = [{"Key": "k%d" % i} for i in range(1001)]
+        self.fails("MalformedXML", S3.delete_objects, Bucket=self.bucket, Delete={"Objects": keys})
+        out = S3.delete_objects(Bucket=self.bucket, Delete={"Objects": keys[:1000], "Quiet": True})
+        self.assertNotIn("Errors", out)
+
+    def test_lifecycle_rules_aws_refuses(self):
+        def rule(rid="r", status="Enabled", **expiration):
+            return {"ID": rid, "Status": status, "Filter": {"Prefix": "tmp/"},
+                    "Expiration": expiration or {"Days": 7}}
+
+        put = S3.put_bucket_lifecycle_configuration
+        for rules, code in [([rule(), rule()], "InvalidArgument"),
+                            ([rule(rid="x" * 256)], "InvalidArgument"),
+                            ([rule(Days=0)], "InvalidArgument"),
+                            ([rule(Date="2030-01-01T12:00:00Z")], "InvalidArgument")]:
+            self.fails(code, put, Bucket=self.bucket, LifecycleConfiguration={"Rules": rules})
+        put(Bucket=self.bucket, LifecycleConfiguration={"Rules": [rule(), rule(rid="s", Date="2030-01-01T00:00:00Z")]})
+        self.assertEqual(len(S3.get_bucket_lifecycle_configuration(Bucket=self.bucket)["Rules"]), 2)
+
+    def test_listings_name_the_owner(self):
+        self.put("k")
+        v1 = S3.list_objects(Bucket=self.bucket)["Contents"][0]
+        self.assertEqual(v1["Owner"]["DisplayName"], "strata")
+        self.assertIn("ID", v1["Owner"])
+        v2 = S3.list_objects_v2(Bucket=self.bucket)["Contents"][0]
+        self.assertNotIn("Owner", v2)
+        fetched = S3.list_objects_v2(Bucket=self.bucket, FetchOwner=True)["Contents"][0]
+        self.assertEqual(fetched["Owner"], v1["Owner"])
+
+
 class Identity(Case):
     def test_wrong_secret_unknown_key_and_anonymous(self):
         self.put("k", b"v")
