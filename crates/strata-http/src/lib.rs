@@ -96,6 +96,15 @@ pub fn load_tls(cert_file: &Path, key_file: &Path) -> Result<TlsAcceptor, FrontE
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
+/// Where a request came from, in its extensions (for policies on the client's address
+/// and transport).
+#[derive(Clone, Copy, Debug)]
+pub struct Peer {
+    pub addr: std::net::SocketAddr,
+    /// The connection is TLS.
+    pub tls: bool,
+}
+
 /// Serve `handler` on `listener` until `stop` is cancelled. The handler answers every
 /// request; an error it returns ends the connection.
 pub async fn serve<H, F, B, E>(
@@ -126,15 +135,15 @@ pub async fn serve<H, F, B, E>(
         let Ok(permit) = permit else {
             break;
         };
-        let socket = tokio::select! {
+        let (socket, peer_addr) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((socket, _)) => {
+                Ok((socket, peer_addr)) => {
                     // Headers and body go out as separate writes: without NODELAY a small
                     // GET waits out the client's delayed ACK (40 ms).
                     if let Err(e) = socket.set_nodelay(true) {
                         tracing::debug!("TCP_NODELAY: {e}");
                     }
-                    socket
+                    (socket, peer_addr)
                 }
                 Err(e) => {
                     tracing::warn!("accepting a connection: {e}");
@@ -149,8 +158,13 @@ pub async fn serve<H, F, B, E>(
         tokio::spawn(async move {
             let first = Arc::new(FirstRequest::default());
             let seen = first.clone();
-            let service = hyper::service::service_fn(move |req| {
+            let peer = Peer {
+                addr: peer_addr,
+                tls: tls.is_some(),
+            };
+            let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
                 seen.arrived();
+                req.extensions_mut().insert(peer);
                 handler(req)
             });
             let ended = match tls {

@@ -14,12 +14,12 @@ use s3s::dto::{CopySource, Grant, Permission};
 use s3s::path::S3Path;
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Result};
 
-use strata_http::UserStore;
+use strata_http::{Peer, UserStore};
 use strata_vfs::Ctx;
 
 use crate::Gateway;
 use crate::config::{BucketAccess, PublicBlock, grantee_matches};
-use crate::policy::{Verdict, Who};
+use crate::policy::{Facts, Verdict, Who};
 
 /// The access control of one gateway.
 pub(crate) struct Access {
@@ -103,7 +103,7 @@ impl Gateway {
     /// Decide whether `who` may do `op` on `bucket` (and `key`).
     pub(crate) async fn authorize(
         &self,
-        who: &Who,
+        (who, facts): (&Who, &Facts),
         op: &str,
         bucket: &str,
         key: Option<&str>,
@@ -115,23 +115,31 @@ impl Gateway {
             Some(k) => format!("arn:aws:s3:::{bucket}/{k}"),
             None => format!("arn:aws:s3:::{bucket}"),
         };
-        self.decide(who, &access, &action, &resource, bucket, key)
+        self.decide((who, facts), &access, (&action, &resource), bucket, key)
             .await
     }
 
     async fn decide(
         &self,
-        who: &Who,
+        (who, facts): (&Who, &Facts),
         access: &BucketAccess,
-        action: &str,
-        resource: &str,
+        (action, resource): (&str, &str),
         bucket: &str,
         key: Option<&str>,
     ) -> S3Result<()> {
         let restrict = access.block.restrict_public_buckets;
-        let verdict = access.policy.as_ref().map_or(Verdict::Silent, |p| {
-            p.evaluate(who, action, resource, restrict)
-        });
+        let verdict = match &access.policy {
+            Some(p) => {
+                let facts = match key {
+                    Some(key) if p.reads_existing_tags() => {
+                        self.with_existing_tags(facts, bucket, key).await?
+                    }
+                    _ => facts.clone(),
+                };
+                p.evaluate(who, (action, resource), restrict, &facts)
+            }
+            None => Verdict::Silent,
+        };
         if verdict == Verdict::Deny {
             return Err(denied());
         }
@@ -155,7 +163,7 @@ impl Gateway {
     /// Like [`Gateway::authorize`] for each of `keys` (the bucket's settings read once).
     pub(crate) async fn authorize_keys(
         &self,
-        who: &Who,
+        (who, facts): (&Who, &Facts),
         op: &str,
         bucket: &str,
         keys: &[&str],
@@ -165,14 +173,24 @@ impl Gateway {
         let action = iam_action(op);
         for key in keys {
             let resource = format!("arn:aws:s3:::{bucket}/{key}");
-            self.decide(who, &access, &action, &resource, bucket, Some(key))
-                .await?;
+            self.decide(
+                (who, facts),
+                &access,
+                (&action, &resource),
+                bucket,
+                Some(key),
+            )
+            .await?;
         }
         Ok(())
     }
 
     /// A copy's source must be readable by the caller too.
-    async fn authorize_copy_source(&self, who: &Who, source: &CopySource) -> S3Result<()> {
+    async fn authorize_copy_source(
+        &self,
+        who: (&Who, &Facts),
+        source: &CopySource,
+    ) -> S3Result<()> {
         match source {
             CopySource::Bucket { bucket, key, .. } => {
                 self.authorize(who, "GetObject", bucket, Some(key)).await
@@ -187,9 +205,14 @@ impl Gateway {
 
 impl Access {
     /// A copy's source must be readable by `who` (`None`: the root user).
-    async fn check_source(&self, who: Option<Who>, source: &CopySource) -> S3Result<()> {
-        match who {
-            Some(who) => self.gateway.authorize_copy_source(&who, source).await,
+    async fn check_source<T>(&self, req: &S3Request<T>, source: &CopySource) -> S3Result<()> {
+        match self.who(req) {
+            Some(who) => {
+                let facts = request_facts(&req.headers, &req.uri, req.extensions.get(), &who);
+                self.gateway
+                    .authorize_copy_source((&who, &facts), source)
+                    .await
+            }
             None => Ok(()),
         }
     }
@@ -242,6 +265,9 @@ impl S3Access for Access {
         {
             cx.extensions_mut().insert(Caller(Arc::new(ctx)));
         }
+        let peer = cx.extensions_mut().get::<Peer>().copied();
+        let facts = request_facts(cx.headers(), cx.uri(), peer.as_ref(), &who);
+        let asker = (&who, &facts);
         let op = cx.s3_op().name();
         match cx.s3_path() {
             // ListBuckets lists what the caller owns.
@@ -254,25 +280,23 @@ impl S3Access for Access {
                 ("CreateBucket", Who::Anonymous) => Err(denied()),
                 // Decided per key once the request is read (the hooks below).
                 ("DeleteObjects" | "PostObject", _) => Ok(()),
-                _ => self.gateway.authorize(&who, op, bucket, None).await,
+                _ => self.gateway.authorize(asker, op, bucket, None).await,
             },
             S3Path::Object { bucket, key } => {
-                self.gateway.authorize(&who, op, bucket, Some(key)).await
+                self.gateway.authorize(asker, op, bucket, Some(key)).await
             }
         }
     }
 
     async fn copy_object(&self, req: &mut S3Request<s3s::dto::CopyObjectInput>) -> S3Result<()> {
-        self.check_source(self.who(req), &req.input.copy_source)
-            .await
+        self.check_source(req, &req.input.copy_source).await
     }
 
     async fn upload_part_copy(
         &self,
         req: &mut S3Request<s3s::dto::UploadPartCopyInput>,
     ) -> S3Result<()> {
-        self.check_source(self.who(req), &req.input.copy_source)
-            .await
+        self.check_source(req, &req.input.copy_source).await
     }
 
     /// Every key of a DeleteObjects must be deletable by the caller; one that is not
@@ -291,8 +315,9 @@ impl S3Access for Access {
             .iter()
             .map(|o| o.key.as_str())
             .collect();
+        let facts = request_facts(&req.headers, &req.uri, req.extensions.get(), &who);
         self.gateway
-            .authorize_keys(&who, "DeleteObject", &req.input.bucket, &keys)
+            .authorize_keys((&who, &facts), "DeleteObject", &req.input.bucket, &keys)
             .await
     }
 
@@ -301,8 +326,9 @@ impl S3Access for Access {
         match self.who(req) {
             Some(who) => {
                 let key = [req.input.key.as_str()];
+                let facts = request_facts(&req.headers, &req.uri, req.extensions.get(), &who);
                 self.gateway
-                    .authorize_keys(&who, "PutObject", &req.input.bucket, &key)
+                    .authorize_keys((&who, &facts), "PutObject", &req.input.bucket, &key)
                     .await
             }
             None => Ok(()),
@@ -314,3 +340,87 @@ impl S3Access for Access {
 /// has routed it (requests refused before routing stay "Unrouted").
 #[derive(Clone, Debug, Default)]
 pub(crate) struct OpName(pub(crate) Arc<OnceLock<String>>);
+
+/// What a request is known by for policy conditions: the client's address and transport,
+/// the signing user, the time, and the headers and query parameters S3's keys name.
+pub(crate) fn request_facts(
+    headers: &hyper::HeaderMap,
+    uri: &hyper::Uri,
+    peer: Option<&Peer>,
+    who: &Who,
+) -> Facts {
+    let mut facts = Facts::default();
+    if let Some(peer) = peer {
+        let ip = match peer.addr.ip() {
+            std::net::IpAddr::V6(v6) => v6
+                .to_ipv4_mapped()
+                .map_or(std::net::IpAddr::V6(v6), std::net::IpAddr::V4),
+            v4 => v4,
+        };
+        facts.set("aws:SourceIp", ip.to_string());
+        facts.set("aws:SecureTransport", peer.tls.to_string());
+    }
+    if let Who::User(key) = who {
+        facts.set("aws:username", key.clone());
+        facts.set("aws:userid", key.clone());
+    }
+    let now = time::OffsetDateTime::now_utc();
+    if let Ok(text) = now.format(&time::format_description::well_known::Rfc3339) {
+        facts.set("aws:CurrentTime", text);
+    }
+    facts.set("aws:EpochTime", now.unix_timestamp().to_string());
+    for (header, key) in [
+        ("user-agent", "aws:UserAgent"),
+        ("referer", "aws:Referer"),
+        ("x-amz-acl", "s3:x-amz-acl"),
+        ("x-amz-copy-source", "s3:x-amz-copy-source"),
+        ("x-amz-metadata-directive", "s3:x-amz-metadata-directive"),
+        ("x-amz-content-sha256", "s3:x-amz-content-sha256"),
+        (
+            "x-amz-server-side-encryption",
+            "s3:x-amz-server-side-encryption",
+        ),
+    ] {
+        if let Some(value) = headers.get(header).and_then(|v| v.to_str().ok()) {
+            facts.set(key, value);
+        }
+    }
+    if let Some(tagging) = headers.get("x-amz-tagging").and_then(|v| v.to_str().ok())
+        && let Ok(tags) = crate::tags::parse_tag_header(tagging)
+    {
+        for (k, v) in tags {
+            facts.set(&format!("s3:RequestObjectTag/{k}"), v);
+        }
+    }
+    for pair in uri.query().unwrap_or("").split('&') {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let key = match name {
+            "prefix" => "s3:prefix",
+            "delimiter" => "s3:delimiter",
+            "max-keys" => "s3:max-keys",
+            "versionId" => "s3:VersionId",
+            _ => continue,
+        };
+        if let Ok(value) = crate::tags::url_decode(value) {
+            facts.set(key, value);
+        }
+    }
+    facts
+}
+
+impl Gateway {
+    /// `facts` plus the tags of the object `key` (`s3:ExistingObjectTag/...`).
+    async fn with_existing_tags(&self, facts: &Facts, bucket: &str, key: &str) -> S3Result<Facts> {
+        let mut facts = facts.clone();
+        match self.find(bucket, key).await {
+            Ok(found) => {
+                for (k, v) in found.info.map(|i| i.tags).unwrap_or_default() {
+                    facts.set(&format!("{}{k}", crate::policy_cond::EXISTING_TAG), v);
+                }
+            }
+            Err(e) if *e.code() == S3ErrorCode::NoSuchKey => {}
+            Err(e) => return Err(e),
+        }
+        Ok(facts)
+    }
+}

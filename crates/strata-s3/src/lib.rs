@@ -21,6 +21,7 @@ mod objects;
 pub mod objinfo;
 mod paths;
 pub mod policy;
+mod policy_cond;
 mod read;
 mod serve;
 mod service;

@@ -1,10 +1,14 @@
 //! Bucket policies: the JSON document of PutBucketPolicy, checked when stored (elements the
 //! gateway cannot enforce are refused, never silently ignored) and evaluated per request:
 //! an explicit Deny wins, then an Allow; statements match on principal (`*`, an access
-//! key, or an IAM user ARN ending in `user/ACCESS-KEY`), action (`s3:GetObject`,
-//! wildcards) and resource (`arn:aws:s3:::bucket/prefix*`, wildcards).
+//! key, or an IAM user ARN ending in `user/ACCESS-KEY`) or `NotPrincipal`, action
+//! (`s3:GetObject`, wildcards) or `NotAction`, resource (`arn:aws:s3:::bucket/prefix*`,
+//! wildcards, any bucket) or `NotResource`, and their `Condition` ([`crate::policy_cond`]).
 
 use serde_json::Value;
+
+use crate::policy_cond::Conditions;
+pub use crate::policy_cond::Facts;
 
 /// Who is asking.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,12 +33,33 @@ enum Principal {
     Keys(Vec<String>),
 }
 
+/// A list of patterns, or (the `Not...` form of the element) everything but them.
+#[derive(Clone, Debug)]
+struct Patterns {
+    items: Vec<String>,
+    negated: bool,
+}
+
 #[derive(Clone, Debug)]
 struct Statement {
     allow: bool,
     principal: Principal,
-    actions: Vec<String>,
-    resources: Vec<String>,
+    /// `NotPrincipal`: the statement is about everyone but `principal`.
+    not_principal: bool,
+    actions: Patterns,
+    resources: Patterns,
+    conditions: Conditions,
+}
+
+/// The element `name` or its `Not` form (exactly one of them) as strings.
+fn either(map: &serde_json::Map<String, Value>, name: &str) -> Result<(Vec<String>, bool), String> {
+    let not = format!("Not{name}");
+    match (map.get(name), map.get(&not)) {
+        (Some(v), None) => Ok((strings(v, name)?, false)),
+        (None, Some(v)) => Ok((strings(v, &not)?, true)),
+        (Some(_), Some(_)) => Err(format!("a statement has {name} or {not}, not both")),
+        (None, None) => Err(format!("a statement needs an {name} or {not}")),
+    }
 }
 
 /// A parsed bucket policy.
@@ -91,15 +116,23 @@ fn parse_principal(v: &Value) -> Result<Principal, String> {
     }
 }
 
-fn parse_statement(v: &Value, bucket: &str) -> Result<Statement, String> {
+fn parse_statement(v: &Value) -> Result<Statement, String> {
     let map = v.as_object().ok_or("a statement must be an object")?;
     for key in map.keys() {
         if !matches!(
             key.as_str(),
-            "Sid" | "Effect" | "Principal" | "Action" | "Resource"
+            "Sid"
+                | "Effect"
+                | "Principal"
+                | "NotPrincipal"
+                | "Action"
+                | "NotAction"
+                | "Resource"
+                | "NotResource"
+                | "Condition"
         ) {
             return Err(format!(
-                "policy element {key:?} is not supported by the gateway (supported: Sid, Effect, Principal, Action, Resource)"
+                "policy element {key:?} is not supported by the gateway"
             ));
         }
     }
@@ -108,36 +141,59 @@ fn parse_statement(v: &Value, bucket: &str) -> Result<Statement, String> {
         Some("Deny") => false,
         _ => return Err("Effect must be \"Allow\" or \"Deny\"".into()),
     };
-    let principal = parse_principal(
-        map.get("Principal")
-            .ok_or("a statement needs a Principal")?,
-    )?;
-    let actions = strings(
-        map.get("Action").ok_or("a statement needs an Action")?,
-        "Action",
-    )?;
+    let (principal, not_principal) = match (map.get("Principal"), map.get("NotPrincipal")) {
+        (Some(p), None) => (parse_principal(p)?, false),
+        (None, Some(p)) => (parse_principal(p)?, true),
+        (Some(_), Some(_)) => {
+            return Err("a statement has Principal or NotPrincipal, not both".into());
+        }
+        (None, None) => return Err("a statement needs a Principal".into()),
+    };
+    let (actions, not_actions) = either(map, "Action")?;
     for a in &actions {
         if !(a == "*" || a.to_ascii_lowercase().starts_with("s3:")) {
             return Err(format!("action {a:?} is not an s3: action"));
         }
     }
-    let resources = strings(
-        map.get("Resource").ok_or("a statement needs a Resource")?,
-        "Resource",
-    )?;
-    let arn = format!("arn:aws:s3:::{bucket}");
+    let (resources, not_resources) = either(map, "Resource")?;
     for r in &resources {
-        let inside = r == &arn || r.starts_with(&format!("{arn}/")) || r == "*";
-        if !inside {
-            return Err(format!("resource {r:?} is not this bucket ({arn})"));
+        if !(r == "*" || r.starts_with("arn:aws:s3:::")) {
+            return Err(format!(
+                "resource {r:?} is not an S3 ARN (arn:aws:s3:::...)"
+            ));
         }
     }
+    let conditions = match map.get("Condition") {
+        Some(c) => Conditions::parse(c)?,
+        None => Conditions::default(),
+    };
     Ok(Statement {
         allow,
         principal,
-        actions,
-        resources,
+        not_principal,
+        actions: Patterns {
+            items: actions,
+            negated: not_actions,
+        },
+        resources: Patterns {
+            items: resources,
+            negated: not_resources,
+        },
+        conditions,
     })
+}
+
+impl Patterns {
+    fn matches(&self, text: &str, ignore_case: bool) -> bool {
+        let any = self.items.iter().any(|p| {
+            if ignore_case {
+                wildcard_match(&p.to_ascii_lowercase(), &text.to_ascii_lowercase())
+            } else {
+                wildcard_match(p, text)
+            }
+        });
+        any != self.negated
+    }
 }
 
 /// `*` matches any run of characters, `?` any one (IAM's wildcards).
@@ -170,7 +226,7 @@ pub fn wildcard_match(pattern: &str, text: &str) -> bool {
 
 impl Policy {
     /// Parse and check the policy of `bucket`; the error says which element is wrong.
-    pub fn parse(text: &str, bucket: &str) -> Result<Policy, String> {
+    pub fn parse(text: &str, _bucket: &str) -> Result<Policy, String> {
         let doc: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
         let map = doc.as_object().ok_or("a policy is a JSON object")?;
         for key in map.keys() {
@@ -181,9 +237,9 @@ impl Policy {
         let statements = match map.get("Statement") {
             Some(Value::Array(items)) => items
                 .iter()
-                .map(|s| parse_statement(s, bucket))
+                .map(parse_statement)
                 .collect::<Result<Vec<_>, _>>()?,
-            Some(one @ Value::Object(_)) => vec![parse_statement(one, bucket)?],
+            Some(one @ Value::Object(_)) => vec![parse_statement(one)?],
             _ => return Err("a policy needs a Statement".into()),
         };
         if statements.is_empty() {
@@ -192,36 +248,50 @@ impl Policy {
         Ok(Policy { statements })
     }
 
-    /// Whether some Allow statement grants anything to everyone (a public policy).
+    /// Whether some Allow statement grants anything to everyone (a public policy): a
+    /// `*` principal, or `NotPrincipal`, without conditions narrowing who.
     pub fn is_public(&self) -> bool {
         self.statements
             .iter()
-            .any(|s| s.allow && s.principal == Principal::Everyone)
+            .any(|s| s.allow && (s.principal == Principal::Everyone) != s.not_principal)
+    }
+
+    /// Whether some statement's conditions read the object's existing tags.
+    pub fn reads_existing_tags(&self) -> bool {
+        self.statements
+            .iter()
+            .any(|s| s.conditions.reads_existing_tags())
     }
 
     /// What the policy says about `who` doing `action` (`s3:GetObject`) on `resource`
-    /// (`arn:aws:s3:::bucket/key`). With `public_only_for_owner` (RestrictPublicBuckets),
-    /// Allow statements for everyone grant nothing.
-    pub fn evaluate(&self, who: &Who, action: &str, resource: &str, restrict: bool) -> Verdict {
+    /// (`arn:aws:s3:::bucket/key`), the request known by `facts`. With `restrict`
+    /// (RestrictPublicBuckets), Allow statements for everyone grant nothing.
+    pub fn evaluate(
+        &self,
+        who: &Who,
+        (action, resource): (&str, &str),
+        restrict: bool,
+        facts: &Facts,
+    ) -> Verdict {
         let mut verdict = Verdict::Silent;
         for s in &self.statements {
-            let principal = match (&s.principal, who) {
+            let named = match (&s.principal, who) {
                 (Principal::Everyone, _) => true,
                 (Principal::Keys(keys), Who::User(me)) => keys.iter().any(|k| k == me),
                 (Principal::Keys(_), Who::Anonymous) => false,
             };
-            let action_ok = s
-                .actions
-                .iter()
-                .any(|a| wildcard_match(&a.to_ascii_lowercase(), &action.to_ascii_lowercase()));
-            let resource_ok = s.resources.iter().any(|r| wildcard_match(r, resource));
-            if !(principal && action_ok && resource_ok) {
+            if named == s.not_principal
+                || !s.actions.matches(action, true)
+                || !s.resources.matches(resource, false)
+                || !s.conditions.hold(facts)
+            {
                 continue;
             }
             if !s.allow {
                 return Verdict::Deny;
             }
-            if !(restrict && s.principal == Principal::Everyone) {
+            let public = (s.principal == Principal::Everyone) != s.not_principal;
+            if !(restrict && public) {
                 verdict = Verdict::Allow;
             }
         }
@@ -253,39 +323,143 @@ mod tests {
         );
         let get = |k: &str| format!("arn:aws:s3:::b/{k}");
         assert_eq!(
-            p.evaluate(&anon, "s3:GetObject", &get("pub/x"), false),
+            p.evaluate(
+                &anon,
+                ("s3:GetObject", &get("pub/x")),
+                false,
+                &Facts::default()
+            ),
             Verdict::Allow
         );
         assert_eq!(
-            p.evaluate(&anon, "s3:GetObject", &get("pub/x"), true),
+            p.evaluate(
+                &anon,
+                ("s3:GetObject", &get("pub/x")),
+                true,
+                &Facts::default()
+            ),
             Verdict::Silent
         );
         assert_eq!(
-            p.evaluate(&anon, "s3:GetObject", &get("priv/x"), false),
+            p.evaluate(
+                &anon,
+                ("s3:GetObject", &get("priv/x")),
+                false,
+                &Facts::default()
+            ),
             Verdict::Silent
         );
         assert_eq!(
-            p.evaluate(&anon, "s3:PutObject", &get("pub/x"), false),
+            p.evaluate(
+                &anon,
+                ("s3:PutObject", &get("pub/x")),
+                false,
+                &Facts::default()
+            ),
             Verdict::Silent
         );
         assert_eq!(
-            p.evaluate(&alice, "s3:PutObject", &get("any"), false),
+            p.evaluate(
+                &alice,
+                ("s3:PutObject", &get("any")),
+                false,
+                &Facts::default()
+            ),
             Verdict::Allow
         );
         assert_eq!(
-            p.evaluate(&alice, "s3:ListBucket", "arn:aws:s3:::b", false),
+            p.evaluate(
+                &alice,
+                ("s3:ListBucket", "arn:aws:s3:::b"),
+                false,
+                &Facts::default()
+            ),
             Verdict::Allow
         );
         assert_eq!(
-            p.evaluate(&bob, "s3:DeleteObject", &get("keep/1"), false),
+            p.evaluate(
+                &bob,
+                ("s3:DeleteObject", &get("keep/1")),
+                false,
+                &Facts::default()
+            ),
             Verdict::Deny
         );
         assert_eq!(
-            p.evaluate(&bob, "s3:DeleteObject", &get("tmp/1"), false),
+            p.evaluate(
+                &bob,
+                ("s3:DeleteObject", &get("tmp/1")),
+                false,
+                &Facts::default()
+            ),
             Verdict::Allow
         );
         assert_eq!(
-            p.evaluate(&eve, "s3:PutObject", &get("pub/x"), false),
+            p.evaluate(
+                &eve,
+                ("s3:PutObject", &get("pub/x")),
+                false,
+                &Facts::default()
+            ),
+            Verdict::Silent
+        );
+    }
+
+    #[test]
+    fn not_elements_and_conditions_narrow_statements() {
+        let doc = r#"{"Statement":[
+            {"Effect":"Deny","NotPrincipal":{"AWS":"admin"},"Action":"s3:DeleteObject",
+             "Resource":"arn:aws:s3:::b/*"},
+            {"Effect":"Allow","Principal":"*","NotAction":["s3:Delete*","s3:Put*"],
+             "NotResource":"arn:aws:s3:::b/secret/*",
+             "Condition":{"IpAddress":{"aws:SourceIp":"10.0.0.0/8"},
+                          "Bool":{"aws:SecureTransport":"true"}}},
+            {"Effect":"Allow","Principal":"*","Action":"s3:GetObject",
+             "Resource":"arn:aws:s3:::other-bucket/*"}]}"#;
+        let p = Policy::parse(doc, "b").unwrap();
+        let (admin, eve) = (Who::User("admin".into()), Who::User("eve".into()));
+        let inside = {
+            let mut f = Facts::default();
+            f.set("aws:SourceIp", "10.2.3.4");
+            f.set("aws:SecureTransport", "true");
+            f
+        };
+        let outside = {
+            let mut f = inside.clone();
+            f.set("aws:SourceIp", "192.0.2.1");
+            f
+        };
+        let key = |k: &str| format!("arn:aws:s3:::b/{k}");
+        let del = ("s3:DeleteObject", key("x"));
+        assert_eq!(
+            p.evaluate(&eve, (del.0, &del.1), false, &inside),
+            Verdict::Deny
+        );
+        assert_eq!(
+            p.evaluate(&admin, (del.0, &del.1), false, &inside),
+            Verdict::Silent
+        );
+        let get = key("pub/x");
+        assert_eq!(
+            p.evaluate(&eve, ("s3:GetObject", &get), false, &inside),
+            Verdict::Allow
+        );
+        assert_eq!(
+            p.evaluate(&eve, ("s3:GetObject", &get), false, &outside),
+            Verdict::Silent
+        );
+        let secret = key("secret/x");
+        assert_eq!(
+            p.evaluate(&eve, ("s3:GetObject", &secret), false, &inside),
+            Verdict::Silent
+        );
+        assert_eq!(
+            p.evaluate(&eve, ("s3:PutObject", &get), false, &inside),
+            Verdict::Silent
+        );
+        // Another bucket's resources are accepted and never match this bucket's requests.
+        assert_eq!(
+            p.evaluate(&eve, ("s3:GetObject", &get), false, &outside),
             Verdict::Silent
         );
     }
@@ -296,12 +470,16 @@ mod tests {
             ("nope", "not JSON"),
             (r#"{"Statement":[]}"#, "at least one"),
             (
-                r#"{"Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*","Condition":{}}]}"#,
-                "Condition",
+                r#"{"Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*","Condition":{"StringEquals":{"aws:PrincipalOrgID":"x"}}}]}"#,
+                "aws:PrincipalOrgID",
             ),
             (
-                r#"{"Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::other/*"}]}"#,
-                "not this bucket",
+                r#"{"Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:sqs:::q"}]}"#,
+                "not an S3 ARN",
+            ),
+            (
+                r#"{"Statement":[{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","NotAction":"s3:PutObject","Resource":"arn:aws:s3:::b/*"}]}"#,
+                "not both",
             ),
             (
                 r#"{"Statement":[{"Effect":"Maybe","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*"}]}"#,

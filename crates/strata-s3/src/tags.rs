@@ -67,7 +67,7 @@ pub fn parse_tag_header(header: &str) -> S3Result<Tags> {
     Ok(tags)
 }
 
-fn url_decode(text: &str) -> S3Result<String> {
+pub(crate) fn url_decode(text: &str) -> S3Result<String> {
     let bad = || invalid_tag(format!("x-amz-tagging is not URL-encoded: {text}"));
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());

@@ -134,14 +134,53 @@ class Access(unittest.TestCase):
         self.assertEqual([d["Key"] for d in gone["Deleted"]], ["drop/2"])
         self.denied(BOB.get_object, Bucket=b, Key="priv/x")
         self.denied(BOB.put_bucket_policy, Bucket=b, Policy=doc)
-        bad = policy({"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": arn + "/*",
-                      "Condition": {"IpAddress": {"aws:SourceIp": "10.0.0.0/8"}}})
+        # A condition on a key the gateway cannot know is refused, never half-enforced.
+        bad = policy({"Effect": "Deny", "Principal": "*", "Action": "s3:GetObject", "Resource": arn + "/*",
+                      "Condition": {"StringEquals": {"aws:PrincipalOrgID": "o-123"}}})
         self.fails("MalformedPolicy", ALICE.put_bucket_policy, Bucket=b, Policy=bad)
-        other = policy({"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::elsewhere/*"})
+        other = policy({"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:sqs:::q"})
         self.fails("MalformedPolicy", ALICE.put_bucket_policy, Bucket=b, Policy=other)
         ALICE.delete_bucket_policy(Bucket=b)
         self.fails("NoSuchBucketPolicy", ALICE.get_bucket_policy, Bucket=b)
         self.denied(ANON.get_object, Bucket=b, Key="pub/x")
+
+    def test_policy_conditions_and_not_elements(self):
+        b, arn = self.bucket, self.arn
+        ALICE.put_object(Bucket=b, Key="pub/x", Body=b"public")
+        ALICE.put_object(Bucket=b, Key="tagged", Body=b"t", Tagging="class=open")
+        ALICE.put_object(Bucket=b, Key="plain", Body=b"p")
+
+        def allow_bob_from(net, **extra):
+            statements = [
+                {"Effect": "Allow", "Principal": {"AWS": "bob"}, "Action": "s3:GetObject",
+                 "Resource": arn + "/pub/*", "Condition": {"IpAddress": {"aws:SourceIp": net}}},
+                {"Effect": "Allow", "Principal": {"AWS": "bob"}, "Action": "s3:ListBucket", "Resource": arn,
+                 "Condition": {"StringLike": {"s3:prefix": "pub/*"}, "Bool": {"aws:SecureTransport": "false"}}},
+                {"Effect": "Allow", "Principal": {"AWS": "bob"}, "Action": "s3:GetObject", "Resource": arn + "/*",
+                 "Condition": {"StringEquals": {"s3:ExistingObjectTag/class": "open"}}},
+                {"Effect": "Deny", "NotPrincipal": {"AWS": "alice"}, "Action": "s3:PutObject",
+                 "Resource": arn + "/*",
+                 "Condition": {"StringNotEquals": {"s3:x-amz-acl": "bucket-owner-full-control"}}},
+                {"Effect": "Allow", "Principal": {"AWS": "bob"}, "NotAction": "s3:Delete*", "Resource": arn + "/drop/*"},
+            ]
+            ALICE.put_bucket_policy(Bucket=b, Policy=policy(*statements))
+
+        allow_bob_from("127.0.0.0/8")
+        self.assertEqual(BOB.get_object(Bucket=b, Key="pub/x")["Body"].read(), b"public")
+        self.assertEqual(BOB2.list_objects_v2(Bucket=b, Prefix="pub/")["KeyCount"], 1)
+        self.denied(BOB.list_objects_v2, Bucket=b, Prefix="priv/")
+        self.denied(BOB.list_objects_v2, Bucket=b)
+        self.assertEqual(BOB.get_object(Bucket=b, Key="tagged")["Body"].read(), b"t")
+        self.denied(BOB.get_object, Bucket=b, Key="plain")
+        # Bob may put under drop/ (NotAction) only with the owner's ACL (the Deny's condition).
+        self.denied(BOB.put_object, Bucket=b, Key="drop/1", Body=b"1")
+        BOB.put_object(Bucket=b, Key="drop/1", Body=b"1", ACL="bucket-owner-full-control")
+        self.denied(BOB.delete_object, Bucket=b, Key="drop/1")
+        allow_bob_from("10.0.0.0/8")
+        self.denied(BOB.get_object, Bucket=b, Key="pub/x")
+        self.denied(BOB2.get_object, Bucket=b, Key="pub/x")
+        ALICE.delete_bucket_policy(Bucket=b)
+        self.fails("NoSuchBucketPolicy", ALICE.get_bucket_policy_status, Bucket=b)
 
     def test_acls_of_buckets_and_objects(self):
         b = self.bucket
