@@ -25,6 +25,7 @@ mod policy_cond;
 mod read;
 mod serve;
 mod service;
+mod staging;
 mod tags;
 mod versions;
 #[cfg(test)]

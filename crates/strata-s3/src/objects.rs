@@ -20,6 +20,7 @@ use crate::keys::{ObjectPath, parse_key};
 use crate::objinfo::{Checksums, Headers, INFO_VERSION, INFO_XATTR, ObjectInfo, Tags, hex};
 use crate::paths::FILE_MODE;
 use crate::read::{Conditions, EMPTY_ETAG, precondition_failed};
+pub(crate) use crate::staging::{Replace, TempFile};
 use crate::tags::parse_tag_header;
 use crate::versions::{NULL_VERSION, Versioning};
 use crate::versions_ops::Deleted;
@@ -32,28 +33,6 @@ const MAX_DELETE_KEYS: usize = 1000;
 const DELETE_PARALLEL: usize = 16;
 /// RENAME_NOREPLACE.
 const NOREPLACE: u32 = 1;
-
-/// What a new object may replace when it is renamed into place.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Replace {
-    /// Whatever is there.
-    Any,
-    /// Nothing: an existing object fails the request (`If-None-Match: *`).
-    Nothing,
-    /// Only this inode, the object whose ETag `If-Match` checked: if another writer
-    /// replaced or deleted it meanwhile, the request fails.
-    Only(Ino),
-}
-
-/// A temporary file being written in the gateway's hidden directory.
-#[derive(Debug)]
-pub(crate) struct TempFile {
-    pub dir: Ino,
-    pub name: String,
-    pub ino: Ino,
-    /// The ACL (`AccessControlPolicy` XML) the object gets when it is installed.
-    pub acl: Option<Vec<u8>>,
-}
 
 impl Gateway {
     /// Create a temporary file, open for writing.

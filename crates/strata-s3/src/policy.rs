@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::policy_cond::Conditions;
 pub use crate::policy_cond::Facts;
+pub use crate::policy_cond::wildcard_match;
 
 /// Who is asking.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -194,34 +195,6 @@ impl Patterns {
         });
         any != self.negated
     }
-}
-
-/// `*` matches any run of characters, `?` any one (IAM's wildcards).
-pub fn wildcard_match(pattern: &str, text: &str) -> bool {
-    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
-    let (mut pi, mut ti) = (0usize, 0usize);
-    let mut star: Option<(usize, usize)> = None;
-    while ti < t.len() {
-        match p.get(pi) {
-            Some('*') => {
-                star = Some((pi, ti));
-                pi += 1;
-            }
-            Some(&c) if c == '?' || c == t[ti] => {
-                pi += 1;
-                ti += 1;
-            }
-            _ => match star {
-                Some((sp, st)) => {
-                    pi = sp + 1;
-                    ti = st + 1;
-                    star = Some((sp, st + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    p[pi..].iter().all(|&c| c == '*')
 }
 
 impl Policy {

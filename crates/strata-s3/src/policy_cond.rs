@@ -249,11 +249,39 @@ impl Clause {
     }
 }
 
+/// `*` matches any run of characters, `?` any one (IAM's wildcards).
+pub fn wildcard_match(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut pi, mut ti) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        match p.get(pi) {
+            Some('*') => {
+                star = Some((pi, ti));
+                pi += 1;
+            }
+            Some(&c) if c == '?' || c == t[ti] => {
+                pi += 1;
+                ti += 1;
+            }
+            _ => match star {
+                Some((sp, st)) => {
+                    pi = sp + 1;
+                    ti = st + 1;
+                    star = Some((sp, st + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
 fn matches(kind: Kind, actual: &str, wanted: &str) -> bool {
     match kind {
         Kind::Str { ignore_case: false } => actual == wanted,
         Kind::Str { ignore_case: true } => actual.eq_ignore_ascii_case(wanted),
-        Kind::Like => crate::policy::wildcard_match(wanted, actual),
+        Kind::Like => wildcard_match(wanted, actual),
         Kind::Bool => actual.eq_ignore_ascii_case(wanted),
         Kind::Numeric(c) => match (actual.parse::<f64>(), wanted.parse::<f64>()) {
             (Ok(a), Ok(w)) => compare(c, a.partial_cmp(&w)),
