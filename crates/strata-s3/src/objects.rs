@@ -20,7 +20,7 @@ use crate::keys::{ObjectPath, parse_key};
 use crate::objinfo::{Checksums, Headers, INFO_VERSION, INFO_XATTR, ObjectInfo, Tags, hex};
 use crate::paths::FILE_MODE;
 use crate::read::{Conditions, EMPTY_ETAG, precondition_failed};
-pub(crate) use crate::staging::{Replace, TempFile};
+pub(crate) use crate::staging::{NOREPLACE, Replace, TempFile};
 use crate::tags::parse_tag_header;
 use crate::versions::{NULL_VERSION, Versioning};
 use crate::versions_ops::Deleted;
@@ -31,8 +31,6 @@ pub const MAX_PUT: u64 = 5 << 30;
 const MAX_DELETE_KEYS: usize = 1000;
 /// Deletions of one DeleteObjects request run this many at a time.
 const DELETE_PARALLEL: usize = 16;
-/// RENAME_NOREPLACE.
-const NOREPLACE: u32 = 1;
 
 impl Gateway {
     /// Create a temporary file, open for writing.
@@ -409,8 +407,9 @@ impl Gateway {
     ) -> S3Result<S3Response<DeleteObjectOutput>> {
         let input = &req.input;
         let bucket_dir = self.bucket_dir(&input.bucket).await?;
+        let bucket = (bucket_dir, self.versioning(bucket_dir).await?);
         let done = self
-            .delete_one(bucket_dir, &input.key, input.version_id.as_deref())
+            .delete_one(bucket, &input.key, input.version_id.as_deref())
             .await?;
         Ok(S3Response::new(DeleteObjectOutput {
             delete_marker: done.delete_marker.then_some(true),
@@ -431,11 +430,12 @@ impl Gateway {
             ));
         }
         let bucket_dir = self.bucket_dir(&input.bucket).await?;
+        let bucket = (bucket_dir, self.versioning(bucket_dir).await?);
         let quiet = input.delete.quiet.unwrap_or(false);
         let results: Vec<_> = futures::stream::iter(input.delete.objects)
             .map(|obj| async move {
                 let done = self
-                    .delete_one(bucket_dir, &obj.key, obj.version_id.as_deref())
+                    .delete_one(bucket, &obj.key, obj.version_id.as_deref())
                     .await;
                 (obj, done)
             })

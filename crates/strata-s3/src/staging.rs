@@ -3,6 +3,9 @@
 
 use strata_types::Ino;
 
+/// RENAME_NOREPLACE.
+pub(crate) const NOREPLACE: u32 = 1;
+
 /// What a new object may replace when it is renamed into place.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Replace {

@@ -16,9 +16,10 @@ use strata_types::{Attr, Errno, FileType, Ino};
 use crate::Gateway;
 use crate::error::fs_error;
 use crate::keys::{HIDDEN_DIR, ObjectPath};
+
 use crate::objinfo::ObjectInfo;
 use crate::paths::{DIR_MODE, FILE_MODE};
-use crate::staging::{Replace, TempFile};
+use crate::staging::{NOREPLACE, Replace, TempFile};
 
 /// The xattr of a bucket's directory holding its versioning state.
 pub const VERSIONING_XATTR: &[u8] = b"user.s3.versioning";
@@ -510,7 +511,6 @@ impl Gateway {
                 .await
                 .map_err(|e| fs_error(e, name))?,
         };
-        const NOREPLACE: u32 = 1;
         match self
             .vfs
             .rename(

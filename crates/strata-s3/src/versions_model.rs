@@ -117,6 +117,14 @@ fn expected(model: &BTreeMap<&str, Vec<Entry>>) -> Vec<(String, String, bool, bo
     rows
 }
 
+fn want_state(enabled: bool) -> Versioning {
+    if enabled {
+        Versioning::Enabled
+    } else {
+        Versioning::Suspended
+    }
+}
+
 async fn run(ops: Vec<Op>) {
     let gw = crate::test_gateway(false).await;
     let mut model: BTreeMap<&str, Vec<Entry>> = BTreeMap::new();
@@ -138,7 +146,10 @@ async fn run(ops: Vec<Op>) {
             }
             Op::Delete(k) => {
                 let key = KEYS[k];
-                let done = gw.delete_one(gw.root(), key, None).await.unwrap();
+                let done = gw
+                    .delete_one((gw.root(), want_state(enabled)), key, None)
+                    .await
+                    .unwrap();
                 assert!(done.delete_marker);
                 let entries = model.entry(key).or_default();
                 if !enabled {
@@ -152,7 +163,9 @@ async fn run(ops: Vec<Op>) {
                     continue;
                 };
                 let (id, _) = entries.remove(i % entries.len());
-                gw.delete_one(gw.root(), key, Some(&id)).await.unwrap();
+                gw.delete_one((gw.root(), want_state(enabled)), key, Some(&id))
+                    .await
+                    .unwrap();
                 if entries.is_empty() {
                     model.remove(key);
                 }

@@ -161,17 +161,17 @@ impl Gateway {
     }
 
     /// DeleteObject and each key of DeleteObjects: a version when `version_id` names
-    /// one, else the key (leaving a delete marker on a versioned bucket).
+    /// one, else the key (leaving a delete marker when the bucket's `state`, read once
+    /// per request, is versioned).
     pub(crate) async fn delete_one(
         &self,
-        bucket_dir: Ino,
+        (bucket_dir, state): (Ino, Versioning),
         key: &str,
         version_id: Option<&str>,
     ) -> S3Result<Deleted> {
         if let Some(id) = version_id {
             return self.delete_version(bucket_dir, key, id).await;
         }
-        let state = self.versioning(bucket_dir).await?;
         let path = parse_key(key)?;
         if state == Versioning::Off || path.is_dir() {
             self.delete_key(bucket_dir, key).await?;

@@ -116,15 +116,7 @@ fn rclone_keeps_and_reads_old_versions() {
     let vol = Volume::new();
     let gw = gateway(&vol, "gw", &["--multi-buckets"]);
     let dir = vol.dir.path();
-    let conf = dir.join("rclone.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "[gw]\ntype = s3\nprovider = Other\naccess_key_id = {KEY}\nsecret_access_key = {SECRET}\nendpoint = {}\nregion = us-east-1\n",
-            gw.url
-        ),
-    )
-    .unwrap();
+    let conf = rclone_conf(&gw, dir);
     let rclone = |args: &[&str]| -> String {
         let out = run(Command::new("rclone")
             .env_remove("AWS_CA_BUNDLE")
@@ -161,6 +153,20 @@ fn rclone_keeps_and_reads_old_versions() {
         "tuesday's dump, longer"
     );
     gw.stop();
+}
+
+/// An rclone config in `dir` naming `gw` as the remote `gw:`.
+fn rclone_conf(gw: &Daemon, dir: &Path) -> std::path::PathBuf {
+    let conf = dir.join("rclone.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "[gw]\ntype = s3\nprovider = Other\naccess_key_id = {KEY}\nsecret_access_key = {SECRET}\nendpoint = {}\nregion = us-east-1\n",
+            gw.url
+        ),
+    )
+    .unwrap();
+    conf
 }
 
 /// The AWS CLI's `s3` and `s3api`, with files checked through the mount both ways, and
@@ -306,15 +312,7 @@ fn rclone_and_s3cmd_round_trip() {
     let m = vol.mount("fuse");
     let gw = gateway(&vol, "gw", &["--multi-buckets"]);
     let dir = vol.dir.path();
-    let conf = dir.join("rclone.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "[gw]\ntype = s3\nprovider = Other\naccess_key_id = {KEY}\nsecret_access_key = {SECRET}\nendpoint = {}\nregion = us-east-1\n",
-            gw.url
-        ),
-    )
-    .unwrap();
+    let conf = rclone_conf(&gw, dir);
     let src = dir.join("tree");
     std::fs::create_dir_all(src.join("a/b")).unwrap();
     for i in 0..50 {
