@@ -30,6 +30,7 @@ fn host_ctx(req: &Request) -> Ctx {
         groups,
         pid,
         umask: 0,
+        version_keeper: false,
     }
 }
 
@@ -217,6 +218,7 @@ pub(crate) fn placeholder_attr() -> strata_types::Attr {
         length: 0,
         parent: Ino(0),
         xattrs: false,
+        protection: Default::default(),
     }
 }
 

@@ -5,6 +5,7 @@
 mod dispatch;
 pub mod handover;
 mod interrupt;
+mod ioctl;
 mod ops;
 
 use std::ffi::OsStr;

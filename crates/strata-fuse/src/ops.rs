@@ -39,6 +39,8 @@ impl fuser::Filesystem for StrataFs {
             InitFlags::FUSE_DO_READDIRPLUS,
             InitFlags::FUSE_READDIRPLUS_AUTO,
             InitFlags::FUSE_HANDLE_KILLPRIV_V2,
+            // chattr/lsattr on directories too (ioctl.rs).
+            InitFlags::FUSE_HAS_IOCTL_DIR,
         ] {
             let _ = config.add_capabilities(cap);
         }
@@ -546,6 +548,21 @@ impl fuser::Filesystem for StrataFs {
                 Err(e) => reply.error(errno(e)),
             }
         });
+    }
+
+    /// `FS_IOC_GETFLAGS`/`FS_IOC_SETFLAGS` (`lsattr`, `chattr`): see `ioctl.rs`.
+    fn ioctl(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        crate::ioctl::ioctl(self, req, (ino, fh), cmd, in_data, reply);
     }
 
     fn setxattr(

@@ -1,15 +1,27 @@
 //! Encoding of metadata values (version 1, see docs/FORMAT.md). Every decoder checks the
 //! shape of what it reads and reports a corrupt value with the key it came from.
 
-use strata_types::{Attr, FileType, Ino, Nanos, Slice};
+use strata_types::{Attr, FileType, Ino, Nanos, Protection, Retention, RetentionMode, Slice};
 
 use crate::error::{MetaError, Result};
 
 /// Version byte at the start of an inode core record.
 pub const INODE_CORE_VERSION: u8 = 1;
 const INODE_CORE_LEN: usize = 25;
-/// Length of a core record with list ids (flags bit 2; metadata version 5).
-const INODE_CORE_ACL_LEN: usize = 33;
+/// Bytes the list ids add to a core record (flags bit 2; metadata version 5).
+const INODE_CORE_ACL_TAIL: usize = 8;
+/// Bytes protections add to a core record (flags bit 3; metadata version 11): a byte
+/// of [`protection_bit`]s and the retention's end (i64 ns, 0 without one).
+const INODE_CORE_PROTECTION_TAIL: usize = 9;
+
+/// Bits of a core record's protection byte.
+pub mod protection_bit {
+    pub const IMMUTABLE: u8 = 1;
+    pub const APPEND_ONLY: u8 = 2;
+    pub const LEGAL_HOLD: u8 = 4;
+    pub const GOVERNANCE: u8 = 8;
+    pub const COMPLIANCE: u8 = 16;
+}
 
 /// Slots of the inode field record (`A ino T`), each a little-endian i64.
 pub mod slot {
@@ -49,6 +61,8 @@ pub struct InodeCore {
     pub access_acl: u32,
     /// Id of a directory's default list's `R` record, 0 for none.
     pub default_acl: u32,
+    /// Immutable, append-only, object lock (flags bit 3 and the record's tail).
+    pub protection: Protection,
 }
 
 /// Bit of the core record's flags byte: [`InodeCore::linkable`].
@@ -57,6 +71,8 @@ const FLAG_LINKABLE: u8 = 1;
 const FLAG_XATTRS: u8 = 2;
 /// Bit of the core record's flags byte: the record ends with two list ids.
 const FLAG_ACL: u8 = 4;
+/// Bit of the core record's flags byte: the record ends with protections.
+const FLAG_PROTECTED: u8 = 8;
 
 impl InodeCore {
     pub fn encode(&self) -> Vec<u8> {
@@ -79,21 +95,33 @@ impl InodeCore {
         if acl {
             flags |= FLAG_ACL;
         }
+        let protected = !self.protection.is_none();
+        if protected {
+            flags |= FLAG_PROTECTED;
+        }
         v.push(flags);
         if acl {
             v.extend_from_slice(&self.access_acl.to_le_bytes());
             v.extend_from_slice(&self.default_acl.to_le_bytes());
         }
+        if protected {
+            encode_protection(&mut v, &self.protection);
+        }
         v
     }
 
     pub fn decode(key: &[u8], v: &[u8]) -> Result<InodeCore> {
-        let acl = v.get(24).is_some_and(|f| f & FLAG_ACL != 0);
-        let want = if acl {
-            INODE_CORE_ACL_LEN
-        } else {
-            INODE_CORE_LEN
-        };
+        let flags = v.get(24).copied().unwrap_or(0);
+        let acl = flags & FLAG_ACL != 0;
+        let protected = flags & FLAG_PROTECTED != 0;
+        let mut want = INODE_CORE_LEN;
+        if acl {
+            want += INODE_CORE_ACL_TAIL;
+        }
+        let protection_at = want;
+        if protected {
+            want += INODE_CORE_PROTECTION_TAIL;
+        }
         if v.len() != want {
             return Err(MetaError::corrupt(
                 key,
@@ -122,8 +150,62 @@ impl InodeCore {
             xattrs: v[24] & FLAG_XATTRS != 0,
             access_acl: if acl { u32_at(25) } else { 0 },
             default_acl: if acl { u32_at(29) } else { 0 },
+            protection: if protected {
+                decode_protection(key, &v[protection_at..])?
+            } else {
+                Protection::default()
+            },
         })
     }
+}
+
+fn encode_protection(v: &mut Vec<u8>, p: &Protection) {
+    use protection_bit::*;
+    let mut bits = 0;
+    for (on, bit) in [
+        (p.immutable, IMMUTABLE),
+        (p.append_only, APPEND_ONLY),
+        (p.legal_hold, LEGAL_HOLD),
+    ] {
+        if on {
+            bits |= bit;
+        }
+    }
+    bits |= match p.retention.map(|r| r.mode) {
+        Some(RetentionMode::Governance) => GOVERNANCE,
+        Some(RetentionMode::Compliance) => COMPLIANCE,
+        None => 0,
+    };
+    v.push(bits);
+    v.extend_from_slice(&p.retention.map_or(0, |r| r.until).to_le_bytes());
+}
+
+/// The 9-byte protection tail of a core record.
+fn decode_protection(key: &[u8], tail: &[u8]) -> Result<Protection> {
+    use protection_bit::*;
+    let bits = tail[0];
+    let mut until = [0u8; 8];
+    until.copy_from_slice(&tail[1..9]);
+    let until = i64::from_le_bytes(until);
+    let known = IMMUTABLE | APPEND_ONLY | LEGAL_HOLD | GOVERNANCE | COMPLIANCE;
+    let mode = match (bits & GOVERNANCE != 0, bits & COMPLIANCE != 0) {
+        (false, false) => None,
+        (true, false) => Some(RetentionMode::Governance),
+        (false, true) => Some(RetentionMode::Compliance),
+        (true, true) => return Err(MetaError::corrupt(key, "both retention modes")),
+    };
+    if bits & !known != 0 {
+        return Err(MetaError::corrupt(
+            key,
+            format!("protection bits {bits:#x}"),
+        ));
+    }
+    Ok(Protection {
+        immutable: bits & IMMUTABLE != 0,
+        append_only: bits & APPEND_ONLY != 0,
+        legal_hold: bits & LEGAL_HOLD != 0,
+        retention: mode.map(|mode| Retention { mode, until }),
+    })
 }
 
 /// The frequently changing attributes (`A ino T`): a field record.
@@ -187,6 +269,7 @@ impl Inode {
             parent: self.core.parent,
             // The access control lists are extended attributes too.
             xattrs: self.core.xattrs || self.core.access_acl != 0 || self.core.default_acl != 0,
+            protection: self.core.protection,
         }
     }
 }
@@ -310,6 +393,7 @@ mod tests {
             xattrs: true,
             access_acl: 0,
             default_acl: 0,
+            protection: Protection::default(),
         };
         assert_eq!(core.encode().len(), INODE_CORE_LEN);
         assert_eq!(InodeCore::decode(b"k", &core.encode()).unwrap(), core);
@@ -320,7 +404,7 @@ mod tests {
                 ..core.clone()
             };
             let bytes = with_acl.encode();
-            assert_eq!(bytes.len(), INODE_CORE_ACL_LEN);
+            assert_eq!(bytes.len(), INODE_CORE_LEN + INODE_CORE_ACL_TAIL);
             assert_eq!(InodeCore::decode(b"k", &bytes).unwrap(), with_acl);
             assert!(InodeCore::decode(b"k", &bytes[..INODE_CORE_LEN]).is_err());
         }
@@ -338,6 +422,63 @@ mod tests {
         bad_kind[1] = 99;
         assert!(InodeCore::decode(b"k", &bad_kind).is_err());
         assert!(InodeFields::decode(b"k", &[0; 39]).is_err());
+    }
+
+    #[test]
+    fn protections_round_trip_with_and_without_lists() {
+        let base = InodeCore {
+            kind: FileType::Regular,
+            mode: 0o644,
+            uid: 1,
+            gid: 2,
+            rdev: 0,
+            parent: Ino(1),
+            linkable: false,
+            xattrs: false,
+            access_acl: 0,
+            default_acl: 0,
+            protection: Protection::default(),
+        };
+        let protections = [
+            Protection {
+                immutable: true,
+                ..Protection::default()
+            },
+            Protection {
+                append_only: true,
+                legal_hold: true,
+                ..Protection::default()
+            },
+            Protection {
+                retention: Some(Retention {
+                    mode: RetentionMode::Compliance,
+                    until: 1_900_000_000_000_000_000,
+                }),
+                ..Protection::default()
+            },
+        ];
+        for protection in protections {
+            for acl in [0, 9] {
+                let core = InodeCore {
+                    protection,
+                    access_acl: acl,
+                    ..base.clone()
+                };
+                let bytes = core.encode();
+                let tails = INODE_CORE_PROTECTION_TAIL + if acl != 0 { 8 } else { 0 };
+                assert_eq!(bytes.len(), INODE_CORE_LEN + tails);
+                assert_eq!(InodeCore::decode(b"k", &bytes).unwrap(), core);
+                assert!(InodeCore::decode(b"k", &bytes[..bytes.len() - 1]).is_err());
+            }
+        }
+        let mut both_modes = InodeCore {
+            protection: protections[2],
+            ..base
+        }
+        .encode();
+        both_modes[INODE_CORE_LEN] |= protection_bit::GOVERNANCE;
+        let err = InodeCore::decode(b"k", &both_modes).unwrap_err();
+        assert!(err.to_string().contains("both retention modes"), "{err}");
     }
 
     #[test]

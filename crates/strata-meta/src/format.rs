@@ -28,9 +28,13 @@ pub const FOREIGN_ENCRYPTION_VERSION: u32 = 9;
 /// First metadata version of volumes whose foreign blocks have JuiceFS's hashed names
 /// (`hash_prefix` in the `foreign` record): older clients would find none of them.
 pub const FOREIGN_HASHED_VERSION: u32 = 10;
+/// First metadata version whose inodes may carry protections (immutable, append-only,
+/// object lock): older clients would not enforce them. A volume rises to it when the
+/// first protection is set.
+pub const PROTECTION_VERSION: u32 = 11;
 /// The newest metadata version this build serves (new volumes get [`META_VERSION`], or
 /// the version a feature they use needs).
-pub const UNDERSTOOD_VERSION: u32 = 10;
+pub const UNDERSTOOD_VERSION: u32 = 11;
 /// Payload KiB per sealed object segment on volumes encrypted since session 40.
 pub const OBJECT_UNIT_KIB: u32 = 16;
 
@@ -221,6 +225,19 @@ impl Format {
         Format {
             enable_acl: true,
             meta_version: self.meta_version.max(ACL_VERSION),
+            ..self
+        }
+    }
+
+    /// These settings on a volume whose inodes carry protections when `on` (the metadata
+    /// version rises to the first that enforces them, so older clients refuse the
+    /// volume); unchanged otherwise.
+    pub fn with_protection(self, on: bool) -> Format {
+        Format {
+            meta_version: match on {
+                true => self.meta_version.max(PROTECTION_VERSION),
+                false => self.meta_version,
+            },
             ..self
         }
     }

@@ -46,6 +46,7 @@ fn parse_ctx(spec: &str) -> Ctx {
         groups,
         pid: 1,
         umask: 0,
+        version_keeper: false,
     }
 }
 
@@ -239,6 +240,49 @@ async fn run(meta: &Meta, ctx: &Ctx, words: &[&str]) -> Result<String, String> {
                 .await
                 .map(|(c, _)| c.to_string())
                 .map_err(e)
+        }
+        // `chattr /f +i`, `-i`, `+a`, `-a`: the other flag is left as it is.
+        ["chattr", p, change] => {
+            let ino = resolve(meta, ctx, p).await?;
+            let now = meta.getattr(ino).await.map_err(e)?.protection;
+            let (mut i, mut a) = (now.immutable, now.append_only);
+            match *change {
+                "+i" | "-i" => i = change.starts_with('+'),
+                "+a" | "-a" => a = change.starts_with('+'),
+                other => panic!("unknown chattr change {other}"),
+            }
+            meta.set_inode_flags(ctx, ino, i, a)
+                .await
+                .map(ok)
+                .map_err(e)
+        }
+        // `lock /f MODE SECONDS [bypass]` (`lock /f none 0 bypass` removes it);
+        // `hold /f on|off`.
+        ["lock", p, mode, secs, rest @ ..] => {
+            let ino = resolve(meta, ctx, p).await?;
+            let until = strata_meta::now_ns() + secs.parse::<i64>().unwrap() * 1_000_000_000;
+            let retention = strata_types::RetentionMode::parse(mode)
+                .map(|mode| strata_types::Retention { mode, until });
+            let bypass = rest == ["bypass"];
+            let set = meta.set_retention(ctx, ino, retention, bypass);
+            set.await.map(ok).map_err(e)
+        }
+        ["hold", p, on] => {
+            let ino = resolve(meta, ctx, p).await?;
+            let set = meta.set_legal_hold(ctx, ino, *on == "on");
+            set.await.map(ok).map_err(e)
+        }
+        // `open /f rw|w|wa|wt`: read-write, write, write-append, write-truncate.
+        ["open", p, how] => {
+            let ino = resolve(meta, ctx, p).await?;
+            let flags = match *how {
+                "rw" => 2,
+                "w" => 1,
+                "wa" => 1 | 0o2000,
+                "wt" => 1 | 0o1000,
+                other => panic!("unknown open mode {other}"),
+            };
+            meta.open(ctx, ino, flags).await.map(ok).map_err(e)
         }
         ["stat", p, field] => {
             let ino = resolve(meta, ctx, p).await?;

@@ -60,6 +60,8 @@ pub(crate) fn iam_action(op: &str) -> String {
         "GetPublicAccessBlock" => "GetBucketPublicAccessBlock",
         "PutPublicAccessBlock" | "DeletePublicAccessBlock" => "PutBucketPublicAccessBlock",
         "DeleteBucketOwnershipControls" => "PutBucketOwnershipControls",
+        "GetObjectLockConfiguration" => "GetBucketObjectLockConfiguration",
+        "PutObjectLockConfiguration" => "PutBucketObjectLockConfiguration",
         other => other,
     };
     format!("s3:{action}")
@@ -283,7 +285,14 @@ impl S3Access for Access {
                 _ => self.gateway.authorize(asker, op, bucket, None).await,
             },
             S3Path::Object { bucket, key } => {
-                self.gateway.authorize(asker, op, bucket, Some(key)).await
+                self.gateway.authorize(asker, op, bucket, Some(key)).await?;
+                if bypasses_governance(cx.headers()) {
+                    let bypass = "BypassGovernanceRetention";
+                    self.gateway
+                        .authorize(asker, bypass, bucket, Some(key))
+                        .await?;
+                }
+                Ok(())
             }
         }
     }
@@ -316,9 +325,17 @@ impl S3Access for Access {
             .map(|o| o.key.as_str())
             .collect();
         let facts = request_facts(&req.headers, &req.uri, req.extensions.get(), &who);
+        let bucket = &req.input.bucket;
         self.gateway
-            .authorize_keys((&who, &facts), "DeleteObject", &req.input.bucket, &keys)
-            .await
+            .authorize_keys((&who, &facts), "DeleteObject", bucket, &keys)
+            .await?;
+        if bypasses_governance(&req.headers) {
+            let bypass = "BypassGovernanceRetention";
+            self.gateway
+                .authorize_keys((&who, &facts), bypass, bucket, &keys)
+                .await?;
+        }
+        Ok(())
     }
 
     /// A form upload writes the key its form names.
@@ -334,6 +351,14 @@ impl S3Access for Access {
             None => Ok(()),
         }
     }
+}
+
+/// The request asks to bypass governance retentions (`s3:BypassGovernanceRetention`).
+fn bypasses_governance(headers: &hyper::HeaderMap) -> bool {
+    headers
+        .get("x-amz-bypass-governance-retention")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
 /// The S3 operation a request turned out to be, filled in by the access check once s3s

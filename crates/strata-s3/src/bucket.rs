@@ -101,7 +101,16 @@ impl Gateway {
             .mkdir(self.ctx(), self.root(), name.as_bytes(), DIR_MODE)
             .await
         {
-            Ok(entry) => self.claim_bucket(entry.ino, &name, &caller, acl).await?,
+            Ok(entry) => {
+                self.claim_bucket(entry.ino, &name, &caller, acl).await?;
+                if req.input.object_lock_enabled_for_bucket == Some(true) {
+                    // Object lock needs versioning, on for good.
+                    let xattr = crate::versions::VERSIONING_XATTR;
+                    self.store_xattr(entry.ino, xattr, Some(b"Enabled")).await?;
+                    let lock = crate::lock::BucketLock::default();
+                    self.store_bucket_lock(entry.ino, &lock).await?;
+                }
+            }
             Err(Errno::EEXIST) => {
                 let dir = self.bucket_dir(&name).await?;
                 let code = if self.bucket_owner(dir).await? == caller {

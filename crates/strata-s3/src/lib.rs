@@ -8,6 +8,7 @@
 mod access;
 mod body;
 mod bucket;
+mod clock;
 mod config;
 mod config_ops;
 mod cors;
@@ -16,6 +17,8 @@ pub mod keys;
 mod list;
 #[cfg(test)]
 mod list_model;
+mod lock;
+mod lock_ops;
 mod multipart;
 mod objects;
 pub mod objinfo;
@@ -74,7 +77,12 @@ impl Gateway {
         Gateway {
             vfs,
             opts,
-            server_ctx: ctx,
+            // The gateway keeps object versions: it may move the names of locked ones
+            // into its version store and back (strata-meta `protect.rs`).
+            server_ctx: Ctx {
+                version_keeper: true,
+                ..ctx
+            },
             caller: None,
         }
     }
@@ -82,6 +90,15 @@ impl Gateway {
     /// Who the request acts as in the file system.
     pub(crate) fn ctx(&self) -> &Ctx {
         self.caller.as_deref().unwrap_or(&self.server_ctx)
+    }
+
+    /// [`Gateway::ctx`], allowed to replace a locked version's name while the version
+    /// keeps another (its link in the version store).
+    pub(crate) fn keeper_ctx(&self) -> Ctx {
+        Ctx {
+            version_keeper: true,
+            ..self.ctx().clone()
+        }
     }
 
     /// The gateway as it serves `req`: acting as the request's user where the access

@@ -17,6 +17,7 @@ use crate::Gateway;
 use crate::body::Expected;
 use crate::error::fs_error;
 use crate::keys::parse_key;
+use crate::lock::{LockHeaders, LockRequest};
 use crate::objects::{TempFile, headers_of};
 use crate::objinfo::{Headers, ObjectInfo, hex, md5_of_etag};
 use crate::paths::DIR_MODE;
@@ -48,6 +49,9 @@ struct UploadInfo {
     /// The object's ACL from `x-amz-acl` (`AccessControlPolicy` XML).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     acl: Option<String>,
+    /// The object lock its headers asked for.
+    #[serde(default, skip_serializing_if = "LockRequest::is_empty")]
+    lock: LockRequest,
 }
 
 /// An upload found by its ID.
@@ -108,14 +112,22 @@ impl Gateway {
         if path.is_dir() {
             return Err(fs_error(Errno::EISDIR, &input.key));
         }
-        self.bucket_dir(&input.bucket).await?;
+        let bucket_dir = self.bucket_dir(&input.bucket).await?;
+        let lock = LockHeaders {
+            mode: input.object_lock_mode.as_ref(),
+            until: input.object_lock_retain_until_date.as_ref(),
+            hold: input.object_lock_legal_hold_status.as_ref(),
+        }
+        .request()?;
+        // Refused now, not at completion, on a bucket without object lock.
+        self.new_lock(bucket_dir, &lock).await?;
         let uploads = self.hidden_dir("uploads").await?;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let info = UploadInfo {
             version: 1,
             bucket: input.bucket.clone(),
             key: input.key.clone(),
-            started: now_ns(),
+            started: crate::clock::now_ns(),
             headers: headers_of(
                 input.content_type,
                 input.cache_control,
@@ -133,6 +145,7 @@ impl Gateway {
                 .object_acl_for_put(&input.bucket, input.acl.as_ref())
                 .await?
                 .map(|xml| String::from_utf8_lossy(&xml).into_owned()),
+            lock,
         };
         let dir = self
             .vfs
@@ -328,13 +341,6 @@ fn copy_range(text: &str, size: u64) -> S3Result<std::ops::Range<u64>> {
         ));
     }
     Ok(first..last + 1)
-}
-
-fn now_ns() -> i64 {
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    i64::try_from(since.as_nanos()).unwrap_or(i64::MAX)
 }
 
 mod complete;

@@ -17,6 +17,7 @@ use crate::Gateway;
 use crate::body::{Expected, write_body};
 use crate::error::fs_error;
 use crate::keys::{ObjectPath, parse_key};
+use crate::lock::{LockHeaders, NewLock};
 use crate::objinfo::{Checksums, Headers, INFO_VERSION, INFO_XATTR, ObjectInfo, Tags, hex};
 use crate::paths::FILE_MODE;
 use crate::read::{Conditions, EMPTY_ETAG, precondition_failed};
@@ -48,6 +49,7 @@ impl Gateway {
                 name,
                 ino: entry.ino,
                 acl: None,
+                lock: None,
             },
             fh,
         ))
@@ -166,6 +168,11 @@ impl Gateway {
         if state == Versioning::Suspended {
             info.version_id = Some(NULL_VERSION.into());
         }
+        // Locked once in place: a lock on the temporary file would keep it forever
+        // should the install fail (docs/SEMANTICS.md).
+        if let Some(lock) = &temp.lock {
+            self.apply_lock(temp.ino, lock, key).await?;
+        }
         Ok(())
     }
 
@@ -201,19 +208,16 @@ impl Gateway {
         replace: Replace,
     ) -> S3Result<()> {
         let from = (temp.dir, temp.name.as_bytes());
+        let ctx = &self.keeper_ctx();
         let to = (parent, name.as_bytes());
         let renamed = match replace {
-            Replace::Any => {
-                self.vfs
-                    .rename(self.ctx(), from.0, from.1, to.0, to.1, 0)
-                    .await
-            }
+            Replace::Any => self.vfs.rename(ctx, from.0, from.1, to.0, to.1, 0).await,
             Replace::Nothing => {
                 self.vfs
-                    .rename(self.ctx(), from.0, from.1, to.0, to.1, NOREPLACE)
+                    .rename(ctx, from.0, from.1, to.0, to.1, NOREPLACE)
                     .await
             }
-            Replace::Only(ino) => self.vfs.rename_replacing(self.ctx(), from, to, ino).await,
+            Replace::Only(ino) => self.vfs.rename_replacing(ctx, from, to, ino).await,
         };
         match (renamed, replace) {
             (Ok(()), _) => Ok(()),
@@ -267,10 +271,17 @@ impl Gateway {
         let acl = self
             .object_acl_for_put(&input.bucket, input.acl.as_ref())
             .await?;
+        let headers = LockHeaders {
+            mode: input.object_lock_mode.as_ref(),
+            until: input.object_lock_retain_until_date.as_ref(),
+            hold: input.object_lock_legal_hold_status.as_ref(),
+        };
+        let lock = self.new_lock(bucket_dir, &headers.request()?).await?;
         let (mut temp, written) = self
             .upload_body(input.body, &expected, trailers.as_ref(), MAX_PUT)
             .await?;
         temp.acl = acl;
+        temp.lock = lock;
         let mut info = ObjectInfo {
             etag: hex(&written.md5),
             headers: headers_of(
@@ -408,9 +419,9 @@ impl Gateway {
         let input = &req.input;
         let bucket_dir = self.bucket_dir(&input.bucket).await?;
         let bucket = (bucket_dir, self.versioning(bucket_dir).await?);
-        let done = self
-            .delete_one(bucket, &input.key, input.version_id.as_deref())
-            .await?;
+        let bypass = crate::lock_ops::bypasses(input.bypass_governance_retention);
+        let version = (input.version_id.as_deref(), bypass);
+        let done = self.delete_one(bucket, &input.key, version).await?;
         Ok(S3Response::new(DeleteObjectOutput {
             delete_marker: done.delete_marker.then_some(true),
             version_id: done.version_id,
@@ -432,11 +443,11 @@ impl Gateway {
         let bucket_dir = self.bucket_dir(&input.bucket).await?;
         let bucket = (bucket_dir, self.versioning(bucket_dir).await?);
         let quiet = input.delete.quiet.unwrap_or(false);
+        let bypass = crate::lock_ops::bypasses(input.bypass_governance_retention);
         let results: Vec<_> = futures::stream::iter(input.delete.objects)
             .map(|obj| async move {
-                let done = self
-                    .delete_one(bucket, &obj.key, obj.version_id.as_deref())
-                    .await;
+                let version = (obj.version_id.as_deref(), bypass);
+                let done = self.delete_one(bucket, &obj.key, version).await;
                 (obj, done)
             })
             .buffered(DELETE_PARALLEL)
@@ -522,9 +533,21 @@ impl Gateway {
             let acl = self
                 .object_acl_for_put(&input.bucket, input.acl.as_ref())
                 .await?;
+            let headers = LockHeaders {
+                mode: input.object_lock_mode.as_ref(),
+                until: input.object_lock_retain_until_date.as_ref(),
+                hold: input.object_lock_legal_hold_status.as_ref(),
+            };
+            let lock = self.new_lock(bucket_dir, &headers.request()?).await?;
             let target = (bucket_dir, &path, input.key.as_str());
-            self.copy_file(source.ino, source.attr.length, target, &mut info, acl)
-                .await?;
+            self.copy_file(
+                source.ino,
+                source.attr.length,
+                target,
+                &mut info,
+                (acl, lock),
+            )
+            .await?;
         }
         let result = CopyObjectResult {
             e_tag: Some(ETag::Strong(info.etag.clone())),
@@ -553,10 +576,11 @@ impl Gateway {
         len: u64,
         (bucket_dir, path, key): (Ino, &ObjectPath<'_>, &str),
         info: &mut ObjectInfo,
-        acl: Option<Vec<u8>>,
+        (acl, lock): (Option<Vec<u8>>, Option<NewLock>),
     ) -> S3Result<()> {
         let (mut temp, fh) = self.temp_file().await?;
         temp.acl = acl;
+        temp.lock = lock;
         let copied = self.share_range(src, 0, len, fh, 0).await;
         self.finish_temp(&temp, fh, copied).await?;
         self.install(&temp, bucket_dir, path, key, info, Replace::Any)

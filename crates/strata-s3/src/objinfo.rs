@@ -156,6 +156,7 @@ mod tests {
             length,
             parent: Ino(1),
             xattrs: true,
+            protection: Default::default(),
         }
     }
 

@@ -2,8 +2,6 @@
 //! If-None-Match, If-(Un)Modified-Since), byte ranges, `partNumber`, the stored headers,
 //! metadata and checksums.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
 use s3s::dto::{
     ChecksumType, CopySource, ETag, ETagCondition, GetObjectInput, GetObjectOutput,
     HeadObjectInput, HeadObjectOutput, Metadata, Range, Timestamp,
@@ -13,6 +11,7 @@ use strata_types::{Attr, Errno, FileType, Ino};
 
 use crate::Gateway;
 use crate::body::read_body;
+pub use crate::clock::system_time;
 use crate::error::fs_error;
 use crate::keys::parse_key;
 use crate::objinfo::{ObjectInfo, derived_etag};
@@ -65,11 +64,6 @@ impl Found {
 }
 
 /// Nanoseconds since the epoch as a time.
-pub fn system_time(ns: i64) -> SystemTime {
-    let ns = u64::try_from(ns).unwrap_or(0);
-    UNIX_EPOCH + Duration::from_nanos(ns)
-}
-
 impl Gateway {
     /// The object at `key` in `bucket`, or NoSuchKey (a file key naming a directory, a
     /// directory key naming a file, and keys under a file do not exist).
@@ -218,6 +212,9 @@ impl Gateway {
             checksum_type: head.checksum_type,
             parts_count: parts,
             version_id: head.version_id.or_else(|| input.version_id.clone()),
+            object_lock_mode: head.object_lock_mode,
+            object_lock_retain_until_date: head.object_lock_retain_until_date,
+            object_lock_legal_hold_status: head.object_lock_legal_hold_status,
             tag_count: found
                 .info
                 .as_ref()
@@ -292,6 +289,7 @@ pub fn no_such_key(key: &str) -> S3Error {
 
 /// HEAD's answer for an object (GET adds its body). Checksums only when asked for.
 pub fn head_output(found: &Found, checksums: bool) -> HeadObjectOutput {
+    let lock = crate::lock::lock_fields(&found.attr);
     let info = found.info.clone().unwrap_or_default();
     let h = info.headers;
     let metadata: Option<Metadata> =
@@ -324,6 +322,9 @@ pub fn head_output(found: &Found, checksums: bool) -> HeadObjectOutput {
         checksum_sha1: c.sha1,
         checksum_sha256: c.sha256,
         version_id: found.version_id.clone(),
+        object_lock_mode: lock.0,
+        object_lock_retain_until_date: lock.1,
+        object_lock_legal_hold_status: lock.2,
         ..HeadObjectOutput::default()
     }
 }

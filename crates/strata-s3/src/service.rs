@@ -163,6 +163,48 @@ impl S3 for Gateway {
         Gateway::put_bucket_versioning(&self.acting_for(&req), req).await
     }
 
+    async fn put_object_lock_configuration(
+        &self,
+        req: S3Request<PutObjectLockConfigurationInput>,
+    ) -> S3Result<S3Response<PutObjectLockConfigurationOutput>> {
+        Gateway::put_object_lock_configuration(&self.acting_for(&req), req).await
+    }
+
+    async fn get_object_lock_configuration(
+        &self,
+        req: S3Request<GetObjectLockConfigurationInput>,
+    ) -> S3Result<S3Response<GetObjectLockConfigurationOutput>> {
+        Gateway::get_object_lock_configuration(&self.acting_for(&req), req).await
+    }
+
+    async fn put_object_retention(
+        &self,
+        req: S3Request<PutObjectRetentionInput>,
+    ) -> S3Result<S3Response<PutObjectRetentionOutput>> {
+        Gateway::put_object_retention(&self.acting_for(&req), req).await
+    }
+
+    async fn get_object_retention(
+        &self,
+        req: S3Request<GetObjectRetentionInput>,
+    ) -> S3Result<S3Response<GetObjectRetentionOutput>> {
+        Gateway::get_object_retention(&self.acting_for(&req), req).await
+    }
+
+    async fn put_object_legal_hold(
+        &self,
+        req: S3Request<PutObjectLegalHoldInput>,
+    ) -> S3Result<S3Response<PutObjectLegalHoldOutput>> {
+        Gateway::put_object_legal_hold(&self.acting_for(&req), req).await
+    }
+
+    async fn get_object_legal_hold(
+        &self,
+        req: S3Request<GetObjectLegalHoldInput>,
+    ) -> S3Result<S3Response<GetObjectLegalHoldOutput>> {
+        Gateway::get_object_legal_hold(&self.acting_for(&req), req).await
+    }
+
     async fn list_object_versions(
         &self,
         req: S3Request<ListObjectVersionsInput>,

@@ -26,4 +26,6 @@ pub(crate) struct TempFile {
     pub ino: Ino,
     /// The ACL (`AccessControlPolicy` XML) the object gets when it is installed.
     pub acl: Option<Vec<u8>>,
+    /// The object lock it gets once installed (`lock.rs`).
+    pub lock: Option<crate::lock::NewLock>,
 }

@@ -449,6 +449,7 @@ impl Gateway {
             name,
             ino: entry.ino,
             acl: None,
+            lock: None,
         };
         self.close_temp(&temp, fh).await?;
         let mut info = ObjectInfo {

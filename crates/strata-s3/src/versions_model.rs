@@ -147,7 +147,7 @@ async fn run(ops: Vec<Op>) {
             Op::Delete(k) => {
                 let key = KEYS[k];
                 let done = gw
-                    .delete_one((gw.root(), want_state(enabled)), key, None)
+                    .delete_one((gw.root(), want_state(enabled)), key, (None, false))
                     .await
                     .unwrap();
                 assert!(done.delete_marker);
@@ -163,7 +163,7 @@ async fn run(ops: Vec<Op>) {
                     continue;
                 };
                 let (id, _) = entries.remove(i % entries.len());
-                gw.delete_one((gw.root(), want_state(enabled)), key, Some(&id))
+                gw.delete_one((gw.root(), want_state(enabled)), key, (Some(&id), false))
                     .await
                     .unwrap();
                 if entries.is_empty() {

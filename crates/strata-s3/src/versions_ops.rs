@@ -106,6 +106,12 @@ impl Gateway {
                 ));
             }
         };
+        if status == BucketVersioningStatus::SUSPENDED && self.bucket_lock(dir).await?.is_some() {
+            return Err(S3Error::with_message(
+                S3ErrorCode::InvalidBucketState,
+                "An Object Lock configuration is present on this bucket, so the versioning state cannot be changed.",
+            ));
+        }
         self.store_xattr(dir, VERSIONING_XATTR, Some(status.as_bytes()))
             .await?;
         Ok(S3Response::new(PutBucketVersioningOutput {}))
@@ -167,10 +173,10 @@ impl Gateway {
         &self,
         (bucket_dir, state): (Ino, Versioning),
         key: &str,
-        version_id: Option<&str>,
+        (version_id, bypass): (Option<&str>, bool),
     ) -> S3Result<Deleted> {
         if let Some(id) = version_id {
-            return self.delete_version(bucket_dir, key, id).await;
+            return self.delete_version(bucket_dir, key, (id, bypass)).await;
         }
         let path = parse_key(key)?;
         if state == Versioning::Off || path.is_dir() {
@@ -196,7 +202,12 @@ impl Gateway {
 
     /// Remove the version `id` of `key` for good; the newest remaining version becomes
     /// current when it was the current one. An id the key never had is not an error.
-    async fn delete_version(&self, bucket_dir: Ino, key: &str, id: &str) -> S3Result<Deleted> {
+    async fn delete_version(
+        &self,
+        bucket_dir: Ino,
+        key: &str,
+        (id, bypass): (&str, bool),
+    ) -> S3Result<Deleted> {
         if !valid_version_id(id) {
             return Err(invalid_version(id));
         }
@@ -218,6 +229,7 @@ impl Gateway {
             && let Some(cur) = self.current_version(parent, name).await?
             && cur.id == id
         {
+            self.check_deletable(cur.ino, key, bypass).await?;
             match self.vfs.unlink(self.ctx(), parent, name.as_bytes()).await {
                 Ok(()) | Err(Errno::ENOENT) => {}
                 Err(e) => return Err(fs_error(e, key)),
@@ -241,6 +253,7 @@ impl Gateway {
         };
         self.may_remove_from(parent.unwrap_or(bucket_dir), key)
             .await?;
+        self.check_deletable(version.ino, key, bypass).await?;
         self.unlink_stored(store, id).await?;
         self.settle_current(bucket_dir, &path, store).await?;
         self.prune_store(bucket_dir, &path).await;

@@ -6,8 +6,10 @@ use std::fmt;
 
 pub mod hex;
 pub mod metrics;
+mod protection;
 mod secret;
 
+pub use protection::{FS_APPEND_FL, FS_IMMUTABLE_FL, Protection, Retention, RetentionMode};
 pub use secret::{MetaUrl, Secret, redact_url, userinfo_bounds};
 
 /// Size of one chunk: a file is cut into chunks of this many bytes.
@@ -139,6 +141,8 @@ pub struct Attr {
     /// The inode may have extended attributes; when false it has none, so a front end
     /// may answer a getxattr with ENODATA from these attributes (while they are fresh).
     pub xattrs: bool,
+    /// Immutable or append-only flags and object lock (docs/SEMANTICS.md).
+    pub protection: Protection,
 }
 
 impl Attr {
@@ -290,6 +294,7 @@ impl Errno {
     pub const ENOTDIR: Errno = Errno(20);
     pub const EISDIR: Errno = Errno(21);
     pub const EINVAL: Errno = Errno(22);
+    pub const ENOTTY: Errno = Errno(25);
     pub const EFBIG: Errno = Errno(27);
     pub const ENOSPC: Errno = Errno(28);
     pub const EROFS: Errno = Errno(30);
@@ -328,6 +333,7 @@ impl Errno {
             20 => "ENOTDIR",
             21 => "EISDIR",
             22 => "EINVAL",
+            25 => "ENOTTY",
             27 => "EFBIG",
             28 => "ENOSPC",
             30 => "EROFS",

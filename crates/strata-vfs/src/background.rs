@@ -184,6 +184,9 @@ async fn trash_loop(vfs: Arc<Vfs>, stop: CancellationToken) {
         match vfs.meta().purge_trash(strata_meta::now_ns()).await {
             Ok(0) => {}
             Ok(n) => tracing::info!("purged {n} expired trash entries"),
+            Err(strata_meta::MetaError::Posix(strata_types::Errno::EPERM)) => {
+                tracing::warn!("expired trash hours holding immutable or locked files are kept")
+            }
             // Another client may be purging the same hour.
             Err(e) => tracing::debug!("purging the trash: {e}"),
         }

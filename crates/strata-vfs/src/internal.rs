@@ -75,6 +75,7 @@ pub(crate) fn internal_attr(ino: Ino, length: u64) -> Attr {
         length,
         parent: Ino::ROOT,
         xattrs: false,
+        protection: Default::default(),
     }
 }
 

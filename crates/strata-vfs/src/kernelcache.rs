@@ -64,6 +64,7 @@ mod tests {
             length,
             parent: Ino::ROOT,
             xattrs: false,
+            protection: Default::default(),
         }
     }
 

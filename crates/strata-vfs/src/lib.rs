@@ -26,6 +26,7 @@ pub mod maintenance;
 pub mod metrics;
 mod opencache;
 pub mod paths;
+mod protect;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod write;

@@ -94,6 +94,7 @@ mod tests {
             length: 0,
             parent: Ino::ROOT,
             xattrs,
+            protection: Default::default(),
         }
     }
 

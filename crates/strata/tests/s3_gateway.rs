@@ -1,7 +1,8 @@
 //! End-to-end tests of `strata gateway` with real S3 clients: boto3 (current and < 1.36,
-//! through tests/s3/suite.py), the AWS CLI, rclone and s3cmd; files seen through a FUSE
-//! mount of the same volume; two gateway processes on one volume; and a Strata volume
-//! whose object store is another volume's gateway. The clients come from the README's
+//! through tests/s3/suite.py, versioning.py, objectlock.py and access.py), the AWS CLI,
+//! rclone and s3cmd; files seen through a FUSE mount of the same volume; two gateway
+//! processes on one volume; and a Strata volume whose object store is another volume's
+//! gateway. The clients come from the README's
 //! test command (`scripts/test.sh`); a missing one fails the test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
@@ -87,26 +88,38 @@ fn boto3_before_1_36_passes_the_suite() {
     boto3_suite("STRATA_TEST_BOTO3_OLD_PY");
 }
 
-/// Versioned buckets (tests/s3/versioning.py) on two gateway processes of one volume,
-/// with the current versions checked through a mount.
-fn versioning_suite(python_var: &str) {
+/// A boto3 suite that takes two gateway processes of one volume and a mount of it:
+/// versioned buckets (tests/s3/versioning.py: current versions checked through the
+/// mount) and object lock (tests/s3/objectlock.py: the mount refuses every change to a
+/// locked object).
+fn two_gateway_suite(python_var: &str, script: &str) {
     let vol = Volume::new();
     let m = vol.mount("fuse");
     let gw1 = gateway(&vol, "gw1", &["--multi-buckets"]);
     let gw2 = gateway(&vol, "gw2", &["--multi-buckets"]);
-    run_suite(python_var, "versioning.py", &[&gw1, &gw2], &m);
+    run_suite(python_var, script, &[&gw1, &gw2], &m);
     gw1.stop();
     gw2.stop();
 }
 
 #[test]
 fn boto3_current_passes_the_versioning_suite() {
-    versioning_suite("STRATA_TEST_BOTO3_PY");
+    two_gateway_suite("STRATA_TEST_BOTO3_PY", "versioning.py");
 }
 
 #[test]
 fn boto3_before_1_36_passes_the_versioning_suite() {
-    versioning_suite("STRATA_TEST_BOTO3_OLD_PY");
+    two_gateway_suite("STRATA_TEST_BOTO3_OLD_PY", "versioning.py");
+}
+
+#[test]
+fn boto3_current_passes_the_object_lock_suite() {
+    two_gateway_suite("STRATA_TEST_BOTO3_PY", "objectlock.py");
+}
+
+#[test]
+fn boto3_before_1_36_passes_the_object_lock_suite() {
+    two_gateway_suite("STRATA_TEST_BOTO3_OLD_PY", "objectlock.py");
 }
 
 /// rclone turns versioning on, keeps an overwritten file's old version, lists it with
@@ -157,16 +170,7 @@ fn rclone_keeps_and_reads_old_versions() {
 
 /// An rclone config in `dir` naming `gw` as the remote `gw:`.
 fn rclone_conf(gw: &Daemon, dir: &Path) -> std::path::PathBuf {
-    let conf = dir.join("rclone.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "[gw]\ntype = s3\nprovider = Other\naccess_key_id = {KEY}\nsecret_access_key = {SECRET}\nendpoint = {}\nregion = us-east-1\n",
-            gw.url
-        ),
-    )
-    .unwrap();
-    conf
+    rclone_s3_conf(dir, &gw.url, (KEY, SECRET))
 }
 
 /// The AWS CLI's `s3` and `s3api`, with files checked through the mount both ways, and

@@ -18,6 +18,7 @@ fn user(uid: u32, gid: u32, groups: &[u32]) -> Ctx {
         groups: groups.to_vec(),
         pid: 7,
         umask: 0o022,
+        version_keeper: false,
     }
 }
 

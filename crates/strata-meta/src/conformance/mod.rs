@@ -16,6 +16,7 @@ pub mod lifecycle;
 pub mod lost_answers;
 pub mod namespace;
 pub mod posix;
+pub mod protection;
 pub mod remove;
 pub mod round_trips;
 pub mod special;
@@ -206,6 +207,12 @@ macro_rules! meta_conformance_tests {
             acl::new_entries_inherit_the_default_list, acl::identical_lists_share_one_record,
             acl::lists_survive_dump_and_load, acl::lists_survive_the_trash,
             acl::volumes_without_lists_refuse_them,
+            protection::immutable_files_refuse_every_change,
+            protection::append_only_files_take_appends_only,
+            protection::immutable_directories_keep_their_entries,
+            protection::object_locks_hold_until_they_end,
+            protection::the_version_keeper_moves_locked_names_but_keeps_one,
+            protection::protections_survive_dump_load_the_trash_and_rmr,
             data::write_and_read_chunks, data::slice_cap_is_enforced, data::truncate_clips_and_frees,
             data::fallocate_modes, data::copy_file_range_shares_slices, data::compaction_support,
             data::deletion_queues,

@@ -102,6 +102,7 @@ pub async fn create_and_lookup<S: TestStore>() {
         groups: vec![],
         pid: 1,
         umask: 0,
+        version_keeper: false,
     };
     let before = meta.getattr(Ino::ROOT).await.unwrap();
     let kinds = [
@@ -185,6 +186,7 @@ pub async fn create_and_lookup<S: TestStore>() {
         groups: vec![],
         pid: 1,
         umask: 0,
+        version_keeper: false,
     };
     let inner = meta
         .mkdir(&meta_ctx, sg.ino, b"inner", 0o755)

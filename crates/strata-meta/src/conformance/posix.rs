@@ -13,6 +13,7 @@ fn user(uid: u32, gid: u32, groups: &[u32]) -> Ctx {
         groups: groups.to_vec(),
         pid: 42,
         umask: 0,
+        version_keeper: false,
     }
 }
 

@@ -350,6 +350,7 @@ pub async fn stale_assumptions_are_caught<S: TestStore>() {
         groups: Vec::new(),
         pid: 1,
         umask: 0,
+        version_keeper: false,
     };
     assert_eq!(
         errno_of(first.lookup(&user, dir, b"z").await),
@@ -664,6 +665,7 @@ pub async fn list_checks_cost_what_mode_checks_cost<S: TestStore>() {
         groups: Vec::new(),
         pid: 1,
         umask: 0,
+        version_keeper: false,
     };
     let shared = a
         .mkdir(&root, Ino::ROOT, b"shared", 0o700)

@@ -174,6 +174,7 @@ impl<'e> Converter<'e> {
             xattrs,
             chunks,
             usage: None,
+            protection: None,
         })
     }
 

@@ -16,6 +16,8 @@ pub const MAY_EXEC: u32 = 1;
 
 /// EACCES unless `ctx` may access `inode` with every bit of `mask`: by its access list
 /// when it has one (read from `acls`, or in `tx` the first time), else by the mode.
+/// EPERM, even for root, for a write to an immutable or locked inode (Linux's
+/// `inode_permission`; see `protect.rs`).
 ///
 /// As Linux's `acl_permission_check`, the list is consulted only for a caller who is
 /// neither root nor the owner, and only when the mask (the mode's group bits) is not
@@ -28,6 +30,9 @@ pub(crate) async fn check_access(
     mask: u32,
 ) -> Result<()> {
     let want = mask & 7;
+    if want & MAY_WRITE != 0 && inode.protection.frozen_at(super::now_ns()) {
+        return posix(Errno::EPERM);
+    }
     let no_mask = inode.mode & 0o070 == 0;
     let by_mode = want == 0 || inode.access_acl == 0 || ctx.is_root() || ctx.uid == inode.uid;
     if by_mode || no_mask {

@@ -90,6 +90,7 @@ impl Meta {
                     return posix(Errno::EOPNOTSUPP);
                 }
                 check_owner(ctx, &inode.core)?;
+                super::protect::check_changeable(&inode.core)?;
                 match kind {
                     AclKind::Access => set_access(acls, tx, ctx, &mut inode, acl.as_ref()).await?,
                     AclKind::Default => set_default(acls, tx, &mut inode, acl.as_ref()).await?,

@@ -187,6 +187,7 @@ async fn check_setattr(
     inode: &Inode,
     set: &SetAttr,
 ) -> Result<()> {
+    check_protected_setattr(inode, set)?;
     let owner = ctx.is_root() || ctx.uid == inode.core.uid;
     // Linux's `chown_ok`/`chgrp_ok`: the owner may "change" the owner to itself and the
     // group to its current one or one of theirs; anyone else, even to the same ids, is
@@ -224,6 +225,31 @@ async fn check_setattr(
         if !set.size_from_open_file {
             check_access(acls, tx, ctx, &inode.core, MAY_WRITE).await?;
         }
+    }
+    Ok(())
+}
+
+/// EPERM for any change to an immutable or locked inode, and for all but touching the
+/// times to now on an append-only one (Linux's `notify_change`). The time of writes
+/// made before the inode was protected is still stored.
+fn check_protected_setattr(inode: &Inode, set: &SetAttr) -> Result<()> {
+    let only_write_time = SetAttr {
+        written_at: None,
+        size_from_open_file: false,
+        ..set.clone()
+    } == SetAttr::default();
+    if only_write_time {
+        return Ok(());
+    }
+    super::protect::check_unfrozen(&inode.core)?;
+    let touch_only = set.mode.is_none()
+        && set.uid.is_none()
+        && set.gid.is_none()
+        && set.size.is_none()
+        && !matches!(set.atime, Some(TimeSet::At(_)))
+        && !matches!(set.mtime, Some(TimeSet::At(_)));
+    if !touch_only {
+        super::protect::check_changeable(&inode.core)?;
     }
     Ok(())
 }

@@ -179,6 +179,7 @@ impl Meta {
                 Box::pin(async move {
                     let mut inode = must_get_inode(tx, ino).await?;
                     must_be_regular(&inode)?;
+                    super::protect::check_unfrozen(&inode.core)?;
                     let slice_count = append_to_chunk(tx, ino, index, &[slice]).await?;
                     if slice_count >= threshold {
                         tx.put(keys::compact_hint(ino, index), Vec::new());
@@ -304,6 +305,10 @@ impl Meta {
                             Errno::ENODEV
                         });
                     }
+                    super::protect::check_unfrozen(&inode.core)?;
+                    if inode.core.protection.append_only && (mode.punch_hole || mode.zero_range) {
+                        return posix(Errno::EPERM);
+                    }
                     let now = now_ns();
                     if mode.punch_hole || mode.zero_range {
                         let hole_end = if mode.keep_size {
@@ -357,6 +362,7 @@ impl Meta {
                     };
                     must_be_regular(&source)?;
                     must_be_regular(&target)?;
+                    super::protect::check_unfrozen(&target.core)?;
                     let len = len.min(source.fields.length.saturating_sub(off_in));
                     if src == dst && off_in < off_out + len && off_out < off_in + len {
                         return posix(Errno::EINVAL);

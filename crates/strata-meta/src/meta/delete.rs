@@ -5,6 +5,7 @@ use strata_types::{Errno, FileType, Ino, Nanos, Slice};
 
 use super::access::{MAY_EXEC, MAY_WRITE, check_access, check_sticky};
 use super::namespace::{add_link_parent, get_entry, in_trash};
+use super::protect::check_name_may_go;
 use super::remove::TrashUse;
 use super::{Ctx, Dir, Meta, get_dir, get_inode, must_get_inode, now_ns, put_inode, space_of};
 use crate::codec::{self, Inode, usage_slot};
@@ -79,6 +80,7 @@ impl Meta {
                             xattrs: false,
                             access_acl: 0,
                             default_acl: 0,
+                            protection: strata_types::Protection::default(),
                         },
                         fields: codec::InodeFields {
                             atime: now,
@@ -186,6 +188,7 @@ impl Meta {
         }
         let mut child = must_get_inode(tx, ino).await?;
         check_sticky(ctx, &dir.core, &child.core)?;
+        check_name_may_go(ctx, &dir.core, &child.core, child.fields.nlink, false)?;
         tx.delete(keys::dentry(dir.ino, name));
         let space = space_of(child.core.kind, child.fields.length);
         let unlinked = self

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 
 use serde::{Deserialize, Serialize};
-use strata_types::{FileType, Ino};
+use strata_types::{FileType, Ino, Protection, Retention, RetentionMode};
 
 use super::{Meta, NEXT_INODE, NEXT_SESSION, NEXT_SLICE};
 use crate::acl::{XATTR_ACCESS, XATTR_DEFAULT};
@@ -74,6 +74,60 @@ pub struct DumpNode {
     /// Directories: usage of direct children (bytes, inodes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<[i64; 2]>,
+    /// Immutable, append-only, object lock; absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protection: Option<DumpProtection>,
+}
+
+/// An inode's protections in a dump (docs/FORMAT.md, "dump v1").
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DumpProtection {
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub immutable: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub append_only: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub legal_hold: bool,
+    /// `GOVERNANCE` or `COMPLIANCE`, with `retain_until`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_mode: Option<String>,
+    /// Nanoseconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retain_until: Option<i64>,
+}
+
+impl DumpProtection {
+    pub fn of(p: &Protection) -> Option<DumpProtection> {
+        (!p.is_none()).then(|| DumpProtection {
+            immutable: p.immutable,
+            append_only: p.append_only,
+            legal_hold: p.legal_hold,
+            retention_mode: p.retention.map(|r| r.mode.as_str().to_string()),
+            retain_until: p.retention.map(|r| r.until),
+        })
+    }
+
+    pub fn protection(&self) -> Result<Protection> {
+        let retention = match (&self.retention_mode, self.retain_until) {
+            (None, None) => None,
+            (Some(mode), Some(until)) => Some(Retention {
+                mode: RetentionMode::parse(mode)
+                    .ok_or_else(|| MetaError::Invalid(format!("retention mode {mode:?}")))?,
+                until,
+            }),
+            _ => {
+                return Err(MetaError::Invalid(
+                    "retention_mode and retain_until come together".into(),
+                ));
+            }
+        };
+        Ok(Protection {
+            immutable: self.immutable,
+            append_only: self.append_only,
+            legal_hold: self.legal_hold,
+            retention,
+        })
+    }
 }
 
 /// A line of a dump.
@@ -357,6 +411,7 @@ fn empty_node(ino: Ino, core: &InodeCore) -> DumpNode {
         xattrs: Vec::new(),
         chunks: Vec::new(),
         usage: None,
+        protection: DumpProtection::of(&core.protection),
     }
 }
 

@@ -46,6 +46,8 @@ struct Loader {
     header: Option<(Format, std::collections::BTreeMap<String, i64>)>,
     /// The end line came, its counts matching.
     ended: bool,
+    /// Some inode carries protections (the volume's metadata version rises for them).
+    protected: bool,
 }
 
 fn bad(line: usize, what: impl std::fmt::Display) -> MetaError {
@@ -127,7 +129,8 @@ impl Meta {
             ..format
         }
         .with_encryption(encryption)
-        .with_foreign(foreign);
+        .with_foreign(foreign)
+        .with_protection(loader.protected);
         let record = format.encode()?;
         self.put_batch(vec![(keys::setting("format"), record)])
             .await?;
@@ -301,6 +304,13 @@ impl Loader {
             xattrs: false,
             access_acl: 0,
             default_acl: 0,
+            protection: match &node.protection {
+                Some(p) => {
+                    self.protected = true;
+                    p.protection()?
+                }
+                None => strata_types::Protection::default(),
+            },
         };
         let fields = InodeFields {
             atime: node.atime,

@@ -20,6 +20,7 @@ mod load_sink;
 mod locks;
 mod namespace;
 mod populate;
+mod protect;
 mod quota;
 mod remove;
 mod rename;
@@ -42,7 +43,7 @@ pub use attr::{SetAttr, StatFs, TimeSet};
 pub use check::{NamespaceProblem, NamespaceReport, SubtreeUsage};
 pub use data::{CompactCandidate, FallocateMode, WriteOutcome};
 pub use delete::{SliceDeletion, hour_name, trash_entry_name};
-pub use dump::{DUMP_VERSION, DumpLine, DumpNode, DumpOptions, DumpStats, Raw};
+pub use dump::{DUMP_VERSION, DumpLine, DumpNode, DumpOptions, DumpProtection, DumpStats, Raw};
 pub use dump_bin::{
     BinaryDumpOptions, BinaryDumpSummary, DUMP_BIN_VERSION, binary_dump_summary, is_binary,
 };
@@ -78,6 +79,10 @@ pub struct Ctx {
     /// Permission bits a new inode does not get unless its directory has a default
     /// access control list (which then decides instead); 0 = none taken away.
     pub umask: u16,
+    /// The S3 gateway's own identity, keeping object versions: it may link, move and
+    /// replace the names of a version under object lock as long as one name remains
+    /// (docs/SEMANTICS.md). No other front end sets it.
+    pub version_keeper: bool,
 }
 
 impl Ctx {
@@ -89,6 +94,7 @@ impl Ctx {
             groups: Vec::new(),
             pid: 0,
             umask: 0,
+            version_keeper: false,
         }
     }
 
@@ -99,6 +105,7 @@ impl Ctx {
             groups: Vec::new(),
             pid: 0,
             umask: 0,
+            version_keeper: false,
         }
     }
 
@@ -613,6 +620,7 @@ fn init_volume(tx: &mut Txn<'_>, now: Nanos) -> Result<()> {
                 xattrs: false,
                 access_acl: 0,
                 default_acl: 0,
+                protection: strata_types::Protection::default(),
             },
             fields: InodeFields {
                 atime: now,

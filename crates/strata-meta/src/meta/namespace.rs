@@ -4,6 +4,7 @@
 use strata_types::{Attr, Errno, FileType, Ino, MAX_SYMLINK_LEN};
 
 use super::access::{MAY_EXEC, MAY_WRITE, check_access, check_sticky};
+use super::protect::{check_may_link, check_name_may_go};
 use super::remove::TrashUse;
 use super::{
     Ctx, Dir, Meta, TRASH_NAME, check_name, decode_dir, decode_inode, get_dir, get_inode,
@@ -320,6 +321,7 @@ impl Meta {
                 if inode.core.kind == FileType::Directory {
                     return posix(Errno::EPERM);
                 }
+                check_may_link(ctx, &inode.core)?;
                 if inode.fields.nlink == 0 && !inode.core.linkable {
                     return posix(Errno::ENOENT);
                 }
@@ -411,6 +413,7 @@ impl Meta {
                     }
                     let mut child = must_get_inode(tx, ino).await?;
                     check_sticky(ctx, &dir.core, &child.core)?;
+                    check_name_may_go(ctx, &dir.core, &child.core, child.fields.nlink, false)?;
                     if !dir_is_empty(tx, ino).await? {
                         return posix(Errno::ENOTEMPTY);
                     }
@@ -625,6 +628,7 @@ pub(super) fn new_inode(
             xattrs: false,
             access_acl: 0,
             default_acl: 0,
+            protection: strata_types::Protection::default(),
         },
         fields: InodeFields {
             atime: now,

@@ -271,6 +271,7 @@ impl Population {
             xattrs: Vec::new(),
             chunks: Vec::new(),
             usage: None,
+            protection: None,
         }
     }
 

@@ -7,6 +7,7 @@ use strata_types::{Errno, FileType, Ino};
 use super::access::{MAY_EXEC, MAY_WRITE, check_access, check_sticky};
 use super::delete::Unlinked;
 use super::namespace::{NewNode, add_link_parent, dir_is_empty, get_entry, in_trash, new_inode};
+use super::protect::check_name_may_go;
 use super::{Ctx, Meta, check_name, get_dir, must_get_inode, now_ns, put_inode, space_of};
 use crate::codec::{self, Inode};
 use crate::error::{MetaError, Result, posix};
@@ -167,6 +168,7 @@ impl Meta {
         }
         let mut src = must_get_inode(tx, src_ino).await?;
         check_sticky(ctx, &src_dir.core, &src.core)?;
+        check_name_may_go(ctx, &src_dir.core, &src.core, src.fields.nlink, true)?;
         let dst_entry = get_entry(tx, newparent, newname).await?;
         if let Some(expected) = flags.replacing
             && dst_entry.map(|(_, ino)| ino) != Some(expected)
@@ -205,6 +207,8 @@ impl Meta {
             Some((dst_kind, dst_ino)) => {
                 let mut dst = must_get_inode(tx, dst_ino).await?;
                 check_sticky(ctx, &dst_dir.core, &dst.core)?;
+                let (links, moving) = (dst.fields.nlink, flags.exchange);
+                check_name_may_go(ctx, &dst_dir.core, &dst.core, links, moving)?;
                 let dst_space = space_of(dst.core.kind, dst.fields.length);
                 let dst_is_dir = i64::from(dst_kind == FileType::Directory);
                 if flags.exchange {

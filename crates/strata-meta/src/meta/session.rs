@@ -422,10 +422,10 @@ impl Meta {
         } | if flags & O_TRUNC != 0 { MAY_WRITE } else { 0 };
         let looked_up = began.is_some_and(|t| self.read_since(ino, t));
         let opened = if mask == MAY_READ && (looked_up || self.open_cache_holds(ino)) {
-            self.cached_txn(|tx| Box::pin(read_opened(&self.acls, tx, ctx, ino, mask)))
+            self.cached_txn(|tx| Box::pin(read_opened(&self.acls, tx, ctx, ino, (mask, flags))))
                 .await?
         } else {
-            self.txn(|tx| Box::pin(read_opened(&self.acls, tx, ctx, ino, mask)))
+            self.txn(|tx| Box::pin(read_opened(&self.acls, tx, ctx, ino, (mask, flags))))
                 .await?
         };
         self.mark_open_attr(ino, &opened.attr);
@@ -522,7 +522,7 @@ async fn read_opened(
     tx: &mut Txn<'_>,
     ctx: &Ctx,
     ino: Ino,
-    mask: u32,
+    (mask, flags): (u32, u32),
 ) -> Result<Opened> {
     let caps_key = keys::xattr(ino, super::attr::CAPABILITY_XATTR);
     let mut ks = vec![keys::inode_core(ino), keys::inode_fields(ino)];
@@ -541,6 +541,7 @@ async fn read_opened(
     if inode.core.kind == FileType::Directory && mask & MAY_WRITE != 0 {
         return posix(Errno::EISDIR);
     }
+    super::protect::check_open(&inode.core, flags, mask & MAY_WRITE != 0)?;
     check_access(acls, tx, ctx, &inode.core, mask).await?;
     let has_caps = vals.get(2).is_some_and(Option::is_some);
     let attr = inode.attr();

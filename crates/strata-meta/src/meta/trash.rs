@@ -179,27 +179,41 @@ impl Meta {
     }
 
     /// Delete for good every trash hour that ended more than the volume's trash days ago
-    /// (their data is freed by the deletion queue). Returns the entries removed.
+    /// (their data is freed by the deletion queue). Returns the entries removed. An hour
+    /// that cannot be removed (an immutable or locked file in it: EPERM) stays, the
+    /// others go, and the first such error is returned after all were tried.
     pub async fn purge_trash(&self, now: Nanos) -> Result<u64> {
         let days = i64::from(self.current_format()?.trash_days);
         let keep = days * 24 * HOUR_NS;
         let mut removed = 0;
+        let mut failed = None;
         for (name, _) in self.trash_hours().await? {
             let Some(start) = parse_hour_name(&name) else {
                 continue;
             };
             if start + HOUR_NS + keep <= now {
-                removed += self
+                let mut count = 0;
+                let outcome = self
                     .remove_tree(
                         &Ctx::root(),
                         (Ino::TRASH, name.as_bytes()),
                         RemoveOptions::PURGE,
-                        &mut |_| true,
+                        &mut |n| {
+                            count += n;
+                            true
+                        },
                     )
-                    .await?;
+                    .await;
+                removed += count;
+                if let Err(e) = outcome {
+                    failed.get_or_insert(e);
+                }
             }
         }
-        Ok(removed)
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(removed),
+        }
     }
 }
 

@@ -83,6 +83,16 @@ async fn check_xattr_access(
     ns: Namespace,
     mask: u32,
 ) -> Result<()> {
+    if mask == MAY_WRITE && super::protect::check_changeable(&inode.core).is_err() {
+        // The gateway keeps tags on locked versions, as S3 allows; nothing else changes.
+        let p = &inode.core.protection;
+        let tags_of_lock = ctx.version_keeper && ctx.is_root() && !p.immutable && !p.append_only;
+        return if tags_of_lock {
+            Ok(())
+        } else {
+            posix(Errno::EPERM)
+        };
+    }
     match ns {
         Namespace::Trusted if !ctx.is_root() => posix(Errno::EPERM),
         Namespace::User => {

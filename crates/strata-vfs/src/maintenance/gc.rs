@@ -80,7 +80,17 @@ pub async fn collect_garbage(
     let mut report = GcReport::default();
     if opts.delete {
         progress.stage("purging expired trash", 0);
-        report.trash_purged = meta.purge_trash(strata_meta::now_ns()).await?;
+        report.trash_purged = match meta.purge_trash(strata_meta::now_ns()).await {
+            Ok(n) => n,
+            // Immutable or locked files keep their trash hours; the rest still goes.
+            Err(strata_meta::MetaError::Posix(strata_types::Errno::EPERM)) => {
+                tracing::warn!(
+                    "some expired trash hours hold immutable or locked files and were kept"
+                );
+                0
+            }
+            Err(e) => return Err(e.into()),
+        };
         finish_pending_deletions(meta, store, opts, progress, &mut report).await?;
     }
     let listed = list_objects(store, opts, progress, &mut report).await?;

@@ -97,6 +97,18 @@ pub fn aws_cli(endpoint: &str, access_key: &str, secret: &str) -> Command {
     cmd
 }
 
+/// An rclone config in `dir` naming the S3 endpoint `url` (with a key pair) as the
+/// remote `gw:`.
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn rclone_s3_conf(dir: &Path, url: &str, (key, secret): (&str, &str)) -> PathBuf {
+    let conf = dir.join("rclone.conf");
+    let text = format!(
+        "[gw]\ntype = s3\nprovider = Other\naccess_key_id = {key}\nsecret_access_key = {secret}\nendpoint = {url}\nregion = us-east-1\n"
+    );
+    std::fs::write(&conf, text).unwrap();
+    conf
+}
+
 /// Run a shell script in `dir`; returns stdout.
 pub fn sh(dir: &Path, script: &str) -> String {
     let out = run(Command::new("bash")

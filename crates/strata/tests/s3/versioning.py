@@ -16,29 +16,11 @@ import uuid
 
 import boto3
 import botocore
-from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from gateways import A, B, code_of  # tests/s3/gateways.py
+
 FUSE_ROOT = os.environ["FUSE_ROOT"]
-
-
-def client(endpoint):
-    return boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id=os.environ["S3_ACCESS_KEY"],
-        aws_secret_access_key=os.environ["S3_SECRET_KEY"],
-        region_name="us-east-1",
-        config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, signature_version="s3v4"),
-    )
-
-
-A = client(os.environ["S3_ENDPOINT"])
-B = client(os.environ["S3_ENDPOINT2"])
-
-
-def code_of(err):
-    return err.response["Error"]["Code"]
 
 
 class Case(unittest.TestCase):
