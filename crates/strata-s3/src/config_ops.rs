@@ -61,7 +61,9 @@ fn grant_headers<'a>(
 }
 
 impl Gateway {
-    /// Store `grants` as the ACL of `ino`, unless the public access block refuses them.
+    /// Store `grants` as the ACL of `ino`, unless the public access block refuses them
+    /// or a grantee is no user of the gateway (AWS: InvalidArgument for an unknown id,
+    /// UnresolvableGrantByEmailAddress for an e-mail address).
     async fn store_acl(
         &self,
         ino: Ino,
@@ -69,6 +71,9 @@ impl Gateway {
         grants: Vec<Grant>,
         block: PublicBlock,
     ) -> S3Result<()> {
+        for grantee in grants.iter().filter_map(|g| g.grantee.as_ref()) {
+            self.check_grantee(grantee).await?;
+        }
         if block.block_public_acls && grants.iter().any(is_public_grant) {
             return Err(S3Error::with_message(
                 S3ErrorCode::AccessDenied,
@@ -82,7 +87,37 @@ impl Gateway {
         self.store_xattr(ino, ACL_XATTR, Some(&to_xml(&acl)?)).await
     }
 
-    /// The ACL as S3 shows it: the owner's FULL_CONTROL, then what was granted.
+    /// A grantee must be a public group or a user the gateway knows: the root user (by
+    /// its owner id or access key) or one kept in the volume.
+    async fn check_grantee(&self, g: &Grantee) -> S3Result<()> {
+        if g.email_address.is_some() {
+            return Err(S3Error::with_message(
+                S3ErrorCode::UnresolvableGrantByEmailAddress,
+                "The e-mail address you provided does not match any account on record.",
+            ));
+        }
+        let Some(id) = g.id.as_deref() else {
+            return Ok(());
+        };
+        if id == self.opts.owner_id || id == self.opts.root_access_key {
+            return Ok(());
+        }
+        let users = strata_http::UserStore::new(self.vfs.clone(), self.server_ctx.clone());
+        match users.user(id).await {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err(S3Error::with_message(
+                S3ErrorCode::InvalidArgument,
+                "Invalid id",
+            )),
+            Err(e) => Err(S3Error::with_message(
+                S3ErrorCode::InternalError,
+                format!("reading the gateway's users: {e}"),
+            )),
+        }
+    }
+
+    /// The ACL as S3 shows it: the owner's FULL_CONTROL, then what was granted; users
+    /// named with their display names.
     fn shown_grants(&self, owner: &str, stored: Option<AccessControlPolicy>) -> Vec<Grant> {
         let owner_id = self.owner_of(owner).id;
         let mut grants = vec![Grant {
@@ -90,6 +125,17 @@ impl Gateway {
             permission: Some(Permission::from_static(Permission::FULL_CONTROL)),
         }];
         grants.extend(stored.and_then(|a| a.grants).unwrap_or_default());
+        for g in grants.iter_mut().filter_map(|g| g.grantee.as_mut()) {
+            if let Some(id) = g.id.as_deref()
+                && g.display_name.is_none()
+            {
+                let key = match id == self.opts.owner_id {
+                    true => self.opts.root_access_key.as_str(),
+                    false => id,
+                };
+                g.display_name = self.owner_of(key).display_name;
+            }
+        }
         grants
     }
 

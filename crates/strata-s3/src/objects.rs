@@ -17,7 +17,7 @@ use crate::Gateway;
 use crate::body::{Expected, write_body};
 use crate::error::fs_error;
 use crate::keys::{ObjectPath, parse_key};
-use crate::lock::{LockHeaders, NewLock};
+use crate::lock::{LockHeaders, LockRequest, lock_not_enabled};
 use crate::objinfo::{Checksums, Headers, INFO_VERSION, INFO_XATTR, ObjectInfo, Tags, hex};
 use crate::paths::FILE_MODE;
 use crate::read::{Conditions, EMPTY_ETAG, precondition_failed};
@@ -49,7 +49,7 @@ impl Gateway {
                 name,
                 ino: entry.ino,
                 acl: None,
-                lock: None,
+                lock: LockRequest::default(),
             },
             fh,
         ))
@@ -149,6 +149,12 @@ impl Gateway {
     ) -> S3Result<()> {
         let name = path.name.ok_or_else(|| fs_error(Errno::EISDIR, key))?;
         let state = self.versioning(bucket_dir).await?;
+        // Object lock needs versioning: an unversioned write reads nothing more.
+        let lock = match state {
+            Versioning::Enabled => self.new_lock(bucket_dir, &temp.lock).await?,
+            _ if temp.lock.given => return Err(lock_not_enabled()),
+            _ => None,
+        };
         info.version_id = state.new_id();
         self.record(temp, key, info).await?;
         if let Some(acl) = &temp.acl {
@@ -170,7 +176,7 @@ impl Gateway {
         }
         // Locked once in place: a lock on the temporary file would keep it forever
         // should the install fail (docs/SEMANTICS.md).
-        if let Some(lock) = &temp.lock {
+        if let Some(lock) = &lock {
             self.apply_lock(temp.ino, lock, key).await?;
         }
         Ok(())
@@ -276,7 +282,7 @@ impl Gateway {
             until: input.object_lock_retain_until_date.as_ref(),
             hold: input.object_lock_legal_hold_status.as_ref(),
         };
-        let lock = self.new_lock(bucket_dir, &headers.request()?).await?;
+        let lock = headers.request()?;
         let (mut temp, written) = self
             .upload_body(input.body, &expected, trailers.as_ref(), MAX_PUT)
             .await?;
@@ -538,7 +544,7 @@ impl Gateway {
                 until: input.object_lock_retain_until_date.as_ref(),
                 hold: input.object_lock_legal_hold_status.as_ref(),
             };
-            let lock = self.new_lock(bucket_dir, &headers.request()?).await?;
+            let lock = headers.request()?;
             let target = (bucket_dir, &path, input.key.as_str());
             self.copy_file(
                 source.ino,
@@ -576,7 +582,7 @@ impl Gateway {
         len: u64,
         (bucket_dir, path, key): (Ino, &ObjectPath<'_>, &str),
         info: &mut ObjectInfo,
-        (acl, lock): (Option<Vec<u8>>, Option<NewLock>),
+        (acl, lock): (Option<Vec<u8>>, LockRequest),
     ) -> S3Result<()> {
         let (mut temp, fh) = self.temp_file().await?;
         temp.acl = acl;

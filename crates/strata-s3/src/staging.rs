@@ -26,6 +26,7 @@ pub(crate) struct TempFile {
     pub ino: Ino,
     /// The ACL (`AccessControlPolicy` XML) the object gets when it is installed.
     pub acl: Option<Vec<u8>>,
-    /// The object lock it gets once installed (`lock.rs`).
-    pub lock: Option<crate::lock::NewLock>,
+    /// The object lock its request asked for (`lock.rs`), given once it is installed
+    /// with the bucket's default retention.
+    pub lock: crate::lock::LockRequest,
 }

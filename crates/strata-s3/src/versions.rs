@@ -449,7 +449,7 @@ impl Gateway {
             name,
             ino: entry.ino,
             acl: None,
-            lock: None,
+            lock: crate::lock::LockRequest::default(),
         };
         self.close_temp(&temp, fh).await?;
         let mut info = ObjectInfo {

@@ -130,10 +130,9 @@ impl Gateway {
         let chosen = choose_parts(&asked, &stored)?;
         let path = parse_key(&input.key)?;
         let bucket_dir = self.bucket_dir(&input.bucket).await?;
-        let lock = self.new_lock(bucket_dir, &upload.info.lock).await?;
         let (mut temp, fh) = self.temp_file().await?;
         temp.acl = upload.info.acl.clone().map(String::into_bytes);
-        temp.lock = lock;
+        temp.lock = upload.info.lock.clone();
         let joined = self.join_parts(&chosen, fh).await;
         self.finish_temp(&temp, fh, joined).await?;
         let etag = multipart_etag(&md5s);

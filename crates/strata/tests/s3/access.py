@@ -182,6 +182,29 @@ class Access(unittest.TestCase):
         ALICE.delete_bucket_policy(Bucket=b)
         self.fails("NoSuchBucketPolicy", ALICE.get_bucket_policy_status, Bucket=b)
 
+    def test_bypassing_governance_takes_its_own_permission(self):
+        b = "g-" + uuid.uuid4().hex[:20]
+        ALICE.create_bucket(Bucket=b, ObjectLockEnabledForBucket=True)
+        arn = "arn:aws:s3:::" + b
+        until = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
+        lock = {"ObjectLockMode": "GOVERNANCE", "ObjectLockRetainUntilDate": until}
+        v1 = ALICE.put_object(Bucket=b, Key="k", Body=b"one", **lock)["VersionId"]
+        v2 = ALICE.put_object(Bucket=b, Key="k", Body=b"two", **lock)["VersionId"]
+        grant = {"Effect": "Allow", "Principal": {"AWS": "bob"},
+                 "Action": ["s3:DeleteObject", "s3:PutObjectRetention"], "Resource": arn + "/*"}
+        ALICE.put_bucket_policy(Bucket=b, Policy=policy(grant))
+        # Bob may delete, but the lock holds, and he may not bypass it.
+        self.denied(BOB.delete_object, Bucket=b, Key="k", VersionId=v1)
+        self.denied(BOB.delete_object, Bucket=b, Key="k", VersionId=v1, BypassGovernanceRetention=True)
+        self.denied(BOB2.delete_objects, Bucket=b, BypassGovernanceRetention=True,
+                    Delete={"Objects": [{"Key": "k", "VersionId": v1}]})
+        bypass = dict(grant, Action=["s3:DeleteObject", "s3:BypassGovernanceRetention"])
+        ALICE.put_bucket_policy(Bucket=b, Policy=policy(bypass))
+        BOB2.delete_object(Bucket=b, Key="k", VersionId=v1, BypassGovernanceRetention=True)
+        # The owner may bypass on her own bucket.
+        ALICE2.delete_object(Bucket=b, Key="k", VersionId=v2, BypassGovernanceRetention=True)
+        self.assertNotIn("Versions", ROOT.list_object_versions(Bucket=b))
+
     def test_acls_of_buckets_and_objects(self):
         b = self.bucket
         ALICE.put_object(Bucket=b, Key="k", Body=b"v")
@@ -210,6 +233,16 @@ class Access(unittest.TestCase):
         self.assertEqual(len(BOB.list_objects_v2(Bucket=b)["Contents"]), 5)
         self.denied(BOB.get_object, Bucket=b, Key="k")
         self.fails("UnresolvableGrantByEmailAddress", ALICE.put_bucket_acl, Bucket=b, GrantRead='emailAddress="a@b.c"')
+        # Grants name users by id, shown with their display names; an unknown id is refused.
+        grants = ALICE.get_bucket_acl(Bucket=b)["Grants"]
+        self.assertIn({"Grantee": {"Type": "CanonicalUser", "ID": "bob", "DisplayName": "bob"},
+                       "Permission": "READ"}, grants)
+        owner = [g for g in grants if g["Permission"] == "FULL_CONTROL"][0]["Grantee"]
+        self.assertEqual((owner["ID"], owner["DisplayName"]), ("alice", "alice"))
+        self.fails("InvalidArgument", ALICE.put_bucket_acl, Bucket=b, GrantRead='id="nobody-known"')
+        policy_doc = {"Owner": {"ID": "alice"}, "Grants": [
+            {"Grantee": {"Type": "CanonicalUser", "ID": "nobody-known"}, "Permission": "READ"}]}
+        self.fails("InvalidArgument", ALICE.put_object_acl, Bucket=b, Key="k", AccessControlPolicy=policy_doc)
 
     def test_public_access_block(self):
         b, arn = self.bucket, self.arn

@@ -129,6 +129,12 @@ class Retention(Case):
                    Retention={"Mode": "GOVERNANCE", "RetainUntilDate": hours(2)})
         B.put_object_retention(Bucket=self.bucket, Key="doc", VersionId=v1,
                                Retention={"Mode": "COMPLIANCE", "RetainUntilDate": hours(2)})
+        # Tags and ACLs of a locked version may change, as S3 allows; its data may not.
+        tags = {"TagSet": [{"Key": "case", "Value": "42"}]}
+        A.put_object_tagging(Bucket=self.bucket, Key="doc", VersionId=v1, Tagging=tags)
+        got = B.get_object_tagging(Bucket=self.bucket, Key="doc", VersionId=v1)
+        self.assertEqual(got["TagSet"], tags["TagSet"])
+        A.put_object_acl(Bucket=self.bucket, Key="doc", VersionId=v1, ACL="public-read")
         # The key moves on: a new version, a delete marker; the locked one stays readable.
         v2 = self.put("doc", b"draft", s3=B)
         self.assertEqual(self.get("doc", s3=A), b"draft")
