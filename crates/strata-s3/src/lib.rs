@@ -25,6 +25,7 @@ pub mod objinfo;
 mod paths;
 pub mod policy;
 mod policy_cond;
+mod presign;
 mod read;
 mod serve;
 mod service;

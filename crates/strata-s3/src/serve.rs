@@ -1,6 +1,7 @@
 //! Serving the S3 service over HTTP until cancelled, on the HTTP server shared with the
 //! other front ends (`strata-http`: HTTP/1.1 and HTTP/2, TLS, connection limit, header
-//! timeout, graceful stop). What is S3's own: CORS preflights answered before s3s, CORS
+//! timeout, graceful stop). What is S3's own: CORS preflights and presigned URLs' expiry
+//! checks answered before s3s, CORS
 //! headers on answers to browsers, and closing connections whose client may still be
 //! holding back a body it announced with `Expect: 100-continue`.
 
@@ -45,6 +46,9 @@ async fn respond_timed(
             .gateway
             .preflight(req.uri().path(), req.headers())
             .await);
+    }
+    if let Some(message) = req.uri().query().and_then(crate::presign::expires_error) {
+        return Ok(crate::presign::expires_response(message));
     }
     let headers = req.headers();
     let expecting = headers

@@ -480,9 +480,20 @@ class Identity(Case):
                 urllib.request.urlopen(expired).read()
             except urllib.error.HTTPError as e:
                 self.assertEqual(e.code, 403)
+                refusal = e.read()
                 break
             self.assertLess(time.time(), deadline, "a presigned URL outlived its expiry")
             time.sleep(0.2)  # poll interval of a wait for the condition
+        self.assertIn(b"<Code>AccessDenied</Code><Message>Request has expired</Message>", refusal)
+        # An edited X-Amz-Expires is refused before the signature is checked, as AWS does.
+        for bad, said in [("604801", b"less than a week"), ("-5", b"non-negative"), ("soon", b"a number")]:
+            edited = url.replace("X-Amz-Expires=60", "X-Amz-Expires=" + bad)
+            with self.assertRaises(urllib.error.HTTPError) as caught:
+                urllib.request.urlopen(edited).read()
+            body = caught.exception.read()
+            self.assertEqual(caught.exception.code, 400, body)
+            self.assertIn(b"<Code>AuthorizationQueryParametersError</Code>", body)
+            self.assertIn(said, body)
 
 
 if __name__ == "__main__":
