@@ -11,7 +11,7 @@ use s3s::dto::{
     PutObjectRetentionInput, PutObjectRetentionOutput,
 };
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
-use strata_types::{Errno, Ino, Retention, RetentionMode};
+use strata_types::{Attr, Errno, Ino, Retention, RetentionMode};
 
 use crate::Gateway;
 use crate::error::fs_error;
@@ -201,11 +201,16 @@ impl Gateway {
         }))
     }
 
-    /// Whether the version `ino` of `key` may be deleted for good: AccessDenied while a
-    /// lock holds it. With the governance bypass a governance retention is lifted first
-    /// (a legal hold or a compliance retention still refuses).
-    pub(crate) async fn check_deletable(&self, ino: Ino, key: &str, bypass: bool) -> S3Result<()> {
-        let attr = self.vfs.getattr(ino).await.map_err(|e| fs_error(e, key))?;
+    /// Whether the version `ino` of `key` (attributes `attr`, as just read) may be
+    /// deleted for good: AccessDenied while a lock holds it. With the governance bypass
+    /// a governance retention is lifted first (a legal hold or a compliance retention
+    /// still refuses).
+    pub(crate) async fn check_deletable(
+        &self,
+        (ino, attr): (Ino, &Attr),
+        key: &str,
+        bypass: bool,
+    ) -> S3Result<()> {
         let p = attr.protection;
         let now = crate::clock::now_ns();
         if !p.frozen_at(now) {

@@ -229,7 +229,8 @@ impl Gateway {
             && let Some(cur) = self.current_version(parent, name).await?
             && cur.id == id
         {
-            self.check_deletable(cur.ino, key, bypass).await?;
+            self.check_deletable((cur.ino, &cur.attr), key, bypass)
+                .await?;
             match self.vfs.unlink(self.ctx(), parent, name.as_bytes()).await {
                 Ok(()) | Err(Errno::ENOENT) => {}
                 Err(e) => return Err(fs_error(e, key)),
@@ -253,7 +254,8 @@ impl Gateway {
         };
         self.may_remove_from(parent.unwrap_or(bucket_dir), key)
             .await?;
-        self.check_deletable(version.ino, key, bypass).await?;
+        self.check_deletable((version.ino, &version.attr), key, bypass)
+            .await?;
         self.unlink_stored(store, id).await?;
         self.settle_current(bucket_dir, &path, store).await?;
         self.prune_store(bucket_dir, &path).await;

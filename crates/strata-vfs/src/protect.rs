@@ -28,15 +28,9 @@ impl Vfs {
         if flags & !(FS_IMMUTABLE_FL | FS_APPEND_FL) != 0 {
             return Err(Errno::EOPNOTSUPP);
         }
-        self.flush_inode(ino).await?;
         let (immutable, append_only) = (flags & FS_IMMUTABLE_FL != 0, flags & FS_APPEND_FL != 0);
-        let attr = self
-            .meta
-            .set_inode_flags(ctx, ino, immutable, append_only)
-            .await
-            .map_err(from_meta)?;
-        self.open_files.invalidate(ino);
-        Ok(attr)
+        let change = self.meta.set_inode_flags(ctx, ino, immutable, append_only);
+        self.protect(ino, change).await
     }
 
     /// S3 object lock: set, extend or (with `bypass_governance`, for a governance one)
@@ -48,26 +42,28 @@ impl Vfs {
         retention: Option<Retention>,
         bypass_governance: bool,
     ) -> Result<Attr> {
-        self.writable()?;
-        self.flush_inode(ino).await?;
-        let attr = self
+        let change = self
             .meta
-            .set_retention(ctx, ino, retention, bypass_governance)
-            .await
-            .map_err(from_meta)?;
-        self.open_files.invalidate(ino);
-        Ok(attr)
+            .set_retention(ctx, ino, retention, bypass_governance);
+        self.protect(ino, change).await
     }
 
     /// S3 object lock: put a legal hold on the file or lift it.
     pub async fn set_legal_hold(&self, ctx: &Ctx, ino: Ino, on: bool) -> Result<Attr> {
+        self.protect(ino, self.meta.set_legal_hold(ctx, ino, on))
+            .await
+    }
+
+    /// Run `change` (not started yet) on `ino` once this client's buffered writes to it
+    /// are stored, and forget the attributes cached of it.
+    async fn protect(
+        &self,
+        ino: Ino,
+        change: impl std::future::Future<Output = strata_meta::Result<Attr>>,
+    ) -> Result<Attr> {
         self.writable()?;
         self.flush_inode(ino).await?;
-        let attr = self
-            .meta
-            .set_legal_hold(ctx, ino, on)
-            .await
-            .map_err(from_meta)?;
+        let attr = change.await.map_err(from_meta)?;
         self.open_files.invalidate(ino);
         Ok(attr)
     }

@@ -30,7 +30,8 @@ pub(crate) async fn check_access(
     mask: u32,
 ) -> Result<()> {
     let want = mask & 7;
-    if want & MAY_WRITE != 0 && inode.protection.frozen_at(super::now_ns()) {
+    let protected = !inode.protection.is_none();
+    if want & MAY_WRITE != 0 && protected && inode.protection.frozen_at(super::now_ns()) {
         return posix(Errno::EPERM);
     }
     let no_mask = inode.mode & 0o070 == 0;

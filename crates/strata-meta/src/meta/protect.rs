@@ -24,7 +24,7 @@ use crate::kv::Txn;
 
 /// EPERM when nothing about `core` may change now (immutable or locked).
 pub(crate) fn check_unfrozen(core: &InodeCore) -> Result<()> {
-    if core.protection.frozen_at(now_ns()) {
+    if !core.protection.is_none() && core.protection.frozen_at(now_ns()) {
         return posix(Errno::EPERM);
     }
     Ok(())
@@ -32,7 +32,7 @@ pub(crate) fn check_unfrozen(core: &InodeCore) -> Result<()> {
 
 /// EPERM when `core` may take no change but appended data (frozen or append-only).
 pub(crate) fn check_changeable(core: &InodeCore) -> Result<()> {
-    if core.protection.pinned_at(now_ns()) {
+    if !core.protection.is_none() && core.protection.pinned_at(now_ns()) {
         return posix(Errno::EPERM);
     }
     Ok(())
@@ -49,12 +49,11 @@ pub(crate) fn check_name_may_go(
     nlink: u32,
     moving: bool,
 ) -> Result<()> {
-    let now = now_ns();
     if dir.protection.append_only {
         return posix(Errno::EPERM);
     }
     let p = &child.protection;
-    if !p.pinned_at(now) {
+    if p.is_none() || !p.pinned_at(now_ns()) {
         return Ok(());
     }
     let only_locked = !p.immutable && !p.append_only;
@@ -68,7 +67,7 @@ pub(crate) fn check_name_may_go(
 /// identity may link a locked version into its version store.
 pub(crate) fn check_may_link(ctx: &Ctx, child: &InodeCore) -> Result<()> {
     let p = &child.protection;
-    if !p.pinned_at(now_ns()) {
+    if p.is_none() || !p.pinned_at(now_ns()) {
         return Ok(());
     }
     if !p.immutable && !p.append_only && ctx.version_keeper {
@@ -77,15 +76,18 @@ pub(crate) fn check_may_link(ctx: &Ctx, child: &InodeCore) -> Result<()> {
     posix(Errno::EPERM)
 }
 
-/// EPERM when an open with `flags` would write `core` other than by appending.
-pub(crate) fn check_open(core: &InodeCore, flags: u32, writes: bool) -> Result<()> {
-    const O_APPEND: u32 = 0o2000;
-    const O_TRUNC: u32 = 0o1000;
-    if !writes && flags & O_TRUNC == 0 {
+/// EPERM when an open would write `core` other than by appending: `writes` for a write
+/// open, with `O_APPEND` and `O_TRUNC` as given.
+pub(crate) fn check_open(
+    core: &InodeCore,
+    writes: bool,
+    (append, trunc): (bool, bool),
+) -> Result<()> {
+    if !writes && !trunc {
         return Ok(());
     }
     check_unfrozen(core)?;
-    if core.protection.append_only && (flags & O_APPEND == 0 || flags & O_TRUNC != 0) {
+    if core.protection.append_only && (!append || trunc) {
         return posix(Errno::EPERM);
     }
     Ok(())

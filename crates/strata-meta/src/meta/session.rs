@@ -95,6 +95,7 @@ const O_ACCMODE: u32 = 3;
 const O_WRONLY: u32 = 1;
 const O_RDWR: u32 = 2;
 const O_TRUNC: u32 = 0o1000;
+const O_APPEND: u32 = 0o2000;
 
 impl Meta {
     /// This client's session id (0 before [`Meta::new_session`]).
@@ -541,7 +542,8 @@ async fn read_opened(
     if inode.core.kind == FileType::Directory && mask & MAY_WRITE != 0 {
         return posix(Errno::EISDIR);
     }
-    super::protect::check_open(&inode.core, flags, mask & MAY_WRITE != 0)?;
+    let (append, trunc) = (flags & O_APPEND != 0, flags & O_TRUNC != 0);
+    super::protect::check_open(&inode.core, mask & MAY_WRITE != 0, (append, trunc))?;
     check_access(acls, tx, ctx, &inode.core, mask).await?;
     let has_caps = vals.get(2).is_some_and(Option::is_some);
     let attr = inode.attr();
