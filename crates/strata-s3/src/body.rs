@@ -88,6 +88,37 @@ impl Expected {
         self
     }
 
+    /// The algorithms the request names: by a checksum header, a trailer or
+    /// `x-amz-sdk-checksum-algorithm`, upper-case.
+    pub fn named_algorithms(&self) -> Vec<String> {
+        let c = &self.checksums;
+        let given = [
+            ("CRC32", &c.crc32),
+            ("CRC32C", &c.crc32c),
+            ("CRC64NVME", &c.crc64nvme),
+            ("SHA1", &c.sha1),
+            ("SHA256", &c.sha256),
+        ];
+        let mut names: Vec<String> = given
+            .iter()
+            .filter(|(_, v)| v.is_some())
+            .map(|(n, _)| (*n).to_owned())
+            .collect();
+        for name in &self.algorithms {
+            if !names.contains(name) {
+                names.push(name.clone());
+            }
+        }
+        names
+    }
+
+    /// Compute `algorithm` (upper-case) over the body even if the request did not ask.
+    pub fn also_compute(&mut self, algorithm: &str) {
+        if !self.algorithms.iter().any(|a| a == algorithm) {
+            self.algorithms.push(algorithm.to_owned());
+        }
+    }
+
     fn wants(&self, algo: &str, given: &Option<String>) -> bool {
         given.is_some() || self.algorithms.iter().any(|a| a == algo)
     }

@@ -93,7 +93,7 @@ impl Gateway {
             ));
         }
         let acl = match &req.input.acl {
-            Some(canned) => Some(canned_grants(canned.as_str(), &caller)?),
+            Some(canned) => Some(canned_grants(canned.as_str())?),
             None => None,
         };
         match self

@@ -15,3 +15,8 @@ pub fn system_time(ns: i64) -> SystemTime {
     let ns = u64::try_from(ns).unwrap_or(0);
     UNIX_EPOCH + Duration::from_nanos(ns)
 }
+
+/// Now, in seconds since the epoch.
+pub fn now_secs() -> i64 {
+    now_ns() / 1_000_000_000
+}

@@ -31,6 +31,9 @@ pub const LIFECYCLE_XATTR: &[u8] = b"user.s3.lifecycle";
 
 const ALL_USERS: &str = "http://acs.amazonaws.com/groups/global/AllUsers";
 const AUTHENTICATED_USERS: &str = "http://acs.amazonaws.com/groups/global/AuthenticatedUsers";
+/// S3's log delivery group: granted by `log-delivery-write`, it gives no access here
+/// (the gateway delivers no server access logs), but is kept and shown as S3 shows it.
+const LOG_DELIVERY: &str = "http://acs.amazonaws.com/groups/s3/LogDelivery";
 
 /// The public access block's four switches (all off when none is set).
 #[derive(Clone, Copy, Debug, Default)]
@@ -98,22 +101,32 @@ pub fn grantee(id: Option<&str>, uri: Option<&str>) -> Grantee {
     }
 }
 
-/// The grants of a canned ACL (`private`, `public-read`, ...), given the bucket owner.
-pub fn canned_grants(canned: &str, bucket_owner: &str) -> S3Result<Vec<Grant>> {
+/// The grants of a canned ACL (`private`, `public-read`, ...) besides the owner's own
+/// FULL_CONTROL, which every ACL shows first.
+///
+/// Objects belong to their bucket's owner here, so `bucket-owner-read` and
+/// `bucket-owner-full-control` grant the owner nothing it lacks: the owner's one grant. `aws-exec-read` would grant the EC2 bundler, an AWS account,
+/// and is the owner alone here.
+pub fn canned_grants(canned: &str) -> S3Result<Vec<Grant>> {
     let grant = |g: Grantee, p: &'static str| Grant {
         grantee: Some(g),
         permission: Some(s3s::dto::Permission::from_static(p)),
     };
     use s3s::dto::Permission as P;
     Ok(match canned {
-        "private" | "bucket-owner-full-control" | "aws-exec-read" => Vec::new(),
+        "private" | "bucket-owner-full-control" | "bucket-owner-read" | "aws-exec-read" => {
+            Vec::new()
+        }
         "public-read" => vec![grant(grantee(None, Some(ALL_USERS)), P::READ)],
         "public-read-write" => vec![
             grant(grantee(None, Some(ALL_USERS)), P::READ),
             grant(grantee(None, Some(ALL_USERS)), P::WRITE),
         ],
         "authenticated-read" => vec![grant(grantee(None, Some(AUTHENTICATED_USERS)), P::READ)],
-        "bucket-owner-read" => vec![grant(grantee(Some(bucket_owner), None), P::READ)],
+        "log-delivery-write" => vec![
+            grant(grantee(None, Some(LOG_DELIVERY)), P::WRITE),
+            grant(grantee(None, Some(LOG_DELIVERY)), P::READ_ACP),
+        ],
         other => {
             return Err(S3Error::with_message(
                 S3ErrorCode::InvalidArgument,
@@ -139,7 +152,9 @@ pub fn header_grants(headers: &[(&'static str, Option<&String>)]) -> S3Result<Ve
             let v = v.trim().trim_matches('"');
             let g = match kind.trim() {
                 "id" => grantee(Some(v), None),
-                "uri" if v == ALL_USERS || v == AUTHENTICATED_USERS => grantee(None, Some(v)),
+                "uri" if [ALL_USERS, AUTHENTICATED_USERS, LOG_DELIVERY].contains(&v) => {
+                    grantee(None, Some(v))
+                }
                 "emailAddress" => {
                     return Err(S3Error::with_message(
                         S3ErrorCode::UnresolvableGrantByEmailAddress,

@@ -26,10 +26,10 @@ struct AclRequest<'a> {
 }
 
 impl AclRequest<'_> {
-    fn grants(&self, owner: &str) -> S3Result<Vec<Grant>> {
+    fn grants(&self) -> S3Result<Vec<Grant>> {
         let from_headers = self.headers.iter().any(|(_, v)| v.is_some());
         match (self.canned, from_headers, self.body) {
-            (Some(c), false, None) => canned_grants(c, owner),
+            (Some(c), false, None) => canned_grants(c),
             (None, true, None) => header_grants(&self.headers),
             (None, false, Some(body)) => Ok(body.grants.clone().unwrap_or_default()),
             (None, false, None) => Err(S3Error::with_message(
@@ -224,7 +224,7 @@ impl Gateway {
             ),
             body: i.access_control_policy.as_ref(),
         };
-        let grants = request.grants(&owner)?;
+        let grants = request.grants()?;
         let block = self.block_of(dir).await?;
         self.store_acl(dir, &owner, grants, block).await?;
         Ok(S3Response::new(PutBucketAclOutput {}))
@@ -262,7 +262,7 @@ impl Gateway {
             ),
             body: i.access_control_policy.as_ref(),
         };
-        let grants = request.grants(&owner)?;
+        let grants = request.grants()?;
         let block = self.block_of(dir).await?;
         self.store_acl(found.ino, &owner, grants, block).await?;
         Ok(S3Response::new(PutObjectAclOutput::default()))
@@ -279,7 +279,7 @@ impl Gateway {
         };
         let dir = self.bucket_dir(bucket).await?;
         let owner = self.bucket_owner(dir).await?;
-        let grants = canned_grants(canned.as_str(), &owner)?;
+        let grants = canned_grants(canned.as_str())?;
         if grants.is_empty() {
             return Ok(None);
         }

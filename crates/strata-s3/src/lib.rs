@@ -6,6 +6,7 @@
 //! gateway processes (and mounts) can serve one volume.
 
 mod access;
+mod attributes;
 mod body;
 mod bucket;
 mod clock;
@@ -29,6 +30,7 @@ mod presign;
 mod read;
 mod serve;
 mod service;
+mod sigv2;
 mod staging;
 mod tags;
 mod versions;

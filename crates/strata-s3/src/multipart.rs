@@ -19,9 +19,10 @@ use crate::error::fs_error;
 use crate::keys::parse_key;
 use crate::lock::{LockHeaders, LockRequest};
 use crate::objects::{TempFile, headers_of};
-use crate::objinfo::{Headers, ObjectInfo, hex, md5_of_etag};
+use crate::objinfo::{Checksums, Headers, ObjectInfo, hex, md5_of_etag};
 use crate::paths::DIR_MODE;
 use crate::read::Conditions;
+use checksum::UploadChecksum;
 
 /// The xattr of an upload's directory.
 const UPLOAD_XATTR: &[u8] = b"user.s3.upload";
@@ -29,8 +30,7 @@ const UPLOAD_XATTR: &[u8] = b"user.s3.upload";
 pub const MIN_PART: u64 = 5 << 20;
 /// Largest part (S3's limit).
 pub const MAX_PART: u64 = 5 << 30;
-/// Part numbers run from 1 to this.
-pub const MAX_PARTS: i32 = 10_000;
+pub use crate::objinfo::MAX_PARTS;
 
 /// What an upload's directory records.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -52,6 +52,9 @@ struct UploadInfo {
     /// The object lock its headers asked for.
     #[serde(default, skip_serializing_if = "LockRequest::is_empty")]
     lock: LockRequest,
+    /// The checksum algorithm and type it was created with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    checksum: Option<UploadChecksum>,
 }
 
 /// An upload found by its ID.
@@ -121,6 +124,10 @@ impl Gateway {
         .request()?;
         // Refused now, not at completion, on a bucket without object lock.
         self.new_lock(bucket_dir, &lock).await?;
+        let checksum = UploadChecksum::for_create(
+            input.checksum_algorithm.as_ref(),
+            input.checksum_type.as_ref(),
+        )?;
         let uploads = self.hidden_dir("uploads").await?;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let info = UploadInfo {
@@ -146,6 +153,7 @@ impl Gateway {
                 .await?
                 .map(|xml| String::from_utf8_lossy(&xml).into_owned()),
             lock,
+            checksum,
         };
         let dir = self
             .vfs
@@ -165,6 +173,8 @@ impl Gateway {
             bucket: Some(input.bucket),
             key: Some(input.key),
             upload_id: Some(id),
+            checksum_algorithm: checksum.map(UploadChecksum::algorithm_dto),
+            checksum_type: checksum.map(UploadChecksum::kind_dto),
             ..CreateMultipartUploadOutput::default()
         };
         Ok(S3Response::new(output))
@@ -183,12 +193,17 @@ impl Gateway {
             i.checksum_sha1.clone(),
             i.checksum_sha256.clone(),
         ];
-        let expected = Expected::new(i.content_md5.clone(), sums, &req.headers);
+        let mut expected = Expected::new(i.content_md5.clone(), sums, &req.headers);
         let input = req.input;
         let name = part_name(input.part_number)?;
         let upload = self
             .upload(&input.bucket, &input.key, &input.upload_id)
             .await?;
+        if let Some(checksum) = upload.info.checksum {
+            // Parts of a checksum upload carry its checksum: computed when not sent.
+            checksum.check_part_algorithms(&expected.named_algorithms())?;
+            expected.also_compute(checksum.algorithm.name());
+        }
         let (temp, written) = self
             .upload_body(input.body, &expected, trailers.as_ref(), MAX_PART)
             .await?;
@@ -238,9 +253,13 @@ impl Gateway {
         let whole_md5 = (range == (0..size))
             .then(|| md5_of_etag(&source.etag()))
             .flatten();
-        let md5 = match whole_md5 {
-            Some(md5) => md5,
-            None => self.md5_of_range(source.ino, range.clone()).await?,
+        let algorithm = upload.info.checksum.map(|c| c.algorithm);
+        let (md5, checksums) = match (whole_md5, algorithm) {
+            (Some(md5), None) => (md5, Checksums::default()),
+            _ => {
+                self.digest_range(source.ino, range.clone(), algorithm)
+                    .await?
+            }
         };
         let (temp, fh) = self.temp_file().await?;
         let copied = self
@@ -249,14 +268,19 @@ impl Gateway {
         self.finish_temp(&temp, fh, copied).await?;
         let mut info = ObjectInfo {
             etag: hex(&md5),
+            checksums: checksums.clone(),
             ..ObjectInfo::default()
         };
         self.place_part(&temp, upload.dir, &name, &input.key, &mut info)
             .await?;
         let result = CopyPartResult {
             e_tag: Some(ETag::Strong(info.etag)),
+            checksum_crc32: checksums.crc32,
+            checksum_crc32c: checksums.crc32c,
+            checksum_crc64nvme: checksums.crc64nvme,
+            checksum_sha1: checksums.sha1,
+            checksum_sha256: checksums.sha256,
             last_modified: Some(Timestamp::from(std::time::SystemTime::now())),
-            ..CopyPartResult::default()
         };
         Ok(S3Response::new(UploadPartCopyOutput {
             copy_part_result: Some(result),
@@ -264,14 +288,21 @@ impl Gateway {
         }))
     }
 
-    /// MD5 of `range` of file `ino`, read through the VFS.
-    async fn md5_of_range(&self, ino: Ino, range: std::ops::Range<u64>) -> S3Result<[u8; 16]> {
+    /// MD5 of `range` of file `ino`, and its checksum by `algorithm`, read through the
+    /// VFS.
+    async fn digest_range(
+        &self,
+        ino: Ino,
+        range: std::ops::Range<u64>,
+        algorithm: Option<checksum::Algorithm>,
+    ) -> S3Result<([u8; 16], Checksums)> {
         let (fh, _) = self
             .vfs
             .open(self.ctx(), ino, 0)
             .await
             .map_err(|e| fs_error(e, "copy source"))?;
         let mut md5 = Md5::new();
+        let mut sums = algorithm.map(checksum::Algorithm::hasher);
         let mut off = range.start;
         let mut result = Ok(());
         while off < range.end {
@@ -283,6 +314,9 @@ impl Gateway {
                 }
                 Ok(data) => {
                     md5.update(&data);
+                    if let Some(h) = sums.as_mut() {
+                        h.update(&data);
+                    }
                     off += u64::try_from(data.len()).unwrap_or(0);
                 }
                 Err(e) => {
@@ -294,7 +328,15 @@ impl Gateway {
         if let Err(e) = self.vfs.release(fh).await {
             tracing::warn!("closing a copy source: errno {e}");
         }
-        result.map(|()| md5.finalize().into())
+        result?;
+        let checksums = match (algorithm, sums) {
+            (Some(a), Some(h)) => a
+                .computed(&h.finalize())
+                .map(|v| a.only(v, None))
+                .unwrap_or_default(),
+            _ => Checksums::default(),
+        };
+        Ok((md5.finalize().into(), checksums))
     }
 }
 
@@ -343,4 +385,6 @@ fn copy_range(text: &str, size: u64) -> S3Result<std::ops::Range<u64>> {
     Ok(first..last + 1)
 }
 
+mod checksum;
 mod complete;
+mod crc;

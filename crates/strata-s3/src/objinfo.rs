@@ -34,6 +34,31 @@ pub struct Checksums {
     pub kind: Option<String>,
 }
 
+impl Checksums {
+    /// `value` in the place of the one algorithm these hold, of the same kind: a part's
+    /// checksum of a multipart object.
+    pub fn like(&self, value: String) -> Checksums {
+        let mut out = Checksums {
+            kind: self.kind.clone(),
+            ..Checksums::default()
+        };
+        let slots = [
+            (&self.crc32, &mut out.crc32),
+            (&self.crc32c, &mut out.crc32c),
+            (&self.crc64nvme, &mut out.crc64nvme),
+            (&self.sha1, &mut out.sha1),
+            (&self.sha256, &mut out.sha256),
+        ];
+        if let Some((_, slot)) = slots.into_iter().find(|(have, _)| have.is_some()) {
+            *slot = Some(value);
+        }
+        out
+    }
+}
+
+/// Part numbers run from 1 to this (S3's limit).
+pub const MAX_PARTS: i32 = 10_000;
+
 /// Standard headers stored with an object and returned on GET and HEAD.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Headers {
@@ -74,6 +99,10 @@ pub struct ObjectInfo {
     /// Sizes of the parts of a multipart object (for GET with `partNumber`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub part_sizes: Vec<u64>,
+    /// The parts' checksums (base64) by the algorithm of `checksums`, for an object
+    /// uploaded with one in parts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub part_checksums: Vec<String>,
     /// Object tags, in the order given.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Tags,

@@ -3,8 +3,6 @@
 //! SignatureDoesNotMatch for a URL whose expiry was edited; AWS answers 400
 //! AuthorizationQueryParametersError with these messages, which SDKs and tests match.
 
-use s3s::HttpResponse;
-
 /// Longest expiry of a SigV4 presigned URL, in seconds.
 const MAX_EXPIRES: i64 = 604_800;
 
@@ -29,20 +27,6 @@ pub(crate) fn expires_error(query: &str) -> Option<&'static str> {
         }
         Ok(_) => None,
     }
-}
-
-/// The 400 AuthorizationQueryParametersError answer carrying `message`.
-pub(crate) fn expires_response(message: &str) -> HttpResponse {
-    let body = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>AuthorizationQueryParametersError</Code><Message>{message}</Message></Error>"
-    );
-    let mut resp = HttpResponse::new(s3s::Body::from(body));
-    *resp.status_mut() = hyper::StatusCode::BAD_REQUEST;
-    resp.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/xml"),
-    );
-    resp
 }
 
 #[cfg(test)]

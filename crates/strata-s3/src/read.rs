@@ -14,7 +14,7 @@ use crate::body::read_body;
 pub use crate::clock::system_time;
 use crate::error::fs_error;
 use crate::keys::parse_key;
-use crate::objinfo::{ObjectInfo, derived_etag};
+use crate::objinfo::{Checksums, MAX_PARTS, ObjectInfo, derived_etag};
 
 /// MD5 of nothing: the ETag of a directory key.
 pub const EMPTY_ETAG: &str = "d41d8cd98f00b204e9800998ecf8427e";
@@ -149,11 +149,11 @@ impl Gateway {
         conditions: Conditions<'_>,
         range: Option<&Range>,
         (part_number, version_id): (Option<i32>, Option<&str>),
-    ) -> S3Result<(Found, Option<std::ops::Range<u64>>, Option<i32>)> {
+    ) -> S3Result<(Found, Selection)> {
         let found = self.find_for_read(bucket, key, version_id).await?;
         conditions.check(&found)?;
-        let (range, parts) = byte_range(&found, range, part_number)?;
-        Ok((found, range, parts))
+        let selection = byte_range(&found, range, part_number)?;
+        Ok((found, selection))
     }
 
     pub(crate) async fn get_object(
@@ -167,7 +167,7 @@ impl Gateway {
             input.if_modified_since.as_ref(),
             input.if_unmodified_since.as_ref(),
         );
-        let (found, range, parts) = self
+        let (found, selection) = self
             .read_target(
                 &input.bucket,
                 &input.key,
@@ -177,7 +177,12 @@ impl Gateway {
             )
             .await?;
         let size = found.size();
-        let head = head_output(&found, input.checksum_mode.is_some() && range.is_none());
+        let checksums = input
+            .checksum_mode
+            .is_some()
+            .then(|| answered_checksums(&found, &selection));
+        let head = head_output(&found, checksums);
+        let (range, parts) = (selection.range, selection.parts_count);
         let (start, end) = range.clone().map_or((0, size), |r| (r.start, r.end));
         let body = if found.is_dir || start == end {
             None
@@ -236,7 +241,7 @@ impl Gateway {
             input.if_modified_since.as_ref(),
             input.if_unmodified_since.as_ref(),
         );
-        let (found, range, parts) = self
+        let (found, selection) = self
             .read_target(
                 &input.bucket,
                 &input.key,
@@ -245,8 +250,12 @@ impl Gateway {
                 (input.part_number, input.version_id.as_deref()),
             )
             .await?;
-
-        let mut head = head_output(&found, input.checksum_mode.is_some() && range.is_none());
+        let checksums = input
+            .checksum_mode
+            .is_some()
+            .then(|| answered_checksums(&found, &selection));
+        let mut head = head_output(&found, checksums);
+        let (range, parts) = (selection.range, selection.parts_count);
         if let Some(r) = range {
             head.content_length = Some(i64::try_from(r.end - r.start).unwrap_or(i64::MAX));
         }
@@ -287,18 +296,14 @@ pub fn no_such_key(key: &str) -> S3Error {
     S3Error::with_message(S3ErrorCode::NoSuchKey, format!("no such key: {key}"))
 }
 
-/// HEAD's answer for an object (GET adds its body). Checksums only when asked for.
-pub fn head_output(found: &Found, checksums: bool) -> HeadObjectOutput {
+/// HEAD's answer for an object (GET adds its body), with `checksums` when asked for.
+pub fn head_output(found: &Found, checksums: Option<Checksums>) -> HeadObjectOutput {
     let lock = crate::lock::lock_fields(&found.attr);
     let info = found.info.clone().unwrap_or_default();
     let h = info.headers;
     let metadata: Option<Metadata> =
         (!info.meta.is_empty()).then(|| info.meta.into_iter().collect());
-    let c = if checksums {
-        info.checksums
-    } else {
-        Default::default()
-    };
+    let c = checksums.unwrap_or_default();
     let expires = h
         .expires
         .as_deref()
@@ -315,7 +320,7 @@ pub fn head_output(found: &Found, checksums: bool) -> HeadObjectOutput {
         content_language: h.content_language,
         expires,
         metadata,
-        checksum_type: c.kind.clone().filter(|_| checksums).map(ChecksumType::from),
+        checksum_type: c.kind.clone().map(ChecksumType::from),
         checksum_crc32: c.crc32,
         checksum_crc32c: c.crc32c,
         checksum_crc64nvme: c.crc64nvme,
@@ -329,48 +334,92 @@ pub fn head_output(found: &Found, checksums: bool) -> HeadObjectOutput {
     }
 }
 
-/// The byte range a GET or HEAD asks for (`Range` or `partNumber`), `None` for the whole
-/// object, and the object's part count when a part was asked for.
+/// What a GET or HEAD reads: a byte range (`None` for the whole object) and, when a
+/// part of a multipart object was asked for, the object's part count and the part's index.
+#[derive(Debug, Default)]
+pub struct Selection {
+    pub range: Option<std::ops::Range<u64>>,
+    pub parts_count: Option<i32>,
+    pub part: Option<usize>,
+}
+
+/// The bytes a GET or HEAD asks for (`Range` or `partNumber`). Part 1 of an object not
+/// uploaded in parts is the whole object; any other part of it is 400 InvalidPart, and a
+/// part past a multipart object's last is 416 InvalidPartNumber, as S3 answers.
 fn byte_range(
     found: &Found,
     range: Option<&Range>,
     part_number: Option<i32>,
-) -> S3Result<(Option<std::ops::Range<u64>>, Option<i32>)> {
+) -> S3Result<Selection> {
     let size = found.size();
-    if let Some(n) = part_number {
-        if range.is_some() {
-            return Err(S3Error::with_message(
-                S3ErrorCode::InvalidRequest,
-                "Range and partNumber cannot both be given",
-            ));
-        }
-        let sizes = found
-            .info
-            .as_ref()
-            .map(|i| i.part_sizes.clone())
-            .unwrap_or_default();
-        let sizes = if sizes.is_empty() { vec![size] } else { sizes };
-        let index = usize::try_from(n)
-            .ok()
-            .filter(|i| (1..=sizes.len()).contains(i))
-            .ok_or_else(|| {
-                let mut e = S3Error::with_message(
-                    S3ErrorCode::Custom("InvalidPartNumber".into()),
-                    format!("the object has {} part(s)", sizes.len()),
-                );
-                e.set_status_code(hyper::StatusCode::RANGE_NOT_SATISFIABLE);
-                e
-            })?;
-        let start: u64 = sizes[..index - 1].iter().sum();
-        let count = i32::try_from(sizes.len()).unwrap_or(i32::MAX);
-        return Ok((Some(start..start + sizes[index - 1]), Some(count)));
+    let Some(n) = part_number else {
+        return Ok(Selection {
+            range: range.map(|r| r.check(size)).transpose()?,
+            ..Selection::default()
+        });
+    };
+    if range.is_some() {
+        return Err(S3Error::with_message(
+            S3ErrorCode::InvalidRequest,
+            "Cannot specify both Range header and partNumber query parameter",
+        ));
     }
-    match range {
-        None => Ok((None, None)),
-        Some(r) => {
-            let r = r.check(size)?;
-            Ok((Some(r), None))
+    if !(1..=MAX_PARTS).contains(&n) {
+        return Err(S3Error::with_message(
+            S3ErrorCode::InvalidArgument,
+            "Part number must be an integer between 1 and 10000, inclusive",
+        ));
+    }
+    let sizes = found
+        .info
+        .as_ref()
+        .map(|i| i.part_sizes.as_slice())
+        .unwrap_or_default();
+    if sizes.is_empty() {
+        return match n {
+            1 => Ok(Selection::default()),
+            _ => Err(S3Error::with_message(
+                S3ErrorCode::InvalidPart,
+                format!("part {n} of an object not uploaded in parts: it has only part 1"),
+            )),
+        };
+    }
+    let index = usize::try_from(n)
+        .ok()
+        .filter(|i| *i <= sizes.len())
+        .ok_or_else(|| {
+            let mut e = S3Error::with_message(
+                S3ErrorCode::Custom("InvalidPartNumber".into()),
+                "The requested partnumber is not satisfiable",
+            );
+            e.set_status_code(hyper::StatusCode::RANGE_NOT_SATISFIABLE);
+            e
+        })?;
+    let start: u64 = sizes[..index - 1].iter().sum();
+    Ok(Selection {
+        range: Some(start..start + sizes[index - 1]),
+        parts_count: i32::try_from(sizes.len()).ok(),
+        part: Some(index - 1),
+    })
+}
+
+/// The checksums a GET or HEAD answers with `x-amz-checksum-mode: ENABLED`: the object's
+/// for the whole object, a part's for a part of a composite multipart object, none for
+/// other ranges.
+fn answered_checksums(found: &Found, selection: &Selection) -> Checksums {
+    let Some(info) = found.info.as_ref() else {
+        return Checksums::default();
+    };
+    match (selection.part, &selection.range) {
+        (None, None) => info.checksums.clone(),
+        (Some(i), _) => {
+            let composite = info.checksums.kind.as_deref() == Some("COMPOSITE");
+            match info.part_checksums.get(i) {
+                Some(value) if composite => info.checksums.like(value.clone()),
+                _ => Checksums::default(),
+            }
         }
+        (None, Some(_)) => Checksums::default(),
     }
 }
 

@@ -1,7 +1,8 @@
 //! Serving the S3 service over HTTP until cancelled, on the HTTP server shared with the
 //! other front ends (`strata-http`: HTTP/1.1 and HTTP/2, TLS, connection limit, header
-//! timeout, graceful stop). What is S3's own: CORS preflights and presigned URLs' expiry
-//! checks answered before s3s, CORS
+//! timeout, graceful stop). What is S3's own: CORS preflights, presigned URLs' expiry
+//! checks and SigV2 header checks answered before s3s, GetObjectAttributes' unquoted
+//! ETag, CORS
 //! headers on answers to browsers, and closing connections whose client may still be
 //! holding back a body it announced with `Expect: 100-continue`.
 
@@ -27,12 +28,17 @@ async fn respond(
     req.extensions_mut().insert(op.clone());
     let vfs = service.gateway.vfs.clone();
     let preflight = req.method() == hyper::Method::OPTIONS;
-    let resp = respond_timed(service, req).await;
+    let mut resp = respond_timed(service, req).await;
     let name = match op.0.get() {
         Some(name) => name.as_str(),
         None if preflight => "CorsPreflight",
         None => "Unrouted",
     };
+    if name == "GetObjectAttributes"
+        && let Ok(resp) = resp.as_mut()
+    {
+        unquote_etag(resp).await;
+    }
     vfs.front_metrics().s3.observe(name, started.elapsed());
     resp
 }
@@ -48,7 +54,15 @@ async fn respond_timed(
             .await);
     }
     if let Some(message) = req.uri().query().and_then(crate::presign::expires_error) {
-        return Ok(crate::presign::expires_response(message));
+        let status = hyper::StatusCode::BAD_REQUEST;
+        return Ok(error_answer(
+            status,
+            "AuthorizationQueryParametersError",
+            message,
+        ));
+    }
+    if let Some(r) = crate::sigv2::refusal(req.headers(), crate::clock::now_secs()) {
+        return Ok(error_answer(r.status, r.code, r.message));
     }
     let headers = req.headers();
     let expecting = headers
@@ -76,6 +90,53 @@ async fn respond_timed(
             .await;
     }
     Ok(resp)
+}
+
+/// An S3 error answer decided before s3s sees the request.
+fn error_answer(status: hyper::StatusCode, code: &str, message: &str) -> s3s::HttpResponse {
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code><Message>{message}</Message></Error>"
+    );
+    let mut resp = s3s::HttpResponse::new(s3s::Body::from(body));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/xml"),
+    );
+    resp
+}
+
+/// GetObjectAttributes answers its ETag without quotes (`<ETag>abc</ETag>`), unlike
+/// every other S3 call; s3s's XML writer always quotes ETags, so they come off here.
+async fn unquote_etag(resp: &mut s3s::HttpResponse) {
+    if !resp.status().is_success() {
+        return;
+    }
+    let body = match resp.body_mut().take_bytes() {
+        Some(bytes) => bytes,
+        None => match resp.body_mut().store_all_limited(1 << 20).await {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                tracing::warn!("GetObjectAttributes answer unreadable: {e}");
+                return;
+            }
+        },
+    };
+    let text = String::from_utf8_lossy(&body);
+    let fixed = match (text.find("<ETag>\""), text.find("\"</ETag>")) {
+        (Some(open), Some(close)) if open + 6 < close => format!(
+            "{}<ETag>{}</ETag>{}",
+            &text[..open],
+            &text[open + 7..close],
+            &text[close + 8..]
+        ),
+        _ => text.into_owned(),
+    };
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_LENGTH,
+        hyper::header::HeaderValue::from(fixed.len()),
+    );
+    *resp.body_mut() = s3s::Body::from(fixed);
 }
 
 /// Serve `service` on `listener` until `stop` is cancelled.

@@ -1,13 +1,11 @@
 //! Tags and object attributes: object tags (the `x-amz-tagging` header of PUT, copies and
 //! multipart uploads, Get/Put/DeleteObjectTagging, the tag count on GET) live in the
 //! object's record, so a GET reads them with everything else; bucket tags (and those of
-//! directory keys) in the directory's xattr `user.s3.tags` (FORMAT.md "s3 v1");
-//! GetObjectAttributes.
+//! directory keys) in the directory's xattr `user.s3.tags` (FORMAT.md "s3 v1").
 
 use s3s::dto::{
-    Checksum, DeleteBucketTaggingInput, DeleteBucketTaggingOutput, DeleteObjectTaggingInput,
-    DeleteObjectTaggingOutput, ETag, GetBucketTaggingInput, GetBucketTaggingOutput,
-    GetObjectAttributesInput, GetObjectAttributesOutput, GetObjectAttributesParts,
+    DeleteBucketTaggingInput, DeleteBucketTaggingOutput, DeleteObjectTaggingInput,
+    DeleteObjectTaggingOutput, GetBucketTaggingInput, GetBucketTaggingOutput,
     GetObjectTaggingInput, GetObjectTaggingOutput, PutBucketTaggingInput, PutBucketTaggingOutput,
     PutObjectTaggingInput, PutObjectTaggingOutput, Tag, Tagging,
 };
@@ -244,51 +242,6 @@ impl Gateway {
         let dir = self.bucket_dir(&req.input.bucket).await?;
         self.store_tags(dir, &Tags::new()).await?;
         Ok(S3Response::new(DeleteBucketTaggingOutput {}))
-    }
-
-    pub(crate) async fn get_object_attributes(
-        &self,
-        req: S3Request<GetObjectAttributesInput>,
-    ) -> S3Result<S3Response<GetObjectAttributesOutput>> {
-        let input = req.input;
-        let found = self.find(&input.bucket, &input.key).await?;
-        // One header, `x-amz-object-attributes: ETag,ObjectSize`, may arrive as one item.
-        let wants = |name: &str| {
-            input
-                .object_attributes
-                .iter()
-                .any(|a| a.as_str().split(',').any(|x| x.trim() == name))
-        };
-        let info = found.info.clone().unwrap_or_default();
-        let c = info.checksums;
-        let checksum = Checksum {
-            checksum_crc32: c.crc32,
-            checksum_crc32c: c.crc32c,
-            checksum_crc64nvme: c.crc64nvme,
-            checksum_sha1: c.sha1,
-            checksum_sha256: c.sha256,
-            checksum_type: c.kind.map(Into::into),
-        };
-        let has_checksum = checksum.checksum_crc32.is_some()
-            || checksum.checksum_crc32c.is_some()
-            || checksum.checksum_crc64nvme.is_some()
-            || checksum.checksum_sha1.is_some()
-            || checksum.checksum_sha256.is_some();
-        let parts = info.parts.map(|n| GetObjectAttributesParts {
-            total_parts_count: i32::try_from(n).ok(),
-            ..GetObjectAttributesParts::default()
-        });
-        let output = GetObjectAttributesOutput {
-            e_tag: wants("ETag").then(|| ETag::Strong(found.etag())),
-            object_size: wants("ObjectSize")
-                .then(|| i64::try_from(found.size()).unwrap_or(i64::MAX)),
-            storage_class: wants("StorageClass").then(|| "STANDARD".to_owned().into()),
-            checksum: (wants("Checksum") && has_checksum).then_some(checksum),
-            object_parts: if wants("ObjectParts") { parts } else { None },
-            last_modified: Some(found.modified()),
-            ..GetObjectAttributesOutput::default()
-        };
-        Ok(S3Response::new(output))
     }
 }
 

@@ -3,13 +3,14 @@
 
 use futures::StreamExt;
 use s3s::dto::{
-    AbortMultipartUploadInput, AbortMultipartUploadOutput, CompleteMultipartUploadInput,
-    CompleteMultipartUploadOutput, ETag, ListMultipartUploadsInput, ListMultipartUploadsOutput,
-    ListPartsInput, ListPartsOutput, MultipartUpload, Part, Timestamp,
+    AbortMultipartUploadInput, AbortMultipartUploadOutput, ChecksumType,
+    CompleteMultipartUploadInput, CompleteMultipartUploadOutput, ETag, ListMultipartUploadsInput,
+    ListMultipartUploadsOutput, ListPartsInput, ListPartsOutput, MultipartUpload, Part, Timestamp,
 };
 use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use strata_types::{Attr, Ino};
 
+use super::checksum::{PartSum, UploadChecksum, object_checksum};
 use super::{MAX_PARTS, MIN_PART, Upload, UploadInfo};
 use crate::Gateway;
 use crate::keys::parse_key;
@@ -128,6 +129,21 @@ impl Gateway {
         }
         let stored = self.parts(&upload).await?;
         let chosen = choose_parts(&asked, &stored)?;
+        let total: u64 = chosen.iter().map(|p| p.attr.length).sum();
+        if let Some(size) = input.mpu_object_size
+            && u64::try_from(size).ok() != Some(total)
+        {
+            return Err(S3Error::with_message(
+                S3ErrorCode::InvalidRequest,
+                format!(
+                    "The provided 'x-amz-mp-object-size' header value {size} does not match what was computed: {total}"
+                ),
+            ));
+        }
+        let (checksums, part_checksums) = match upload.info.checksum {
+            Some(upload_sum) => completed_checksum(upload_sum, &input, &chosen)?,
+            None => (Checksums::default(), Vec::new()),
+        };
         let path = parse_key(&input.key)?;
         let bucket_dir = self.bucket_dir(&input.bucket).await?;
         let (mut temp, fh) = self.temp_file().await?;
@@ -141,25 +157,16 @@ impl Gateway {
             headers: upload.info.headers.clone(),
             meta: upload.info.meta.clone(),
             tags: upload.info.tags.clone(),
-            checksums: Checksums {
-                kind: Some("COMPOSITE".into()),
-                ..Checksums::default()
-            },
+            checksums: checksums.clone(),
             parts: u32::try_from(chosen.len()).ok(),
             part_sizes: chosen.iter().map(|p| p.attr.length).collect(),
+            part_checksums,
             ..ObjectInfo::default()
         };
         self.install(&temp, bucket_dir, &path, &input.key, &mut info, replace)
             .await?;
         self.remove_upload(&upload, &input.upload_id).await;
-        let output = CompleteMultipartUploadOutput {
-            bucket: Some(input.bucket.clone()),
-            key: Some(input.key.clone()),
-            e_tag: Some(ETag::Strong(etag)),
-            location: Some(format!("/{}/{}", input.bucket, input.key)),
-            version_id: info.version_id,
-            ..CompleteMultipartUploadOutput::default()
-        };
+        let output = completed(&input.bucket, &input.key, etag, info.version_id, checksums);
         Ok(S3Response::new(output))
     }
 
@@ -173,13 +180,9 @@ impl Gateway {
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
         match self.find(bucket, key).await {
             Ok(found) if found.etag() == etag => {
-                Ok(S3Response::new(CompleteMultipartUploadOutput {
-                    bucket: Some(bucket.to_owned()),
-                    key: Some(key.to_owned()),
-                    e_tag: Some(ETag::Strong(etag.to_owned())),
-                    location: Some(format!("/{bucket}/{key}")),
-                    ..CompleteMultipartUploadOutput::default()
-                }))
+                let c = found.info.map(|i| i.checksums).unwrap_or_default();
+                let output = completed(bucket, key, etag.to_owned(), found.version_id, c);
+                Ok(S3Response::new(output))
             }
             _ => Err(missing),
         }
@@ -273,6 +276,8 @@ impl Gateway {
             is_truncated: Some(truncated),
             parts: Some(page),
             owner: Some(self.root_owner()),
+            checksum_algorithm: upload.info.checksum.map(UploadChecksum::algorithm_dto),
+            checksum_type: upload.info.checksum.map(UploadChecksum::kind_dto),
             ..ListPartsOutput::default()
         };
         Ok(S3Response::new(output))
@@ -286,7 +291,7 @@ impl Gateway {
         self.bucket_dir(&input.bucket).await?;
         let uploads_dir = self.hidden_dir("uploads").await?;
         let prefix = input.prefix.clone().unwrap_or_default();
-        let mut found: Vec<(String, i64, String)> = Vec::new();
+        let mut found: Vec<(String, i64, String, Option<UploadChecksum>)> = Vec::new();
         let entries = self.entries(uploads_dir, "uploads").await?;
         let infos: Vec<Option<(String, UploadInfo)>> = futures::stream::iter(entries)
             .map(|e| async move {
@@ -303,16 +308,16 @@ impl Gateway {
             .await;
         for (id, info) in infos.into_iter().flatten() {
             if info.bucket == input.bucket && info.key.starts_with(&prefix) {
-                found.push((info.key, info.started, id));
+                found.push((info.key, info.started, id, info.checksum));
             }
         }
-        found.sort();
+        found.sort_by(|a, b| (&a.0, a.1, &a.2).cmp(&(&b.0, b.1, &b.2)));
         let key_marker = input.key_marker.clone().unwrap_or_default();
         let id_marker = input.upload_id_marker.clone().unwrap_or_default();
         let max = usize::try_from(input.max_uploads.unwrap_or(1000).clamp(0, 1000)).unwrap_or(0);
-        let rest: Vec<&(String, i64, String)> = found
+        let rest: Vec<&(String, i64, String, Option<UploadChecksum>)> = found
             .iter()
-            .filter(|(key, _, id)| {
+            .filter(|(key, _, id, _)| {
                 key_marker.is_empty()
                     || *key > key_marker
                     || (*key == key_marker && !id_marker.is_empty() && *id > id_marker)
@@ -322,12 +327,14 @@ impl Gateway {
         let page: Vec<MultipartUpload> = rest
             .iter()
             .take(max)
-            .map(|(key, started, id)| MultipartUpload {
+            .map(|(key, started, id, checksum)| MultipartUpload {
                 key: Some(key.clone()),
                 upload_id: Some(id.clone()),
                 initiated: Some(Timestamp::from(system_time(*started))),
                 owner: Some(self.root_owner()),
                 storage_class: Some("STANDARD".to_owned().into()),
+                checksum_algorithm: checksum.map(UploadChecksum::algorithm_dto),
+                checksum_type: checksum.map(UploadChecksum::kind_dto),
                 ..MultipartUpload::default()
             })
             .collect();
@@ -380,6 +387,65 @@ fn choose_parts<'a>(
         chosen.push(part);
     }
     Ok(chosen)
+}
+
+/// CompleteMultipartUpload's answer.
+fn completed(
+    bucket: &str,
+    key: &str,
+    etag: String,
+    version_id: Option<String>,
+    c: Checksums,
+) -> CompleteMultipartUploadOutput {
+    CompleteMultipartUploadOutput {
+        bucket: Some(bucket.to_owned()),
+        key: Some(key.to_owned()),
+        e_tag: Some(ETag::Strong(etag)),
+        location: Some(format!("/{bucket}/{key}")),
+        version_id,
+        checksum_crc32: c.crc32,
+        checksum_crc32c: c.crc32c,
+        checksum_crc64nvme: c.crc64nvme,
+        checksum_sha1: c.sha1,
+        checksum_sha256: c.sha256,
+        checksum_type: c.kind.map(ChecksumType::from),
+        ..CompleteMultipartUploadOutput::default()
+    }
+}
+
+/// The object's checksum and its parts', for an upload created with a checksum.
+fn completed_checksum(
+    upload: UploadChecksum,
+    input: &CompleteMultipartUploadInput,
+    chosen: &[&PartRecord],
+) -> S3Result<(Checksums, Vec<String>)> {
+    let asked = input
+        .multipart_upload
+        .as_ref()
+        .and_then(|m| m.parts.as_deref())
+        .unwrap_or_default();
+    let sums: Vec<PartSum<'_>> = chosen
+        .iter()
+        .zip(asked)
+        .map(|(part, asked)| PartSum {
+            number: part.number,
+            stored: part
+                .info
+                .as_ref()
+                .and_then(|i| upload.algorithm.get(&i.checksums)),
+            length: part.attr.length,
+            asked,
+        })
+        .collect();
+    let whole = Checksums {
+        crc32: input.checksum_crc32.clone(),
+        crc32c: input.checksum_crc32c.clone(),
+        crc64nvme: input.checksum_crc64nvme.clone(),
+        sha1: input.checksum_sha1.clone(),
+        sha256: input.checksum_sha256.clone(),
+        kind: None,
+    };
+    object_checksum(upload, &sums, upload.algorithm.get(&whole))
 }
 
 fn invalid_part(number: i32) -> S3Error {

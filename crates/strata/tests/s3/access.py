@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import sys
+import types
 import unittest
 import urllib.error
 import urllib.request
@@ -55,6 +56,27 @@ ANON = boto3.client(
     region_name="us-east-1",
     config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 1}, signature_version=UNSIGNED),
 )
+
+
+def clock_behind(minutes):
+    """Make botocore sign as if its clock were `minutes` behind; returns the undo."""
+    skew = datetime.timedelta(minutes=minutes)
+    if hasattr(botocore.auth, "get_current_datetime"):  # botocore >= 1.36
+        real_now = botocore.auth.get_current_datetime
+        botocore.auth.get_current_datetime = lambda *a, **k: real_now(*a, **k) - skew
+        return lambda: setattr(botocore.auth, "get_current_datetime", real_now)
+
+    class Behind(datetime.datetime):  # older botocore calls datetime.datetime.utcnow()
+        @classmethod
+        def utcnow(cls):
+            return datetime.datetime.utcnow() - skew
+
+    shim = types.ModuleType("datetime")
+    shim.__dict__.update(datetime.__dict__)
+    shim.datetime = Behind
+    real_module = botocore.auth.datetime
+    botocore.auth.datetime = shim
+    return lambda: setattr(botocore.auth, "datetime", real_module)
 
 
 def code_of(err):
@@ -244,6 +266,35 @@ class Access(unittest.TestCase):
             {"Grantee": {"Type": "CanonicalUser", "ID": "nobody-known"}, "Permission": "READ"}]}
         self.fails("InvalidArgument", ALICE.put_object_acl, Bucket=b, Key="k", AccessControlPolicy=policy_doc)
 
+    def test_canned_acls_field_by_field(self):
+        b = self.bucket
+        me = {"Type": "CanonicalUser", "ID": "alice", "DisplayName": "alice"}
+        owner_grant = {"Grantee": me, "Permission": "FULL_CONTROL"}
+
+        def group(name, permission):
+            return {"Grantee": {"Type": "Group", "URI": "http://acs.amazonaws.com/groups/" + name},
+                    "Permission": permission}
+
+        all_users, authenticated = "global/AllUsers", "global/AuthenticatedUsers"
+        shown = {
+            "private": [owner_grant],
+            "public-read": [owner_grant, group(all_users, "READ")],
+            "public-read-write": [owner_grant, group(all_users, "READ"), group(all_users, "WRITE")],
+            "authenticated-read": [owner_grant, group(authenticated, "READ")],
+        }
+        bucket_only = {"log-delivery-write": [owner_grant, group("s3/LogDelivery", "WRITE"),
+                                              group("s3/LogDelivery", "READ_ACP")]}
+        object_only = {"bucket-owner-read": [owner_grant], "bucket-owner-full-control": [owner_grant]}
+        for canned, grants in {**shown, **bucket_only}.items():
+            ALICE.put_bucket_acl(Bucket=b, ACL=canned)
+            acl = ALICE.get_bucket_acl(Bucket=b)
+            self.assertEqual((acl["Owner"], acl["Grants"]), ({"ID": "alice", "DisplayName": "alice"}, grants), canned)
+        ALICE.put_bucket_acl(Bucket=b, ACL="private")
+        for canned, grants in {**shown, **object_only}.items():
+            ALICE.put_object(Bucket=b, Key="k", Body=b"v", ACL=canned)
+            acl = ALICE.get_object_acl(Bucket=b, Key="k")
+            self.assertEqual((acl["Owner"], acl["Grants"]), ({"ID": "alice", "DisplayName": "alice"}, grants), canned)
+
     def test_public_access_block(self):
         b, arn = self.bucket, self.arn
         ALICE.put_object(Bucket=b, Key="k", Body=b"v", ACL="public-read")
@@ -336,12 +387,11 @@ class Access(unittest.TestCase):
         self.fails("NoSuchKey", ALICE.get_object, Bucket=b, Key="elsewhere/x")
 
     def test_skewed_clocks_and_malformed_xml(self):
-        real_now = botocore.auth.get_current_datetime
-        botocore.auth.get_current_datetime = lambda *a, **k: real_now(*a, **k) - datetime.timedelta(minutes=30)
+        undo = clock_behind(minutes=30)
         try:
             self.fails("RequestTimeTooSkewed", ALICE.list_objects_v2, Bucket=self.bucket)
         finally:
-            botocore.auth.get_current_datetime = real_now
+            undo()
         body = b"<Delete><Object><Key>x</Oops></Delete>"
         md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
         req = AWSRequest(method="POST", url="%s/%s?delete" % (ENDPOINT, self.bucket), data=body,

@@ -1,14 +1,20 @@
 """End-to-end checks of `strata gateway` with boto3 (run by tests/s3_gateway.rs under the
 current boto3 and under boto3 < 1.36, whose checksum behaviour differs).
 
-Environment: S3_ENDPOINT, S3_ACCESS_KEY, S3_SECRET_KEY (the gateway, started with
---multi-buckets) and FUSE_ROOT (a mount of the same volume). Every test uses its own
+Environment: S3_ENDPOINT and S3_ENDPOINT2 (two gateway processes of one volume, started
+with --multi-buckets; without S3_ENDPOINT2 both are the first), S3_ACCESS_KEY,
+S3_SECRET_KEY and FUSE_ROOT (a mount of the same volume). Every test uses its own
 bucket. Exits non-zero if any check fails.
 """
 
 import base64
+import email.header
+import email.utils
 import hashlib
+import hmac
+import json
 import os
+import re
 import sys
 import time
 import unittest
@@ -23,16 +29,17 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 ENDPOINT = os.environ["S3_ENDPOINT"]
+ENDPOINT2 = os.environ.get("S3_ENDPOINT2", ENDPOINT)
 KEY = os.environ["S3_ACCESS_KEY"]
 SECRET = os.environ["S3_SECRET_KEY"]
 FUSE_ROOT = os.environ["FUSE_ROOT"]
 MIB = 1 << 20
 
 
-def client(secret=SECRET, **config):
+def client(secret=SECRET, endpoint=ENDPOINT, **config):
     return boto3.client(
         "s3",
-        endpoint_url=ENDPOINT,
+        endpoint_url=endpoint,
         aws_access_key_id=KEY,
         aws_secret_access_key=secret,
         region_name="us-east-1",
@@ -41,6 +48,7 @@ def client(secret=SECRET, **config):
 
 
 S3 = client()
+S3B = client(endpoint=ENDPOINT2)  # the second gateway: reads what the first wrote
 
 
 def code_of(err):
@@ -102,6 +110,19 @@ class Objects(Case):
         # The same bytes through the mount.
         with open(os.path.join(FUSE_ROOT, self.bucket, "dir/sub/obj.bin"), "rb") as f:
             self.assertEqual(f.read(), body)
+
+    def test_encoded_word_metadata_is_stored_decoded(self):
+        # S3 decodes RFC 2047 encoded words in x-amz-meta-* before storing, and sends
+        # values that are not ASCII encoded again.
+        b_word = "=?UTF-8?B?%s?=" % base64.b64encode("Grüße".encode()).decode()
+        q_word = "=?utf-8?q?caf=C3=A9?="
+        self.put("m", Metadata={"greeting": b_word, "drink": q_word, "plain": "ascii"})
+        got = S3B.head_object(Bucket=self.bucket, Key="m")["Metadata"]
+        words = {k: str(email.header.make_header(email.header.decode_header(v))) for k, v in got.items()}
+        self.assertEqual(words, {"greeting": "Grüße", "drink": "café", "plain": "ascii"})
+        self.assertEqual(got["plain"], "ascii")
+        record = json.loads(os.getxattr(os.path.join(FUSE_ROOT, self.bucket, "m"), "user.s3.object"))
+        self.assertEqual(record["meta"], {"greeting": "Grüße", "drink": "café", "plain": "ascii"})
 
     def test_ranges(self):
         body = bytes(range(256)) * 4096
@@ -403,13 +424,23 @@ class Tagging(Case):
 
     def test_get_object_attributes(self):
         out = self.put("a", b"attributes", ChecksumAlgorithm="SHA256")
-        attrs = S3.get_object_attributes(Bucket=self.bucket, Key="a",
-                                         ObjectAttributes=["ETag", "Checksum", "ObjectSize", "StorageClass"])
-        # AWS sends this ETag without quotes, the gateway (s3s) with them: compare values.
-        self.assertEqual(attrs["ETag"].strip('"'), out["ETag"].strip('"'))
+        attrs = S3B.get_object_attributes(Bucket=self.bucket, Key="a",
+                                          ObjectAttributes=["ETag", "Checksum", "ObjectParts", "ObjectSize", "StorageClass"])
+        # This call alone gives the ETag without quotes.
+        self.assertEqual(attrs["ETag"], out["ETag"].strip('"'))
         self.assertEqual(attrs["ObjectSize"], 10)
         self.assertEqual(attrs["Checksum"]["ChecksumSHA256"], out["ChecksumSHA256"])
         self.assertEqual(attrs["StorageClass"], "STANDARD")
+        self.assertIn("LastModified", attrs)
+        self.assertNotIn("ObjectParts", attrs)  # not uploaded in parts
+        plain = S3.get_object_attributes(Bucket=self.bucket, Key="a", ObjectAttributes=["ObjectSize"])
+        self.assertNotIn("ETag", plain)
+        self.assertNotIn("Checksum", plain)
+        self.fails("InvalidArgument", S3.get_object_attributes, Bucket=self.bucket, Key="a",
+                   ObjectAttributes=["ETag", "Invalid_argument"])
+        self.fails("NoSuchKey", S3.get_object_attributes, Bucket=self.bucket, Key="missing", ObjectAttributes=["ETag"])
+        self.fails("NoSuchKey", S3.get_object_attributes, Bucket=self.bucket, Key="a/below", ObjectAttributes=["ETag"])
+        # Parts: counted for any multipart object, listed only when uploaded with a checksum.
         parts = [os.urandom(5 * MIB), b"end"]
         up = S3.create_multipart_upload(Bucket=self.bucket, Key="m")
         done = [{"PartNumber": i, "ETag": S3.upload_part(Bucket=self.bucket, Key="m", UploadId=up["UploadId"],
@@ -417,7 +448,113 @@ class Tagging(Case):
         S3.complete_multipart_upload(Bucket=self.bucket, Key="m", UploadId=up["UploadId"], MultipartUpload={"Parts": done})
         attrs = S3.get_object_attributes(Bucket=self.bucket, Key="m", ObjectAttributes=["ObjectParts", "ObjectSize"])
         self.assertEqual(attrs["ObjectParts"]["TotalPartsCount"], 2)
+        self.assertNotIn("Parts", attrs["ObjectParts"])
         self.assertEqual(attrs["ObjectSize"], 5 * MIB + 3)
+        # Any version, by id.
+        S3.put_bucket_versioning(Bucket=self.bucket, VersioningConfiguration={"Status": "Enabled"})
+        first = self.put("v", b"one")["VersionId"]
+        second = self.put("v", b"second")["VersionId"]
+        old = S3B.get_object_attributes(Bucket=self.bucket, Key="v", VersionId=first, ObjectAttributes=["ObjectSize"])
+        self.assertEqual((old["ObjectSize"], old["VersionId"]), (3, first))
+        new = S3.get_object_attributes(Bucket=self.bucket, Key="v", ObjectAttributes=["ObjectSize"])
+        self.assertEqual((new["ObjectSize"], new["VersionId"]), (6, second))
+
+
+class ChecksumUploads(Case):
+    """Multipart uploads created with a checksum, as S3 makes and answers them."""
+
+    def new_model(self):
+        members = S3.meta.service_model.operation_model("CreateMultipartUpload").input_shape.members
+        return "ChecksumType" in members  # botocore >= 1.36 knows checksum types
+
+    def test_composite_sha256(self):
+        parts = [os.urandom(5 * MIB), b"the tail"]
+        up = S3.create_multipart_upload(Bucket=self.bucket, Key="ck", ChecksumAlgorithm="SHA256")
+        self.assertEqual(up["ChecksumAlgorithm"], "SHA256")
+        if self.new_model():
+            self.assertEqual(up["ChecksumType"], "COMPOSITE")
+        uid = up["UploadId"]
+        done = []
+        for i, body in enumerate(parts, 1):
+            out = S3.upload_part(Bucket=self.bucket, Key="ck", UploadId=uid, PartNumber=i, Body=body,
+                                 ChecksumAlgorithm="SHA256")
+            want = base64.b64encode(hashlib.sha256(body).digest()).decode()
+            self.assertEqual(out["ChecksumSHA256"], want)
+            done.append({"PartNumber": i, "ETag": out["ETag"], "ChecksumSHA256": want})
+        listed = S3B.list_parts(Bucket=self.bucket, Key="ck", UploadId=uid)
+        self.assertEqual(listed["ChecksumAlgorithm"], "SHA256")
+        self.assertEqual([p["ChecksumSHA256"] for p in listed["Parts"]], [d["ChecksumSHA256"] for d in done])
+        upload = S3B.list_multipart_uploads(Bucket=self.bucket)["Uploads"][0]
+        self.assertEqual(upload["ChecksumAlgorithm"], "SHA256")
+        # Each part's checksum must be named, and be the stored one.
+        bare = [{"PartNumber": d["PartNumber"], "ETag": d["ETag"]} for d in done]
+        err = self.fails("InvalidRequest", S3.complete_multipart_upload, Bucket=self.bucket, Key="ck", UploadId=uid,
+                         MultipartUpload={"Parts": bare})
+        self.assertIn("missing for part 1", err.response["Error"]["Message"])
+        swapped = [dict(done[0], ChecksumSHA256=done[1]["ChecksumSHA256"]), done[1]]
+        self.fails("InvalidPart", S3.complete_multipart_upload, Bucket=self.bucket, Key="ck", UploadId=uid,
+                   MultipartUpload={"Parts": swapped})
+        self.fails("BadDigest", S3.complete_multipart_upload, Bucket=self.bucket, Key="ck", UploadId=uid,
+                   MultipartUpload={"Parts": done}, ChecksumSHA256=done[0]["ChecksumSHA256"])
+        out = S3B.complete_multipart_upload(Bucket=self.bucket, Key="ck", UploadId=uid, MultipartUpload={"Parts": done})
+        digests = b"".join(hashlib.sha256(p).digest() for p in parts)
+        composite = base64.b64encode(hashlib.sha256(digests).digest()).decode()
+        self.assertEqual(out["ChecksumSHA256"], composite + "-2")
+        head = S3.head_object(Bucket=self.bucket, Key="ck", ChecksumMode="ENABLED")
+        self.assertEqual(head["ChecksumSHA256"], composite + "-2")
+        part = S3B.head_object(Bucket=self.bucket, Key="ck", PartNumber=2, ChecksumMode="ENABLED")
+        self.assertEqual((part["ChecksumSHA256"], part["PartsCount"], part["ContentLength"]),
+                         (done[1]["ChecksumSHA256"], 2, len(parts[1])))
+        attrs = S3.get_object_attributes(Bucket=self.bucket, Key="ck", ObjectAttributes=["Checksum", "ObjectParts"],
+                                         MaxParts=1)
+        self.assertEqual(attrs["Checksum"]["ChecksumSHA256"], composite)
+        page = attrs["ObjectParts"]
+        self.assertEqual((page["TotalPartsCount"], page["IsTruncated"], page["NextPartNumberMarker"]), (2, True, 1))
+        self.assertEqual(page["Parts"], [{"PartNumber": 1, "Size": 5 * MIB, "ChecksumSHA256": done[0]["ChecksumSHA256"]}])
+        rest = S3.get_object_attributes(Bucket=self.bucket, Key="ck", ObjectAttributes=["ObjectParts"],
+                                        PartNumberMarker=1)["ObjectParts"]
+        self.assertEqual([p["PartNumber"] for p in rest["Parts"]], [2])
+        self.assertFalse(rest["IsTruncated"])
+
+    def test_part_copies_carry_the_checksum(self):
+        self.put("src", os.urandom(5 * MIB + 7))
+        up = S3.create_multipart_upload(Bucket=self.bucket, Key="copy", ChecksumAlgorithm="CRC32")["UploadId"]
+        copied = S3.upload_part_copy(Bucket=self.bucket, Key="copy", UploadId=up, PartNumber=1,
+                                     CopySource={"Bucket": self.bucket, "Key": "src"})["CopyPartResult"]
+        body = S3.get_object(Bucket=self.bucket, Key="src")["Body"].read()
+        crc = base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode()
+        self.assertEqual(copied["ChecksumCRC32"], crc)
+        out = S3.complete_multipart_upload(Bucket=self.bucket, Key="copy", UploadId=up, MultipartUpload={
+            "Parts": [{"PartNumber": 1, "ETag": copied["ETag"], "ChecksumCRC32": crc}]})
+        composite = base64.b64encode(zlib.crc32(base64.b64decode(crc)).to_bytes(4, "big")).decode()
+        self.assertEqual(out["ChecksumCRC32"], composite + "-1")
+
+    def test_full_object_crc32_and_the_rules_of_create(self):
+        if not self.new_model():
+            return  # boto3 < 1.36 cannot send x-amz-checksum-type
+        parts = [os.urandom(5 * MIB), os.urandom(1000)]
+        up = S3.create_multipart_upload(Bucket=self.bucket, Key="full", ChecksumAlgorithm="CRC32",
+                                        ChecksumType="FULL_OBJECT")
+        self.assertEqual(up["ChecksumType"], "FULL_OBJECT")
+        done = []
+        for i, body in enumerate(parts, 1):
+            out = S3.upload_part(Bucket=self.bucket, Key="full", UploadId=up["UploadId"], PartNumber=i, Body=body,
+                                 ChecksumAlgorithm="CRC32")
+            done.append({"PartNumber": i, "ETag": out["ETag"], "ChecksumCRC32": out["ChecksumCRC32"]})
+        out = S3B.complete_multipart_upload(Bucket=self.bucket, Key="full", UploadId=up["UploadId"],
+                                            MultipartUpload={"Parts": done})
+        whole = base64.b64encode(zlib.crc32(b"".join(parts)).to_bytes(4, "big")).decode()
+        self.assertEqual((out["ChecksumCRC32"], out["ChecksumType"]), (whole, "FULL_OBJECT"))
+        head = S3.head_object(Bucket=self.bucket, Key="full", ChecksumMode="ENABLED")
+        self.assertEqual((head["ChecksumCRC32"], head["ChecksumType"]), (whole, "FULL_OBJECT"))
+        for algo, kind in [("SHA256", "FULL_OBJECT"), ("CRC64NVME", "COMPOSITE")]:
+            self.fails("InvalidRequest", S3.create_multipart_upload, Bucket=self.bucket, Key="x",
+                       ChecksumAlgorithm=algo, ChecksumType=kind)
+        self.fails("InvalidRequest", S3.create_multipart_upload, Bucket=self.bucket, Key="x", ChecksumType="COMPOSITE")
+        # A part of a SHA256 upload sent with another algorithm is refused.
+        uid = S3.create_multipart_upload(Bucket=self.bucket, Key="y", ChecksumAlgorithm="SHA256")["UploadId"]
+        self.fails("InvalidRequest", S3.upload_part, Bucket=self.bucket, Key="y", UploadId=uid, PartNumber=1,
+                   Body=b"p", ChecksumAlgorithm="CRC32")
 
 
 class ExactAnswers(Case):
@@ -443,6 +580,24 @@ class ExactAnswers(Case):
         put(Bucket=self.bucket, LifecycleConfiguration={"Rules": [rule(), rule(rid="s", Date="2030-01-01T00:00:00Z")]})
         self.assertEqual(len(S3.get_bucket_lifecycle_configuration(Bucket=self.bucket)["Rules"]), 2)
 
+    def test_part_numbers(self):
+        # Part 1 of an object not uploaded in parts is all of it; other parts are 400.
+        self.put("single", b"body")
+        got = S3B.get_object(Bucket=self.bucket, Key="single", PartNumber=1)
+        self.assertEqual(got["Body"].read(), b"body")
+        self.assertNotIn("PartsCount", got)
+        self.fails("InvalidPart", S3.get_object, Bucket=self.bucket, Key="single", PartNumber=2)
+        self.fails("400", S3.head_object, Bucket=self.bucket, Key="single", PartNumber=2)
+        self.fails("InvalidArgument", S3.get_object, Bucket=self.bucket, Key="single", PartNumber=10001)
+        # Past the last part of a multipart object: 416.
+        up = S3.create_multipart_upload(Bucket=self.bucket, Key="mp")["UploadId"]
+        etag = S3.upload_part(Bucket=self.bucket, Key="mp", UploadId=up, PartNumber=1, Body=b"p")["ETag"]
+        S3.complete_multipart_upload(Bucket=self.bucket, Key="mp", UploadId=up,
+                                     MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
+        err = self.fails("InvalidPartNumber", S3B.get_object, Bucket=self.bucket, Key="mp", PartNumber=2)
+        self.assertEqual(err.response["ResponseMetadata"]["HTTPStatusCode"], 416)
+        self.assertEqual(S3.get_object(Bucket=self.bucket, Key="mp", PartNumber=1)["PartsCount"], 1)
+
     def test_listings_name_the_owner(self):
         self.put("k")
         v1 = S3.list_objects(Bucket=self.bucket)["Contents"][0]
@@ -455,6 +610,39 @@ class ExactAnswers(Case):
 
 
 class Identity(Case):
+    def sigv2_put(self, date, auth=None, key=KEY, secret=SECRET, endpoint=ENDPOINT):
+        """A SigV2-signed PUT sent by hand: its status and error code."""
+        path = "/%s/sigv2" % self.bucket
+        headers = {"Content-Type": "application/octet-stream"}
+        if date is not None:
+            headers["Date"] = date
+        string = "PUT\n\napplication/octet-stream\n%s\n%s" % (date or "", path)
+        sig = base64.b64encode(hmac.new(secret.encode(), string.encode(), hashlib.sha1).digest()).decode()
+        headers["Authorization"] = auth or "AWS %s:%s" % (key, sig)
+        req = urllib.request.Request(endpoint + path, data=b"v2", method="PUT", headers=headers)
+        try:
+            with urllib.request.urlopen(req) as resp:
+                return resp.status, None
+        except urllib.error.HTTPError as e:
+            found = re.search("<Code>(.*?)</Code>", e.read().decode())
+            return e.code, found.group(1) if found else None
+
+    def test_sigv2_dates_and_authorization(self):
+        now = email.utils.formatdate(usegmt=True)
+        self.assertEqual(self.sigv2_put(now), (200, None))
+        self.assertEqual(S3B.get_object(Bucket=self.bucket, Key="sigv2")["Body"].read(), b"v2")
+        self.assertEqual(self.sigv2_put(now, endpoint=ENDPOINT2), (200, None))
+        for date, answer in [(None, (403, "AccessDenied")),
+                             ("", (403, "AccessDenied")),
+                             ("Bad Date", (403, "AccessDenied")),
+                             ("Tue, 07 Jul 1950 21:53:04 GMT", (403, "AccessDenied")),
+                             ("Tue, 07 Jul 2010 21:53:04 GMT", (403, "RequestTimeTooSkewed")),
+                             ("Tue, 07 Jul 9999 21:53:04 GMT", (403, "RequestTimeTooSkewed"))]:
+            self.assertEqual(self.sigv2_put(date), answer, date)
+        self.assertEqual(self.sigv2_put(now, auth="AWS HAHAHA"), (400, "InvalidArgument"))
+        self.assertEqual(self.sigv2_put(now, key="AKIAIGR7ZNNBHC5BKSUB"), (403, "InvalidAccessKeyId"))
+        self.assertEqual(self.sigv2_put(now, secret="wrong-secret"), (403, "SignatureDoesNotMatch"))
+
     def test_wrong_secret_unknown_key_and_anonymous(self):
         self.put("k", b"v")
         self.fails("SignatureDoesNotMatch", client(secret="wrong-secret-123").get_object, Bucket=self.bucket, Key="k")
