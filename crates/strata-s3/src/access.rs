@@ -67,6 +67,28 @@ pub(crate) fn iam_action(op: &str) -> String {
     format!("s3:{action}")
 }
 
+/// The action a request for one version (`versionId` given) needs instead of `action`,
+/// as AWS names them: deleting a version is `s3:DeleteObjectVersion`, reading one
+/// `s3:GetObjectVersion`, and so on. A policy denying `s3:DeleteObjectVersion` is how
+/// buckets keep their versions.
+pub(crate) fn version_action(action: String, of_version: bool) -> String {
+    if !of_version {
+        return action;
+    }
+    let versioned = match action.as_str() {
+        "s3:DeleteObject" => "s3:DeleteObjectVersion",
+        "s3:GetObject" => "s3:GetObjectVersion",
+        "s3:GetObjectAttributes" => "s3:GetObjectVersionAttributes",
+        "s3:GetObjectTagging" => "s3:GetObjectVersionTagging",
+        "s3:PutObjectTagging" => "s3:PutObjectVersionTagging",
+        "s3:DeleteObjectTagging" => "s3:DeleteObjectVersionTagging",
+        "s3:GetObjectAcl" => "s3:GetObjectVersionAcl",
+        "s3:PutObjectAcl" => "s3:PutObjectVersionAcl",
+        _ => return action,
+    };
+    versioned.to_owned()
+}
+
 /// The ACL permission that grants `action`, on a bucket's ACL or on an object's.
 fn acl_permission(action: &str, on_object: bool) -> Option<&'static str> {
     match (action, on_object) {
@@ -76,15 +98,26 @@ fn acl_permission(action: &str, on_object: bool) -> Option<&'static str> {
         (
             "s3:PutObject"
             | "s3:DeleteObject"
+            | "s3:DeleteObjectVersion"
             | "s3:AbortMultipartUpload"
             | "s3:ListMultipartUploadParts",
             false,
         ) => Some(Permission::WRITE),
-        ("s3:GetBucketAcl", false) | ("s3:GetObjectAcl", true) => Some(Permission::READ_ACP),
-        ("s3:PutBucketAcl", false) | ("s3:PutObjectAcl", true) => Some(Permission::WRITE_ACP),
-        ("s3:GetObject" | "s3:GetObjectAttributes" | "s3:GetObjectTagging", true) => {
-            Some(Permission::READ)
+        ("s3:GetBucketAcl", false) | ("s3:GetObjectAcl" | "s3:GetObjectVersionAcl", true) => {
+            Some(Permission::READ_ACP)
         }
+        ("s3:PutBucketAcl", false) | ("s3:PutObjectAcl" | "s3:PutObjectVersionAcl", true) => {
+            Some(Permission::WRITE_ACP)
+        }
+        (
+            "s3:GetObject"
+            | "s3:GetObjectAttributes"
+            | "s3:GetObjectTagging"
+            | "s3:GetObjectVersion"
+            | "s3:GetObjectVersionAttributes"
+            | "s3:GetObjectVersionTagging",
+            true,
+        ) => Some(Permission::READ),
         _ => None,
     }
 }
@@ -112,7 +145,7 @@ impl Gateway {
     ) -> S3Result<()> {
         let dir = self.bucket_dir(bucket).await?;
         let access = self.bucket_access(dir, bucket).await?;
-        let action = iam_action(op);
+        let action = version_action(iam_action(op), facts.has("s3:VersionId"));
         let resource = match key {
             Some(k) => format!("arn:aws:s3:::{bucket}/{k}"),
             None => format!("arn:aws:s3:::{bucket}"),
@@ -162,18 +195,19 @@ impl Gateway {
         Err(denied())
     }
 
-    /// Like [`Gateway::authorize`] for each of `keys` (the bucket's settings read once).
+    /// Like [`Gateway::authorize`] for each of `keys` (the bucket's settings read once),
+    /// each a key and whether a version of it is named.
     pub(crate) async fn authorize_keys(
         &self,
         (who, facts): (&Who, &Facts),
         op: &str,
         bucket: &str,
-        keys: &[&str],
+        keys: &[(&str, bool)],
     ) -> S3Result<()> {
         let dir = self.bucket_dir(bucket).await?;
         let access = self.bucket_access(dir, bucket).await?;
-        let action = iam_action(op);
-        for key in keys {
+        for (key, of_version) in keys {
+            let action = version_action(iam_action(op), *of_version);
             let resource = format!("arn:aws:s3:::{bucket}/{key}");
             self.decide(
                 (who, facts),
@@ -194,8 +228,13 @@ impl Gateway {
         source: &CopySource,
     ) -> S3Result<()> {
         match source {
-            CopySource::Bucket { bucket, key, .. } => {
-                self.authorize(who, "GetObject", bucket, Some(key)).await
+            CopySource::Bucket {
+                bucket,
+                key,
+                version_id,
+            } => {
+                let key = [(&**key, version_id.is_some())];
+                self.authorize_keys(who, "GetObject", bucket, &key).await
             }
             _ => Err(S3Error::with_message(
                 S3ErrorCode::NotImplemented,
@@ -317,12 +356,12 @@ impl S3Access for Access {
         let Some(who) = self.who(req) else {
             return Ok(());
         };
-        let keys: Vec<&str> = req
+        let keys: Vec<(&str, bool)> = req
             .input
             .delete
             .objects
             .iter()
-            .map(|o| o.key.as_str())
+            .map(|o| (o.key.as_str(), o.version_id.is_some()))
             .collect();
         let facts = request_facts(&req.headers, &req.uri, req.extensions.get(), &who);
         let bucket = &req.input.bucket;
@@ -342,7 +381,7 @@ impl S3Access for Access {
     async fn post_object(&self, req: &mut S3Request<s3s::dto::PostObjectInput>) -> S3Result<()> {
         match self.who(req) {
             Some(who) => {
-                let key = [req.input.key.as_str()];
+                let key = [(req.input.key.as_str(), false)];
                 let facts = request_facts(&req.headers, &req.uri, req.extensions.get(), &who);
                 self.gateway
                     .authorize_keys((&who, &facts), "PutObject", &req.input.bucket, &key)
@@ -447,5 +486,27 @@ impl Gateway {
             Err(e) => return Err(e),
         }
         Ok(facts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_for_a_version_take_the_version_actions() {
+        let of = |op: &str, version: bool| version_action(iam_action(op), version);
+        assert_eq!(of("DeleteObject", true), "s3:DeleteObjectVersion");
+        assert_eq!(of("DeleteObjects", true), "s3:DeleteObjectVersion");
+        assert_eq!(of("DeleteObject", false), "s3:DeleteObject");
+        assert_eq!(of("HeadObject", true), "s3:GetObjectVersion");
+        assert_eq!(of("PutObjectTagging", true), "s3:PutObjectVersionTagging");
+        assert_eq!(of("GetObjectAcl", true), "s3:GetObjectVersionAcl");
+        assert_eq!(of("PutObjectRetention", true), "s3:PutObjectRetention");
+        assert_eq!(
+            acl_permission("s3:DeleteObjectVersion", false),
+            Some("WRITE")
+        );
+        assert_eq!(acl_permission("s3:GetObjectVersion", true), Some("READ"));
     }
 }

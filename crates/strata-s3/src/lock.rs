@@ -18,6 +18,8 @@ use crate::error::fs_error;
 
 /// The bucket attribute holding its lock configuration (present: lock enabled).
 pub(crate) const LOCK_XATTR: &[u8] = b"user.s3.object-lock";
+/// The xattr of an object version whose legal hold has ever been set (value `1`).
+pub(crate) const HELD_XATTR: &[u8] = b"user.s3.legal-hold";
 const DAY_NS: i64 = 86_400 * 1_000_000_000;
 /// AWS's limits on a default retention's period.
 const MAX_DAYS: i32 = 36_500;
@@ -275,9 +277,18 @@ impl Gateway {
         Ok(Some(lock).filter(|l| l.retention.is_some() || l.legal_hold))
     }
 
+    /// Note that the legal hold of `ino` has been set (ON or OFF), so GetObjectLegalHold
+    /// tells "lifted" from "never held" as S3 does.
+    pub(crate) async fn mark_held(&self, ino: Ino) -> S3Result<()> {
+        self.store_xattr(ino, HELD_XATTR, Some(b"1")).await
+    }
+
     /// Lock the installed object `ino` (as the gateway: the request's permission to
     /// write it was checked).
     pub(crate) async fn apply_lock(&self, ino: Ino, lock: &NewLock, key: &str) -> S3Result<()> {
+        if lock.legal_hold {
+            self.mark_held(ino).await?;
+        }
         if lock.retention.is_some() {
             self.vfs
                 .set_retention(&self.server_ctx, ino, lock.retention, false)

@@ -16,7 +16,8 @@ use strata_types::{Attr, Errno, Ino, Retention, RetentionMode};
 use crate::Gateway;
 use crate::error::fs_error;
 use crate::lock::{
-    BucketLock, DefaultPeriod, invalid_argument, lock_not_enabled, locked, nanos_of, timestamp_of,
+    BucketLock, DefaultPeriod, HELD_XATTR, invalid_argument, lock_not_enabled, locked, nanos_of,
+    timestamp_of,
 };
 use crate::read::Found;
 use crate::versions::Versioning;
@@ -175,6 +176,7 @@ impl Gateway {
             Some(ObjectLockLegalHoldStatus::OFF) => false,
             _ => return Err(S3Error::new(S3ErrorCode::MalformedXML)),
         };
+        self.mark_held(found.ino).await?;
         self.vfs
             .set_legal_hold(&self.server_ctx, found.ino, on)
             .await
@@ -192,6 +194,12 @@ impl Gateway {
             .await?;
         let status = match found.attr.protection.legal_hold {
             true => ObjectLockLegalHoldStatus::ON,
+            // A version whose legal hold was never set has none to show, as S3 answers.
+            false if self.load_xattr(found.ino, HELD_XATTR).await?.is_none() => {
+                return Err(not_found(
+                    "The specified object does not have a ObjectLock configuration",
+                ));
+            }
             false => ObjectLockLegalHoldStatus::OFF,
         };
         Ok(S3Response::new(GetObjectLegalHoldOutput {

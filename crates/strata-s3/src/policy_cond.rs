@@ -42,6 +42,11 @@ pub struct Facts {
 }
 
 impl Facts {
+    /// Whether `key` (any case) has a value.
+    pub fn has(&self, key: &str) -> bool {
+        self.values.contains_key(&lower_key(key))
+    }
+
     /// Set `key` (any case) to `value`.
     pub fn set(&mut self, key: &str, value: impl Into<String>) {
         self.values.insert(lower_key(key), vec![value.into()]);

@@ -213,19 +213,45 @@ class Access(unittest.TestCase):
         v1 = ALICE.put_object(Bucket=b, Key="k", Body=b"one", **lock)["VersionId"]
         v2 = ALICE.put_object(Bucket=b, Key="k", Body=b"two", **lock)["VersionId"]
         grant = {"Effect": "Allow", "Principal": {"AWS": "bob"},
-                 "Action": ["s3:DeleteObject", "s3:PutObjectRetention"], "Resource": arn + "/*"}
+                 "Action": ["s3:DeleteObject", "s3:DeleteObjectVersion", "s3:PutObjectRetention"],
+                 "Resource": arn + "/*"}
         ALICE.put_bucket_policy(Bucket=b, Policy=policy(grant))
         # Bob may delete, but the lock holds, and he may not bypass it.
         self.denied(BOB.delete_object, Bucket=b, Key="k", VersionId=v1)
         self.denied(BOB.delete_object, Bucket=b, Key="k", VersionId=v1, BypassGovernanceRetention=True)
         self.denied(BOB2.delete_objects, Bucket=b, BypassGovernanceRetention=True,
                     Delete={"Objects": [{"Key": "k", "VersionId": v1}]})
-        bypass = dict(grant, Action=["s3:DeleteObject", "s3:BypassGovernanceRetention"])
+        bypass = dict(grant, Action=["s3:DeleteObjectVersion", "s3:BypassGovernanceRetention"])
         ALICE.put_bucket_policy(Bucket=b, Policy=policy(bypass))
         BOB2.delete_object(Bucket=b, Key="k", VersionId=v1, BypassGovernanceRetention=True)
         # The owner may bypass on her own bucket.
         ALICE2.delete_object(Bucket=b, Key="k", VersionId=v2, BypassGovernanceRetention=True)
         self.assertNotIn("Versions", ROOT.list_object_versions(Bucket=b))
+
+    def test_versions_take_their_own_actions(self):
+        b, arn = self.bucket, self.arn
+        ALICE.put_bucket_versioning(Bucket=b, VersioningConfiguration={"Status": "Enabled"})
+        v1 = ALICE.put_object(Bucket=b, Key="k", Body=b"1")["VersionId"]
+        ALICE.put_object(Bucket=b, Key="k", Body=b"2")
+        keep = {"Effect": "Deny", "Principal": "*", "Action": "s3:DeleteObjectVersion", "Resource": arn + "/*"}
+        bob = {"Effect": "Allow", "Principal": {"AWS": "bob"},
+               "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], "Resource": arn + "/*"}
+        ALICE.put_bucket_policy(Bucket=b, Policy=policy(keep, bob))
+        # Reading or copying an older version by id takes s3:GetObjectVersion.
+        self.assertEqual(BOB.get_object(Bucket=b, Key="k")["Body"].read(), b"2")
+        self.denied(BOB.get_object, Bucket=b, Key="k", VersionId=v1)
+        self.fails("403", BOB2.head_object, Bucket=b, Key="k", VersionId=v1)
+        BOB.copy_object(Bucket=b, Key="copy", CopySource={"Bucket": b, "Key": "k"})
+        self.denied(BOB.copy_object, Bucket=b, Key="copy", CopySource={"Bucket": b, "Key": "k", "VersionId": v1})
+        # Deleting the key leaves a marker (s3:DeleteObject); deleting a version is
+        # s3:DeleteObjectVersion, which the policy denies everyone, the owner too.
+        BOB2.delete_object(Bucket=b, Key="k")
+        self.denied(ALICE.delete_object, Bucket=b, Key="k", VersionId=v1)
+        self.denied(ALICE2.delete_objects, Bucket=b, Delete={"Objects": [{"Key": "k", "VersionId": v1}]})
+        self.assertEqual(ALICE.get_object(Bucket=b, Key="k", VersionId=v1)["Body"].read(), b"1")
+        ALICE.delete_bucket_policy(Bucket=b)
+        ALICE.delete_object(Bucket=b, Key="k", VersionId=v1)
+        self.fails("NoSuchVersion", ALICE.get_object, Bucket=b, Key="k", VersionId=v1)
 
     def test_acls_of_buckets_and_objects(self):
         b = self.bucket
