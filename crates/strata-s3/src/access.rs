@@ -199,26 +199,48 @@ impl Gateway {
     /// each a key and whether a version of it is named.
     pub(crate) async fn authorize_keys(
         &self,
-        (who, facts): (&Who, &Facts),
+        who: (&Who, &Facts),
         op: &str,
         bucket: &str,
         keys: &[(&str, bool)],
     ) -> S3Result<()> {
+        match self.denied_keys(who, op, bucket, keys).await?.is_empty() {
+            true => Ok(()),
+            false => Err(denied()),
+        }
+    }
+
+    /// The positions in `keys` of those the caller may not act on with `op`; other
+    /// errors (no such bucket, …) fail the whole request.
+    pub(crate) async fn denied_keys(
+        &self,
+        (who, facts): (&Who, &Facts),
+        op: &str,
+        bucket: &str,
+        keys: &[(&str, bool)],
+    ) -> S3Result<Vec<usize>> {
         let dir = self.bucket_dir(bucket).await?;
         let access = self.bucket_access(dir, bucket).await?;
-        for (key, of_version) in keys {
+        let mut refused = Vec::new();
+        for (at, (key, of_version)) in keys.iter().enumerate() {
             let action = version_action(iam_action(op), *of_version);
             let resource = format!("arn:aws:s3:::{bucket}/{key}");
-            self.decide(
-                (who, facts),
-                &access,
-                (&action, &resource),
-                bucket,
-                Some(key),
-            )
-            .await?;
+            let decided = self
+                .decide(
+                    (who, facts),
+                    &access,
+                    (&action, &resource),
+                    bucket,
+                    Some(key),
+                )
+                .await;
+            match decided {
+                Ok(()) => {}
+                Err(e) if *e.code() == S3ErrorCode::AccessDenied => refused.push(at),
+                Err(e) => return Err(e),
+            }
         }
-        Ok(())
+        Ok(refused)
     }
 
     /// A copy's source must be readable by the caller too.
@@ -347,8 +369,9 @@ impl S3Access for Access {
         self.check_source(req, &req.input.copy_source).await
     }
 
-    /// Every key of a DeleteObjects must be deletable by the caller; one that is not
-    /// refuses the whole request (AWS answers per key: docs/S3.md).
+    /// Each key of a DeleteObjects the caller may not delete (or may not bypass a
+    /// governance retention of, when asked to) is answered AccessDenied in the response,
+    /// as S3 answers; the others are deleted.
     async fn delete_objects(
         &self,
         req: &mut S3Request<s3s::dto::DeleteObjectsInput>,
@@ -365,14 +388,20 @@ impl S3Access for Access {
             .collect();
         let facts = request_facts(&req.headers, &req.uri, req.extensions.get(), &who);
         let bucket = &req.input.bucket;
-        self.gateway
-            .authorize_keys((&who, &facts), "DeleteObject", bucket, &keys)
+        let mut refused = self
+            .gateway
+            .denied_keys((&who, &facts), "DeleteObject", bucket, &keys)
             .await?;
         if bypasses_governance(&req.headers) {
             let bypass = "BypassGovernanceRetention";
-            self.gateway
-                .authorize_keys((&who, &facts), bypass, bucket, &keys)
+            let more = self
+                .gateway
+                .denied_keys((&who, &facts), bypass, bucket, &keys)
                 .await?;
+            refused.extend(more);
+        }
+        if !refused.is_empty() {
+            req.extensions.insert(DeniedKeys(Arc::new(refused)));
         }
         Ok(())
     }
@@ -391,6 +420,11 @@ impl S3Access for Access {
         }
     }
 }
+
+/// The positions of a DeleteObjects' keys the caller may not delete (set by the access
+/// check, answered per key by the operation).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DeniedKeys(pub Arc<Vec<usize>>);
 
 /// The request asks to bypass governance retentions (`s3:BypassGovernanceRetention`).
 fn bypasses_governance(headers: &hyper::HeaderMap) -> bool {

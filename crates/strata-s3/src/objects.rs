@@ -14,6 +14,7 @@ use s3s::{S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use strata_types::{Errno, Ino};
 
 use crate::Gateway;
+use crate::access::DeniedKeys;
 use crate::body::{Expected, write_body};
 use crate::error::fs_error;
 use crate::keys::{ObjectPath, parse_key};
@@ -450,8 +451,21 @@ impl Gateway {
         let bucket = (bucket_dir, self.versioning(bucket_dir).await?);
         let quiet = input.delete.quiet.unwrap_or(false);
         let bypass = crate::lock_ops::bypasses(input.bypass_governance_retention);
-        let results: Vec<_> = futures::stream::iter(input.delete.objects)
-            .map(|obj| async move {
+        let refused = req
+            .extensions
+            .get::<DeniedKeys>()
+            .cloned()
+            .unwrap_or_default();
+        let refused = &refused.0;
+        let results: Vec<_> = futures::stream::iter(input.delete.objects.into_iter().enumerate())
+            .map(|(at, obj)| async move {
+                if refused.contains(&at) {
+                    let message = "Access Denied";
+                    return (
+                        obj,
+                        Err(S3Error::with_message(S3ErrorCode::AccessDenied, message)),
+                    );
+                }
                 let version = (obj.version_id.as_deref(), bypass);
                 let done = self.delete_one(bucket, &obj.key, version).await;
                 (obj, done)

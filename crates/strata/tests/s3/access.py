@@ -101,6 +101,14 @@ class Access(unittest.TestCase):
     def denied(self, fn, **kwargs):
         self.fails("AccessDenied", fn, **kwargs)
 
+    def refused_keys(self, client, **kwargs):
+        """DeleteObjects answers a key the caller may not delete AccessDenied, in its
+        answer (the request itself succeeds): the keys so refused."""
+        out = client.delete_objects(**kwargs)
+        errors = out.get("Errors", [])
+        self.assertEqual({e["Code"] for e in errors} - {"AccessDenied"}, set(), errors)
+        return [e["Key"] for e in errors]
+
     def test_users_own_their_buckets_on_every_gateway(self):
         b = self.bucket
         ALICE.put_object(Bucket=b, Key="k", Body=b"alice's")
@@ -111,7 +119,7 @@ class Access(unittest.TestCase):
             self.denied(c.list_objects_v2, Bucket=b)
             self.denied(c.put_object, Bucket=b, Key="x", Body=b"x")
             self.denied(c.delete_object, Bucket=b, Key="k")
-            self.denied(c.delete_objects, Bucket=b, Delete={"Objects": [{"Key": "k"}]})
+            self.assertEqual(self.refused_keys(c, Bucket=b, Delete={"Objects": [{"Key": "k"}]}), ["k"])
             self.denied(c.get_bucket_acl, Bucket=b)
             self.denied(c.delete_bucket, Bucket=b)
             self.denied(c.copy_object, Bucket=b, Key="c", CopySource={"Bucket": b, "Key": "k"})
@@ -150,10 +158,11 @@ class Access(unittest.TestCase):
         self.assertEqual(len(BOB2.list_objects_v2(Bucket=b)["Contents"]), 4)
         BOB.delete_object(Bucket=b, Key="drop/1")
         self.denied(BOB.delete_object, Bucket=b, Key="keep/x")
-        self.denied(BOB.delete_objects, Bucket=b, Delete={"Objects": [{"Key": "keep/x"}]})
         BOB.put_object(Bucket=b, Key="drop/2", Body=b"2")
-        gone = BOB.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "drop/2"}]})
+        gone = BOB.delete_objects(Bucket=b, Delete={"Objects": [{"Key": "keep/x"}, {"Key": "drop/2"}]})
         self.assertEqual([d["Key"] for d in gone["Deleted"]], ["drop/2"])
+        self.assertEqual([(e["Key"], e["Code"]) for e in gone["Errors"]], [("keep/x", "AccessDenied")])
+        self.assertEqual(ALICE.get_object(Bucket=b, Key="keep/x")["Body"].read(), b"keep")
         self.denied(BOB.get_object, Bucket=b, Key="priv/x")
         self.denied(BOB.put_bucket_policy, Bucket=b, Policy=doc)
         # A condition on a key the gateway cannot know is refused, never half-enforced.
@@ -219,8 +228,9 @@ class Access(unittest.TestCase):
         # Bob may delete, but the lock holds, and he may not bypass it.
         self.denied(BOB.delete_object, Bucket=b, Key="k", VersionId=v1)
         self.denied(BOB.delete_object, Bucket=b, Key="k", VersionId=v1, BypassGovernanceRetention=True)
-        self.denied(BOB2.delete_objects, Bucket=b, BypassGovernanceRetention=True,
-                    Delete={"Objects": [{"Key": "k", "VersionId": v1}]})
+        refused = self.refused_keys(BOB2, Bucket=b, BypassGovernanceRetention=True,
+                                    Delete={"Objects": [{"Key": "k", "VersionId": v1}]})
+        self.assertEqual(refused, ["k"])
         bypass = dict(grant, Action=["s3:DeleteObjectVersion", "s3:BypassGovernanceRetention"])
         ALICE.put_bucket_policy(Bucket=b, Policy=policy(bypass))
         BOB2.delete_object(Bucket=b, Key="k", VersionId=v1, BypassGovernanceRetention=True)
@@ -247,7 +257,8 @@ class Access(unittest.TestCase):
         # s3:DeleteObjectVersion, which the policy denies everyone, the owner too.
         BOB2.delete_object(Bucket=b, Key="k")
         self.denied(ALICE.delete_object, Bucket=b, Key="k", VersionId=v1)
-        self.denied(ALICE2.delete_objects, Bucket=b, Delete={"Objects": [{"Key": "k", "VersionId": v1}]})
+        refused = self.refused_keys(ALICE2, Bucket=b, Delete={"Objects": [{"Key": "k", "VersionId": v1}]})
+        self.assertEqual(refused, ["k"])
         self.assertEqual(ALICE.get_object(Bucket=b, Key="k", VersionId=v1)["Body"].read(), b"1")
         ALICE.delete_bucket_policy(Bucket=b)
         ALICE.delete_object(Bucket=b, Key="k", VersionId=v1)
