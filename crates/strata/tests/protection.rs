@@ -21,16 +21,7 @@ const DAV_USER: &str = "dav-user";
 const DAV_PASSWORD: &str = "dav-password-1";
 
 fn gateway(vol: &Volume) -> Daemon {
-    let args = [
-        "gateway",
-        &vol.meta_url,
-        "127.0.0.1:0",
-        "--cache-size",
-        "0",
-        "--multi-buckets",
-    ];
-    let envs = [("STRATA_ACCESS_KEY", KEY), ("STRATA_SECRET_KEY", SECRET)];
-    Daemon::start(vol, "gw", &args, &envs)
+    multi_bucket_gateway(vol, "gw", KEY, SECRET)
 }
 
 fn webdav(vol: &Volume) -> Daemon {

@@ -81,6 +81,22 @@ pub fn curl(args: &[&str]) -> (u16, String) {
     (code.trim().parse().unwrap_or(0), body.to_string())
 }
 
+/// A `strata gateway --multi-buckets` of `vol` named `name` (its log file), taking the
+/// root key pair `key`/`secret`.
+#[allow(dead_code)] // not every test binary uses every helper
+pub fn multi_bucket_gateway(vol: &Volume, name: &str, key: &str, secret: &str) -> Daemon {
+    let args = [
+        "gateway",
+        &vol.meta_url,
+        "127.0.0.1:0",
+        "--cache-size",
+        "0",
+        "--multi-buckets",
+    ];
+    let envs = [("STRATA_ACCESS_KEY", key), ("STRATA_SECRET_KEY", secret)];
+    Daemon::start(vol, name, &args, &envs)
+}
+
 /// The AWS CLI (from the test command's virtualenv) against `endpoint` with a key pair,
 /// reading no configuration of the machine's.
 #[allow(dead_code)] // not every test binary uses every helper
