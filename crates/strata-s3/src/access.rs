@@ -221,15 +221,17 @@ impl Gateway {
     ) -> S3Result<Vec<usize>> {
         let dir = self.bucket_dir(bucket).await?;
         let access = self.bucket_access(dir, bucket).await?;
+        let action = iam_action(op);
+        let versioned = version_action(action.clone(), true);
         let mut refused = Vec::new();
         for (at, (key, of_version)) in keys.iter().enumerate() {
-            let action = version_action(iam_action(op), *of_version);
+            let action = if *of_version { &versioned } else { &action };
             let resource = format!("arn:aws:s3:::{bucket}/{key}");
             let decided = self
                 .decide(
                     (who, facts),
                     &access,
-                    (&action, &resource),
+                    (action, &resource),
                     bucket,
                     Some(key),
                 )

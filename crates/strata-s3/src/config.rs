@@ -105,8 +105,9 @@ pub fn grantee(id: Option<&str>, uri: Option<&str>) -> Grantee {
 /// FULL_CONTROL, which every ACL shows first.
 ///
 /// Objects belong to their bucket's owner here, so `bucket-owner-read` and
-/// `bucket-owner-full-control` grant the owner nothing it lacks: the owner's one grant. `aws-exec-read` would grant the EC2 bundler, an AWS account,
-/// and is the owner alone here.
+/// `bucket-owner-full-control` grant the owner nothing it lacks: the owner's one grant.
+/// `aws-exec-read` would grant the EC2 bundler, an AWS account, and is the owner alone
+/// here.
 pub fn canned_grants(canned: &str) -> S3Result<Vec<Grant>> {
     let grant = |g: Grantee, p: &'static str| Grant {
         grantee: Some(g),

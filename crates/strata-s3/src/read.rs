@@ -177,11 +177,7 @@ impl Gateway {
             )
             .await?;
         let size = found.size();
-        let checksums = input
-            .checksum_mode
-            .is_some()
-            .then(|| answered_checksums(&found, &selection));
-        let head = head_output(&found, checksums);
+        let head = head_output(&found, &selection, input.checksum_mode.is_some());
         let (range, parts) = (selection.range, selection.parts_count);
         let (start, end) = range.clone().map_or((0, size), |r| (r.start, r.end));
         let body = if found.is_dir || start == end {
@@ -250,11 +246,7 @@ impl Gateway {
                 (input.part_number, input.version_id.as_deref()),
             )
             .await?;
-        let checksums = input
-            .checksum_mode
-            .is_some()
-            .then(|| answered_checksums(&found, &selection));
-        let mut head = head_output(&found, checksums);
+        let mut head = head_output(&found, &selection, input.checksum_mode.is_some());
         let (range, parts) = (selection.range, selection.parts_count);
         if let Some(r) = range {
             head.content_length = Some(i64::try_from(r.end - r.start).unwrap_or(i64::MAX));
@@ -296,14 +288,18 @@ pub fn no_such_key(key: &str) -> S3Error {
     S3Error::with_message(S3ErrorCode::NoSuchKey, format!("no such key: {key}"))
 }
 
-/// HEAD's answer for an object (GET adds its body), with `checksums` when asked for.
-pub fn head_output(found: &Found, checksums: Option<Checksums>) -> HeadObjectOutput {
+/// HEAD's answer for an object (GET adds its body) and the part or range selected, with
+/// its checksums when `x-amz-checksum-mode` asked for them.
+pub fn head_output(found: &Found, selection: &Selection, checksum_mode: bool) -> HeadObjectOutput {
     let lock = crate::lock::lock_fields(&found.attr);
     let info = found.info.clone().unwrap_or_default();
     let h = info.headers;
     let metadata: Option<Metadata> =
         (!info.meta.is_empty()).then(|| info.meta.into_iter().collect());
-    let c = checksums.unwrap_or_default();
+    let c = match checksum_mode {
+        true => answered_checksums(found, selection),
+        false => Checksums::default(),
+    };
     let expires = h
         .expires
         .as_deref()
