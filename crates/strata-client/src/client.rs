@@ -31,7 +31,8 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::error::{OpenError, Result};
 use crate::group::{self, GroupOptions};
-use crate::volume::{check_backend, home_path, load_meta_with, open_backend};
+use crate::volume::{check_backend, home_path, load_meta_with, open_backend, route_stores};
+use strata_object::routed::Routed;
 
 /// A client's settings: caches, buffers, object-store limits, session. The defaults are
 /// the mount's defaults.
@@ -158,6 +159,8 @@ pub struct Client {
     background_stop: DropGuard,
     /// The staging area, with `--writeback`.
     writeback: Option<Arc<Writeback>>,
+    /// The volume's stores, when it has several (docs/PLACEMENT.md).
+    routed: Option<Arc<Routed>>,
 }
 
 impl Client {
@@ -188,6 +191,7 @@ impl Client {
             backend = (wrap.0)(backend);
         }
         check_backend(&format, &backend).await?;
+        let (backend, placements) = route_stores(&meta, &format, backend)?;
         let raw: Arc<dyn strata_object::ObjectStore> =
             Arc::new(Prefixed::new(backend.clone(), &format.name));
         let keys = crate::volume::volume_keys(&meta, &format, &o.keys)?;
@@ -261,6 +265,10 @@ impl Client {
         }
         let vfs = Arc::new(Vfs::new(meta.clone(), chunks, vfs_opts));
         vfs.set_object_stats(object_stats);
+        let routed = placements.map(|(placements, routed)| {
+            vfs.set_placements(placements);
+            routed
+        });
         if let Some(wb) = &writeback {
             vfs.set_writeback(wb.clone());
         }
@@ -301,7 +309,13 @@ impl Client {
             group_stop: group_stop.drop_guard(),
             background_stop: background_stop.drop_guard(),
             writeback,
+            routed,
         })
+    }
+
+    /// The volume's stores one by one, when it has several (the mover copies between them).
+    pub fn stores(&self) -> Option<&Arc<Routed>> {
+        self.routed.as_ref()
     }
 
     /// Whether writes are staged locally (`--writeback`).

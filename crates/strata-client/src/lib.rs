@@ -14,6 +14,6 @@ pub use error::{OpenError, Result};
 pub use group::GroupOptions;
 pub use keys::{KekSource, KeyOptions};
 pub use volume::{
-    azure_config, check_backend, foreign_blocks, home_path, load_meta, load_meta_with,
-    open_backend, open_engine, seal_unit, volume_keys,
+    RoutedStores, azure_config, check_backend, foreign_blocks, home_path, load_meta,
+    load_meta_with, open_backend, open_engine, route_stores, seal_unit, volume_keys,
 };

@@ -14,7 +14,9 @@ use strata_meta_postgres::{PostgresEngine, PostgresUrl};
 use strata_meta_redis::{RedisEngine, RedisUrl};
 use strata_object::ObjectStore;
 use strata_object::backend::{AzureConfig, Backend, S3Config};
+use strata_object::routed::Routed;
 use strata_types::{MetaUrl, Secret};
+use strata_vfs::placement::Placements;
 
 use crate::error::{OpenError, Result};
 
@@ -197,29 +199,102 @@ pub fn open_backend(format: &Format) -> Result<Arc<dyn ObjectStore>> {
 }
 
 fn open_bare_backend(format: &Format) -> Result<Arc<dyn ObjectStore>> {
+    open_store_backend(
+        &format.storage,
+        &format.bucket,
+        format.access_key.as_deref(),
+        format.secret_key.clone(),
+        format.session_token.clone(),
+    )
+}
+
+/// The backend of one store: a kind (`file`, `mem`, `s3`, `azure`), its bucket and the
+/// credentials to it.
+fn open_store_backend(
+    storage: &str,
+    bucket: &str,
+    access_key: Option<&str>,
+    secret_key: Option<Secret>,
+    session_token: Option<Secret>,
+) -> Result<Arc<dyn ObjectStore>> {
     let bucket_error = |source| OpenError::Bucket {
-        bucket: format.bucket.clone(),
+        bucket: bucket.to_string(),
         source,
     };
-    match format.storage.as_str() {
+    match storage {
         "file" => {
-            let dir = PathBuf::from(&format.bucket);
+            let dir = PathBuf::from(bucket);
             Ok(Arc::new(Backend::local(&dir).map_err(bucket_error)?))
         }
         "mem" => Ok(Arc::new(Backend::memory())),
         "s3" => Ok(Arc::new(
-            Backend::s3(&s3_config(format)?).map_err(bucket_error)?,
+            Backend::s3(&s3_config(bucket, access_key, secret_key, session_token)?)
+                .map_err(bucket_error)?,
         )),
         "wasb" | "azure" => {
             let cfg = azure_config(
-                &format.bucket,
-                format.access_key.as_deref().unwrap_or_default(),
-                format.secret_key.clone().unwrap_or_default(),
+                bucket,
+                access_key.unwrap_or_default(),
+                secret_key.unwrap_or_default(),
             )?;
             Ok(Arc::new(Backend::azure(&cfg).map_err(bucket_error)?))
         }
         other => Err(OpenError::UnknownStorage(other.to_owned())),
     }
+}
+
+/// A volume's stores as one (docs/PLACEMENT.md): `home` (its own store, id 0) and each
+/// store its settings add, every block routed by `lookup`. A store that fails is skipped
+/// for `down_for`.
+pub fn open_routed(
+    format: &Format,
+    home: Arc<dyn ObjectStore>,
+    lookup: Arc<dyn strata_object::routed::PlacementLookup>,
+    down_for: std::time::Duration,
+) -> Result<strata_object::routed::Routed> {
+    use strata_object::routed::{Member, Routed};
+    let mut members = vec![Member::new(0, strata_meta::DEFAULT_STORE, home)];
+    for spec in &format.stores {
+        let backend = open_store_backend(
+            &spec.storage,
+            &spec.bucket,
+            spec.access_key.as_deref(),
+            spec.secret_key.clone(),
+            None,
+        )?;
+        members.push(Member::new(spec.id, &spec.name, backend));
+    }
+    Routed::new(members, lookup, down_for).map_err(|source| OpenError::Bucket {
+        bucket: format.bucket.clone(),
+        source,
+    })
+}
+
+/// A volume's stores one by one, and the placements that route blocks among them.
+pub type RoutedStores = (Arc<Placements>, Arc<Routed>);
+
+/// How long a store that failed is passed over before it is asked again.
+const STORE_DOWN_FOR: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A volume's stores and where its slices are: on a volume with several stores, `home`
+/// (its own backend) and the others as one routed store, with the placements that route
+/// it (to give the VFS too); `home` as it is otherwise.
+pub fn route_stores(
+    meta: &Arc<Meta>,
+    format: &Format,
+    home: Arc<dyn ObjectStore>,
+) -> Result<(Arc<dyn ObjectStore>, Option<RoutedStores>)> {
+    if format.stores.is_empty() {
+        return Ok((home, None));
+    }
+    let placements = Arc::new(Placements::new(meta.clone()));
+    let routed = Arc::new(open_routed(
+        format,
+        home,
+        placements.clone(),
+        STORE_DOWN_FOR,
+    )?);
+    Ok((routed.clone(), Some((placements, routed))))
 }
 
 /// Check that a volume's bucket answers.
@@ -232,8 +307,12 @@ pub async fn check_backend(format: &Format, backend: &Arc<dyn ObjectStore>) -> R
 
 /// An S3 bucket URL: path style (`http://host:port/bucket`) or virtual-hosted
 /// (`https://BUCKET.s3.REGION.amazonaws.com`, `https://BUCKET.host`: no path).
-fn s3_config(format: &Format) -> Result<S3Config> {
-    let url = &format.bucket;
+fn s3_config(
+    url: &str,
+    access_key: Option<&str>,
+    secret_key: Option<Secret>,
+    session_token: Option<Secret>,
+) -> Result<S3Config> {
     let bad = || {
         OpenError::BadUrl(format!(
             "s3 bucket {url:?}: expected http(s)://host[:port]/bucket or https://bucket.host"
@@ -263,16 +342,14 @@ fn s3_config(format: &Format) -> Result<S3Config> {
     if bucket.is_empty() || host.is_empty() {
         return Err(bad());
     }
-    let session_token = format
-        .session_token
-        .clone()
-        .or_else(|| std::env::var("AWS_SESSION_TOKEN").ok().map(Secret::new));
+    let session_token =
+        session_token.or_else(|| std::env::var("AWS_SESSION_TOKEN").ok().map(Secret::new));
     Ok(S3Config {
         endpoint,
         region,
         bucket,
-        access_key: format.access_key.clone().unwrap_or_default(),
-        secret_key: format.secret_key.clone().unwrap_or_default(),
+        access_key: access_key.unwrap_or_default().to_string(),
+        secret_key: secret_key.unwrap_or_default(),
         session_token,
         path_style,
     })
@@ -392,6 +469,7 @@ mod tests {
             enable_acl: false,
             encryption: None,
             foreign: None,
+            stores: Vec::new(),
         }
     }
 
@@ -416,9 +494,18 @@ mod tests {
         assert!(e.contains("64 KiB"), "{e}");
     }
 
+    fn s3_of(f: &Format) -> Result<S3Config> {
+        s3_config(
+            &f.bucket,
+            f.access_key.as_deref(),
+            f.secret_key.clone(),
+            f.session_token.clone(),
+        )
+    }
+
     #[test]
     fn s3_buckets_in_path_and_virtual_hosted_style() {
-        let path = s3_config(&s3_format("http://127.0.0.1:9000/data")).unwrap();
+        let path = s3_of(&s3_format("http://127.0.0.1:9000/data")).unwrap();
         assert_eq!(
             (
                 path.endpoint.as_str(),
@@ -428,7 +515,7 @@ mod tests {
             ("http://127.0.0.1:9000", "data", true)
         );
         assert_eq!(path.session_token, Some(Secret::new("token")));
-        let aws = s3_config(&s3_format("https://my-data.s3.eu-west-2.amazonaws.com")).unwrap();
+        let aws = s3_of(&s3_format("https://my-data.s3.eu-west-2.amazonaws.com")).unwrap();
         assert_eq!(
             (
                 aws.endpoint.as_str(),
@@ -443,16 +530,16 @@ mod tests {
                 false
             )
         );
-        let dashed = s3_config(&s3_format("https://b.s3-us-west-1.amazonaws.com/")).unwrap();
+        let dashed = s3_of(&s3_format("https://b.s3-us-west-1.amazonaws.com/")).unwrap();
         assert_eq!(
             (dashed.bucket.as_str(), dashed.region.as_str()),
             ("b", "us-west-1")
         );
-        let other = s3_config(&s3_format("https://photos.minio.example.com")).unwrap();
+        let other = s3_of(&s3_format("https://photos.minio.example.com")).unwrap();
         assert_eq!(other.bucket, "photos");
         assert!(!other.path_style);
-        assert!(s3_config(&s3_format("https://nodots")).is_err());
-        assert!(s3_config(&s3_format("no-scheme/bucket")).is_err());
+        assert!(s3_of(&s3_format("https://nodots")).is_err());
+        assert!(s3_of(&s3_format("no-scheme/bucket")).is_err());
     }
 
     #[tokio::test]

@@ -32,9 +32,13 @@ pub const FOREIGN_HASHED_VERSION: u32 = 10;
 /// object lock): older clients would not enforce them. A volume rises to it when the
 /// first protection is set.
 pub const PROTECTION_VERSION: u32 = 11;
+/// First metadata version of volumes with several stores (`stores` in the format record,
+/// placement records `P`, tier policies `G`): older clients would look for moved data in
+/// the volume's first store only. A volume rises to it when its first store is added.
+pub const PLACEMENT_VERSION: u32 = 12;
 /// The newest metadata version this build serves (new volumes get [`META_VERSION`], or
 /// the version a feature they use needs).
-pub const UNDERSTOOD_VERSION: u32 = 11;
+pub const UNDERSTOOD_VERSION: u32 = 12;
 /// Payload KiB per sealed object segment on volumes encrypted since session 40.
 pub const OBJECT_UNIT_KIB: u32 = 16;
 
@@ -139,7 +143,33 @@ pub struct Format {
     /// Blocks adopted from another file system by an import (never added later).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub foreign: Option<Foreign>,
+    /// Stores beyond the volume's own (`storage`/`bucket`, store 0, named `default`),
+    /// added by `config --add-store` (docs/PLACEMENT.md); never removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stores: Vec<StoreSpec>,
 }
+
+/// One more store of a volume: where it is, and the id placement records name it by.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreSpec {
+    /// 1-255, never reused (0 is the volume's own store).
+    pub id: u8,
+    /// What policies and commands call it: 1-32 characters of a-z, 0-9, '-' and '_'.
+    pub name: String,
+    /// Object store kind, as the volume's `storage`.
+    pub storage: String,
+    pub bucket: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_key: Option<Secret>,
+    /// The storage class new objects get (S3 `x-amz-storage-class`), shown by `info`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class: Option<String>,
+}
+
+/// The name of the volume's own store (id 0) in policies and commands.
+pub const DEFAULT_STORE: &str = "default";
 
 impl Format {
     /// Check the settings a user chose.
@@ -276,6 +306,60 @@ impl Format {
         }
     }
 
+    /// These settings with one more store (the metadata version rises to the first that
+    /// routes by placement, so older clients refuse the volume). The store gets the next
+    /// free id; a name already taken, a bad name or more than 255 stores are refused.
+    pub fn with_store(self, mut spec: StoreSpec) -> Result<Format> {
+        let name_ok = (1..=32).contains(&spec.name.len())
+            && spec
+                .name
+                .bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'_');
+        if !name_ok {
+            return Err(MetaError::Invalid(format!(
+                "store name {:?}: use 1-32 characters of a-z, 0-9, '-' and '_'",
+                spec.name
+            )));
+        }
+        if spec.name == DEFAULT_STORE || self.stores.iter().any(|s| s.name == spec.name) {
+            return Err(MetaError::Invalid(format!(
+                "the volume has a store named {:?} already",
+                spec.name
+            )));
+        }
+        let next = self.stores.iter().map(|s| s.id).max().unwrap_or(0);
+        spec.id = next.checked_add(1).ok_or_else(|| {
+            MetaError::Invalid("a volume has at most 255 stores besides its own".into())
+        })?;
+        let mut stores = self.stores;
+        stores.push(spec);
+        Ok(Format {
+            meta_version: self.meta_version.max(PLACEMENT_VERSION),
+            stores,
+            ..self
+        })
+    }
+
+    /// The id of the store called `name` (`default` is the volume's own, 0).
+    pub fn store_id(&self, name: &str) -> Option<u8> {
+        if name == DEFAULT_STORE {
+            return Some(0);
+        }
+        self.stores.iter().find(|s| s.name == name).map(|s| s.id)
+    }
+
+    /// The name of store `id`, for messages (`store-ID` for an id the settings lack).
+    pub fn store_name(&self, id: u8) -> String {
+        match id {
+            0 => DEFAULT_STORE.to_string(),
+            _ => self
+                .stores
+                .iter()
+                .find(|s| s.id == id)
+                .map_or_else(|| format!("store-{id}"), |s| s.name.clone()),
+        }
+    }
+
     pub fn encode(&self) -> Result<Vec<u8>> {
         serde_json::to_vec(self).map_err(|e| MetaError::Invalid(format!("format record: {e}")))
     }
@@ -309,7 +393,41 @@ mod tests {
             enable_acl: false,
             encryption: None,
             foreign: None,
+            stores: Vec::new(),
         }
+    }
+
+    fn store(name: &str) -> StoreSpec {
+        StoreSpec {
+            id: 0,
+            name: name.into(),
+            storage: "file".into(),
+            bucket: format!("/tmp/{name}"),
+            access_key: None,
+            secret_key: None,
+            storage_class: None,
+        }
+    }
+
+    #[test]
+    fn stores_get_ids_in_order_and_raise_the_version() {
+        let f = sample().with_store(store("cold")).unwrap();
+        let f = f.with_store(store("backup")).unwrap();
+        assert_eq!(f.meta_version, PLACEMENT_VERSION);
+        assert_eq!(f.store_id("default"), Some(0));
+        assert_eq!(f.store_id("cold"), Some(1));
+        assert_eq!(f.store_id("backup"), Some(2));
+        assert_eq!(f.store_id("nope"), None);
+        assert_eq!(f.store_name(2), "backup");
+        assert_eq!(f.store_name(9), "store-9");
+        let again = f.clone().with_store(store("cold")).unwrap_err().to_string();
+        assert!(again.contains("already"), "{again}");
+        assert!(f.clone().with_store(store("default")).is_err());
+        assert!(f.clone().with_store(store("Bad Name")).is_err());
+        let back = Format::decode(b"Cformat", &f.encode().unwrap()).unwrap();
+        assert_eq!(back, f);
+        let plain = sample().encode().unwrap();
+        assert!(!String::from_utf8(plain).unwrap().contains("stores"));
     }
 
     fn keys(ids: &[u32]) -> Encryption {

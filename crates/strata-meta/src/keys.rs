@@ -145,6 +145,30 @@ pub fn slice_ref(id: u64, size: u32) -> Key {
     k
 }
 
+/// `P` id: where slice `id`'s blocks are, when not (only) in the volume's own store.
+pub fn placement(id: u64) -> Key {
+    let mut k = Vec::with_capacity(9);
+    k.push(b'P');
+    k.extend_from_slice(&id.to_be_bytes());
+    k
+}
+
+/// `G` ino: the tier policy of directory `ino`.
+pub fn tier_policy(ino: Ino) -> Key {
+    let mut k = Vec::with_capacity(9);
+    k.push(b'G');
+    k.extend_from_slice(&ino.0.to_be_bytes());
+    k
+}
+
+/// `O` ino: the lease of the mover working on directory `ino`'s policy.
+pub fn mover_lease(ino: Ino) -> Key {
+    let mut k = Vec::with_capacity(9);
+    k.push(b'O');
+    k.extend_from_slice(&ino.0.to_be_bytes());
+    k
+}
+
 /// `H` ino index: hint that a chunk has many slices and should be compacted.
 pub fn compact_hint(ino: Ino, index: u32) -> Key {
     let mut k = Vec::with_capacity(13);

@@ -17,16 +17,16 @@ mod meta;
 pub mod conformance;
 
 pub use error::{MetaError, Result};
-pub use format::{Encryption, Format, META_VERSION, WrappedKey};
+pub use format::{DEFAULT_STORE, Encryption, Format, META_VERSION, StoreSpec, WrappedKey};
 pub use kv::render_txn_metrics;
 pub use meta::{
     BinaryDumpOptions, BinaryDumpSummary, ChunkRecord, CompactCandidate, Ctx, DUMP_BIN_VERSION,
     DUMP_VERSION, DirEntry, DumpLine, DumpNode, DumpOptions, DumpProtection, DumpStats, Entry,
     FallocateMode, GroupMember, LockKind, MAX_SLICES_PER_CHUNK, MAY_EXEC, MAY_READ, MAY_WRITE,
-    Meta, MetaOptions, NamespaceProblem, NamespaceReport, OpenState, Opened, PopulateLayout,
-    PopulateShape, PopulateSpec, Population, PosixLock, Quota, QuotaTarget, Raw, RecordPage,
-    RemoveOptions, RenameFlags, RestoreOutcome, ScanCursor, SessionDetail, SessionInfo, SetAttr,
-    SliceDeletion, StatFs, SubtreeUsage, TRASH_NAME, TimeSet, TrashEntry, TrashUse, WriteOutcome,
-    XattrFlags, absent_xattr_is_enodata, binary_dump_summary, days_from_civil, hour_name,
-    is_binary, now_ns, parse_hour_name, trash_entry_name,
+    Meta, MetaOptions, NamespaceProblem, NamespaceReport, OpenState, Opened, Placement,
+    PopulateLayout, PopulateShape, PopulateSpec, Population, PosixLock, Quota, QuotaTarget, Raw,
+    RecordPage, RemoveOptions, RenameFlags, RestoreOutcome, ScanCursor, SessionDetail, SessionInfo,
+    SetAttr, SliceDeletion, StatFs, SubtreeUsage, TRASH_NAME, TierPolicy, TimeSet, TrashEntry,
+    TrashUse, WriteOutcome, XattrFlags, absent_xattr_is_enodata, binary_dump_summary,
+    days_from_civil, hour_name, is_binary, now_ns, parse_hour_name, trash_entry_name,
 };

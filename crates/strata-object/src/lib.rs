@@ -23,6 +23,7 @@ mod local;
 pub mod metered;
 pub mod prefix;
 pub mod retry;
+pub mod routed;
 pub mod seal;
 pub mod sealed;
 pub mod stack;

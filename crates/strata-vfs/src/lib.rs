@@ -26,6 +26,7 @@ pub mod maintenance;
 pub mod metrics;
 mod opencache;
 pub mod paths;
+pub mod placement;
 mod protect;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -153,6 +154,8 @@ pub struct Vfs {
     /// sync to its metadata sync: a commit whose blocks the store sync did not cover can
     /// never be made durable by the metadata sync that follows it.
     durability: tokio::sync::RwLock<()>,
+    /// Where new slices go on a volume with several stores (set once, at start).
+    placements: std::sync::OnceLock<Arc<placement::Placements>>,
     /// The staging area of `--writeback`, if on.
     writeback: Mutex<Option<Arc<strata_object::writeback::Writeback>>>,
 }
@@ -201,7 +204,24 @@ impl Vfs {
             front_metrics: metrics::FrontMetrics::default(),
             writeback: Mutex::default(),
             durability: tokio::sync::RwLock::new(()),
+            placements: std::sync::OnceLock::new(),
         }
+    }
+
+    /// On a volume with several stores: where new slices go (docs/PLACEMENT.md). False if
+    /// set already.
+    pub fn set_placements(&self, placements: Arc<placement::Placements>) -> bool {
+        self.placements.set(placements).is_ok()
+    }
+
+    /// A new slice id for data of file `ino`, its placement recorded first when a tier
+    /// policy sends the file's new data to other stores than the volume's own.
+    pub(crate) async fn new_slice_for(&self, ino: Ino) -> Result<u64> {
+        let id = self.meta.new_slice_id().await.map_err(errno::from_meta)?;
+        if let Some(p) = self.placements.get() {
+            p.place_new_slice(ino, id).await.map_err(errno::from_meta)?;
+        }
+        Ok(id)
     }
 
     /// Let the VFS drop entries it removed behind the kernel's back (a path tool's `rmr`)

@@ -233,7 +233,7 @@ impl Vfs {
             self.open_files.invalidate(ino);
             committed?;
         }
-        let id = self.meta.new_slice_id().await.map_err(from_meta)?;
+        let id = self.new_slice_for(ino).await?;
         let mut writer = self.chunks.writer(id, piece.within);
         writer
             .write_at(0, bytes, Some(credit))
@@ -491,7 +491,7 @@ impl Vfs {
             .read(&slices, start, end - start)
             .await
             .map_err(from_chunk)?;
-        let id = self.meta.new_slice_id().await.map_err(from_meta)?;
+        let id = self.new_slice_for(ino).await?;
         let mut writer = self.chunks.writer(id, start);
         let block = usize::try_from(self.chunks.block_size()).unwrap_or(usize::MAX);
         for (i, part) in data.chunks(block).enumerate() {

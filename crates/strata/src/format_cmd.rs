@@ -48,6 +48,7 @@ pub fn new_format(name: &str, storage: &str, bucket: String, keys: &StoreKeys) -
         enable_acl: false,
         encryption: None,
         foreign: None,
+        stores: Vec::new(),
     }
 }
 
@@ -161,6 +162,44 @@ pub struct ConfigArgs {
     new_encrypt_rsa_key: Option<PathBuf>,
     #[command(flatten)]
     kek: KeyArgs,
+    #[command(flatten)]
+    store: AddStoreArgs,
+}
+
+/// Another store for the volume's data (docs/PLACEMENT.md).
+#[derive(Debug, Args)]
+struct AddStoreArgs {
+    /// Add a store called NAME (tier policies name it); its place comes from
+    /// --store-storage, --store-bucket and its keys from --store-access-key and
+    /// --store-secret-key
+    #[arg(long, value_name = "NAME", help_heading = "Stores")]
+    add_store: Option<String>,
+    /// The added store's kind: file, s3, azure
+    #[arg(
+        long,
+        default_value = "file",
+        requires = "add_store",
+        help_heading = "Stores"
+    )]
+    store_storage: String,
+    /// The added store's bucket (a directory for `file`, a URL for s3 and azure)
+    #[arg(long, requires = "add_store", help_heading = "Stores")]
+    store_bucket: Option<String>,
+    /// The added store's access key
+    #[arg(long, requires = "add_store", help_heading = "Stores")]
+    store_access_key: Option<String>,
+    /// The added store's secret key (or STRATA_STORE_SECRET_KEY)
+    #[arg(
+        long,
+        env = "STRATA_STORE_SECRET_KEY",
+        hide_env_values = true,
+        requires = "add_store",
+        help_heading = "Stores"
+    )]
+    store_secret_key: Option<String>,
+    /// The storage class of the added store's objects, recorded and shown (e.g. GLACIER_IR)
+    #[arg(long, requires = "add_store", help_heading = "Stores")]
+    store_class: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -410,6 +449,40 @@ fn rotated_keys(a: &ConfigArgs, format: &Format) -> Result<strata_meta::Encrypti
 }
 
 /// `strata config`: show the settings, or change the mutable ones given as flags.
+/// `changed` with the store `--add-store` names, once its bucket answers.
+async fn with_added_store(changed: Format, name: &str, a: &AddStoreArgs) -> Result<Format> {
+    let Some(bucket) = a.store_bucket.clone() else {
+        anyhow::bail!("--add-store {name} needs --store-bucket (where the store is)");
+    };
+    let spec = strata_meta::StoreSpec {
+        id: 0,
+        name: name.to_string(),
+        storage: a.store_storage.clone(),
+        bucket,
+        access_key: a.store_access_key.clone(),
+        secret_key: a.store_secret_key.clone().map(Secret::new),
+        storage_class: a.store_class.clone(),
+    };
+    let probe = Format {
+        storage: spec.storage.clone(),
+        bucket: spec.bucket.clone(),
+        access_key: spec.access_key.clone(),
+        secret_key: spec.secret_key.clone(),
+        session_token: None,
+        foreign: None,
+        ..changed.clone()
+    };
+    if spec.storage == "file" {
+        wiring::create_private_dir(std::path::Path::new(&spec.bucket))
+            .with_context(|| format!("cannot create store directory {}", spec.bucket))?;
+    }
+    let backend = wiring::open_backend(&probe)?;
+    strata_client::check_backend(&probe, &backend)
+        .await
+        .with_context(|| format!("store {name} does not answer"))?;
+    changed.with_store(spec).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
 pub fn run_config(a: ConfigArgs) -> Result<()> {
     let rt = wiring::runtime()?;
     rt.block_on(async {
@@ -438,6 +511,9 @@ pub fn run_config(a: ConfigArgs) -> Result<()> {
         }
         if a.rotate_kek || a.rotate_data_key {
             changed.encryption = Some(rotated_keys(&a, &changed)?);
+        }
+        if let Some(name) = &a.store.add_store {
+            changed = with_added_store(changed, name, &a.store).await?;
         }
         let shown = if changed != *format {
             let stored = meta

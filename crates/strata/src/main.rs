@@ -38,6 +38,7 @@ mod sync_cmd;
 mod sync_queue;
 mod sync_report;
 mod sync_time;
+mod tier_cmd;
 mod trash_cmd;
 mod tree_cmd;
 mod units;
@@ -116,6 +117,9 @@ enum Command {
     Destroy(tree_cmd::DestroyArgs),
     /// Limit bytes and inodes of a directory tree, a user or a group.
     Quota(quota_cmd::QuotaArgs),
+    /// Place a volume's data across its stores: per-directory policies (set, unset, list),
+    /// counts per store (status) and the mover (move). See docs/PLACEMENT.md.
+    Tier(tier_cmd::TierArgs),
     /// Benchmarks that run on any directory: `bench DIR` (big and small files, stat: JuiceFS's
     /// workload and flags), `bench meta DIR` (a metadata storm).
     Bench(bench_cmd::BenchArgs),
@@ -173,6 +177,7 @@ fn main() -> ExitCode {
         Command::Summary(a) => tree_cmd::run_summary(a),
         Command::Destroy(a) => tree_cmd::run_destroy(a),
         Command::Quota(a) => quota_cmd::run_quota(a),
+        Command::Tier(a) => tier_cmd::run_tier(a),
         Command::Bench(a) => bench_cmd::run_bench(a),
         Command::Objbench(a) => objbench_cmd::run_objbench(a),
         Command::Stats(a) => stats_cmd::run_stats(a),

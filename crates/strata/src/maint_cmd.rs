@@ -12,6 +12,7 @@ use indicatif::HumanBytes;
 use strata_types::MetaUrl;
 use strata_vfs::maintenance::fsck::{FsckOptions, check_volume};
 use strata_vfs::maintenance::gc::{GcOptions, collect_garbage};
+use strata_vfs::maintenance::placement_check::check_placements;
 use strata_vfs::maintenance::{Progress, SortSpace};
 
 use crate::progress::ProgressView;
@@ -206,6 +207,19 @@ pub fn run_fsck(a: FsckArgs) -> Result<()> {
         let progress = Arc::new(Progress::default());
         let view = ProgressView::start(progress.clone());
         let report = check_volume(&volume.meta, &volume.raw, &opts, &progress).await;
+        let placed = match (&report, &volume.stores) {
+            (Ok(_), Some((_, stores))) => Some(
+                check_placements(
+                    &volume.meta,
+                    stores,
+                    &volume.format.name,
+                    opts.block_size,
+                    &progress,
+                )
+                .await?,
+            ),
+            _ => None,
+        };
         drop(view);
         let r = report?;
         for p in &r.namespace.problems {
@@ -256,7 +270,18 @@ pub fn run_fsck(a: FsckArgs) -> Result<()> {
         if a.record_checksums {
             record_checksums_done(&volume.meta, &volume.format, &r).await?;
         }
-        if r.is_clean() {
+        if let Some(p) = &placed {
+            println!(
+                "placements: {} slices placed, {} (block, store) pairs checked: {} missing, \
+                 {} stray copies, {} records of unreferenced slices",
+                p.slices, p.blocks_checked, p.missing, p.stray, p.orphan_records
+            );
+            for e in &p.examples {
+                println!("block missing from store {e}");
+            }
+        }
+        let placed_clean = placed.as_ref().is_none_or(|p| p.is_clean());
+        if r.is_clean() && placed_clean {
             println!("volume is clean");
             Ok(())
         } else {
@@ -264,10 +289,12 @@ pub fn run_fsck(a: FsckArgs) -> Result<()> {
                 note_writeback_clients(&volume.meta).await;
             }
             bail!(
-                "{} broken files, {} namespace problems ({} repaired)",
+                "{} broken files, {} namespace problems ({} repaired), {} blocks missing \
+                 from their stores",
                 r.broken_files.len(),
                 r.namespace.problems.len(),
-                r.namespace.problems.iter().filter(|p| p.repaired).count()
+                r.namespace.problems.iter().filter(|p| p.repaired).count(),
+                placed.as_ref().map_or(0, |p| p.missing)
             )
         }
     })

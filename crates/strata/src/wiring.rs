@@ -47,19 +47,23 @@ pub struct AdminVolume {
     pub format: Arc<Format>,
     pub raw: Arc<dyn ObjectStore>,
     backend: Arc<dyn ObjectStore>,
+    /// The volume's stores one by one and where its slices are, when it has several.
+    pub stores: Option<strata_client::RoutedStores>,
 }
 
 /// Open the volume at `url` and check that its bucket answers.
 pub async fn open_admin_volume(url: &MetaUrl) -> Result<AdminVolume> {
     let (meta, format) = load_meta(url).await?;
     let backend = open_backend(&format)?;
-    let raw: Arc<dyn ObjectStore> = Arc::new(Prefixed::new(backend.clone(), &format.name));
     strata_client::check_backend(&format, &backend).await?;
+    let (backend, stores) = strata_client::route_stores(&meta, &format, backend)?;
+    let raw: Arc<dyn ObjectStore> = Arc::new(Prefixed::new(backend.clone(), &format.name));
     Ok(AdminVolume {
         meta,
         format,
         raw,
         backend,
+        stores,
     })
 }
 
@@ -93,11 +97,11 @@ impl AdminVolume {
         let retries = strata_object::retry::RetryPolicy::default().retries;
         let data = self.data(keys, retries)?;
         let chunks = ChunkStore::new(data, Arc::new(NoCache::default()), chunk_opts);
-        Ok(Arc::new(Vfs::new(
-            self.meta.clone(),
-            chunks,
-            VfsOptions::default(),
-        )))
+        let vfs = Arc::new(Vfs::new(self.meta.clone(), chunks, VfsOptions::default()));
+        if let Some((placements, _)) = &self.stores {
+            vfs.set_placements(placements.clone());
+        }
+        Ok(vfs)
     }
 }
 

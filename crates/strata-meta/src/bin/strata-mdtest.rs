@@ -110,6 +110,7 @@ fn bench_format() -> Format {
         enable_acl: false,
         encryption: None,
         foreign: None,
+        stores: Vec::new(),
     }
 }
 

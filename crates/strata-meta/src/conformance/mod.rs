@@ -89,6 +89,7 @@ pub fn test_format(trash_days: u32) -> Format {
         enable_acl: true,
         encryption: None,
         foreign: None,
+        stores: Vec::new(),
     }
 }
 

@@ -168,6 +168,7 @@ pub fn strata_format(s: &JuiceSetting, next_chunk: u64) -> Result<Format> {
         enable_acl: false,
         encryption: None,
         foreign: None,
+        stores: Vec::new(),
     }
     .with_foreign(Some(Foreign {
         kind: "juicefs".into(),

@@ -391,6 +391,8 @@ impl Meta {
             Box::pin(async move {
                 for d in done {
                     tx.delete(keys::delete_slice(d.queued_at, d.id, d.size));
+                    // The slice is gone from every store: so is where it was.
+                    tx.delete(keys::placement(d.id));
                 }
                 Ok(())
             })

@@ -126,6 +126,7 @@ impl Meta {
             meta_version: crate::format::META_VERSION,
             encryption: None,
             foreign: None,
+            stores: Vec::new(),
             ..format
         }
         .with_encryption(encryption)

@@ -19,6 +19,7 @@ mod load;
 mod load_sink;
 mod locks;
 mod namespace;
+mod placement;
 mod populate;
 mod protect;
 mod quota;
@@ -50,6 +51,7 @@ pub use dump_bin::{
 pub use group::GroupMember;
 pub use locks::{LockKind, PosixLock};
 pub use namespace::{DirEntry, Entry};
+pub use placement::{Placement, TierPolicy};
 pub use populate::{PopulateLayout, PopulateShape, PopulateSpec, Population};
 pub use quota::{Quota, QuotaTarget};
 pub use remove::{RemoveOptions, TrashUse};
@@ -193,6 +195,19 @@ struct IdBatch {
 pub(crate) struct UsageDelta {
     pub space: i64,
     pub inodes: i64,
+}
+
+/// The stores of re-formatted settings: `new` when it keeps every store of `old` (same
+/// id, name and place: credentials may change), else `old` (a store is never dropped).
+fn kept_stores(old: &[crate::StoreSpec], new: &[crate::StoreSpec]) -> Vec<crate::StoreSpec> {
+    let keeps = |o: &crate::StoreSpec| {
+        new.iter()
+            .any(|n| n.id == o.id && n.name == o.name && n.bucket == o.bucket)
+    };
+    match old.iter().all(keeps) {
+        true => new.to_vec(),
+        false => old.to_vec(),
+    }
 }
 
 /// A metadata client of one volume.
@@ -410,11 +425,22 @@ impl Meta {
                             encryption: None,
                             // And blocks adopted by an import.
                             foreign: None,
+                            // And stores: new settings may add some, never drop one.
+                            stores: kept_stores(&old.stores, &format.stores),
                             ..format.clone()
                         }
                         .with_acl(format.enable_acl)
                         .with_encryption(format.encryption.clone().or(old.encryption))
                         .with_foreign(format.foreign.clone().or(old.foreign));
+                        let updated = match updated.stores.is_empty() {
+                            true => updated,
+                            false => Format {
+                                meta_version: updated
+                                    .meta_version
+                                    .max(crate::format::PLACEMENT_VERSION),
+                                ..updated
+                            },
+                        };
                         tx.put(key, updated.encode()?);
                         return Ok(updated);
                     }

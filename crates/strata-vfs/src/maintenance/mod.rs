@@ -9,7 +9,9 @@ pub mod backup;
 pub mod extsort;
 pub mod fsck;
 pub mod gc;
+pub mod mover;
 mod orphans;
+pub mod placement_check;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -38,9 +38,11 @@ const MAX_SHARD_INODES: u64 = 8192;
 /// Record kinds copied beside the inodes, one range each (counters are read last).
 /// Settings (`C`) are not among them: the format record is the header, and the cache
 /// group's secret is a secret (a loaded volume makes a new one).
-const OTHER_RANGES: [(&[u8], &[u8]); 5] = [
+const OTHER_RANGES: [(&[u8], &[u8]); 7] = [
+    (b"G", b"H"), // tier policies
     (b"H", b"I"), // compaction hints
     (b"K", b"L"), // shared slices' reference counts
+    (b"P", b"Q"), // where slices are on a volume with several stores
     (b"Q", b"R"), // quotas
     (b"R", b"S"), // access control lists
     (b"U", b"V"), // directory usage
