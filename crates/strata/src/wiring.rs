@@ -29,10 +29,19 @@ pub fn shown_format(format: &Format) -> Format {
         rsa_private_key: e.rsa_private_key.as_ref().map(|_| Secret::new("removed")),
         ..e
     });
+    let stores = format
+        .stores
+        .iter()
+        .map(|s| strata_meta::StoreSpec {
+            secret_key: removed(&s.secret_key),
+            ..s.clone()
+        })
+        .collect();
     Format {
         secret_key: removed(&format.secret_key),
         session_token: removed(&format.session_token),
         encryption,
+        stores,
         ..format.clone()
     }
 }

@@ -234,13 +234,16 @@ impl Meta {
         Ok(stats)
     }
 
-    /// The format record as a dump (either kind) carries it: the object store's secret
-    /// key and session token removed unless asked to keep them.
+    /// The format record as a dump (either kind) carries it: the object stores' secret
+    /// keys and session token removed unless asked to keep them.
     pub(super) fn dumped_format(&self, keep_secret_key: bool) -> Result<serde_json::Value> {
         let mut format = (*self.current_format()?).clone();
         if !keep_secret_key {
             format.secret_key = None;
             format.session_token = None;
+            for store in &mut format.stores {
+                store.secret_key = None;
+            }
         }
         serde_json::to_value(&format).map_err(|e| MetaError::Invalid(format!("format record: {e}")))
     }
