@@ -266,7 +266,7 @@ impl Client {
         let vfs = Arc::new(Vfs::new(meta.clone(), chunks, vfs_opts));
         vfs.set_object_stats(object_stats);
         let routed = placements.map(|(placements, routed)| {
-            vfs.set_placements(placements);
+            vfs.set_placements(placements, routed.clone());
             routed
         });
         if let Some(wb) = &writeback {

@@ -205,17 +205,20 @@ fn open_bare_backend(format: &Format) -> Result<Arc<dyn ObjectStore>> {
         format.access_key.as_deref(),
         format.secret_key.clone(),
         format.session_token.clone(),
+        None,
     )
 }
 
-/// The backend of one store: a kind (`file`, `mem`, `s3`, `azure`), its bucket and the
-/// credentials to it.
-fn open_store_backend(
+/// The backend of one store: a kind (`file`, `mem`, `s3`, `azure`), its bucket, the
+/// credentials to it and the storage class its objects get (S3 and Azure; ignored by
+/// the others, which have none).
+pub fn open_store_backend(
     storage: &str,
     bucket: &str,
     access_key: Option<&str>,
     secret_key: Option<Secret>,
     session_token: Option<Secret>,
+    class: Option<String>,
 ) -> Result<Arc<dyn ObjectStore>> {
     let bucket_error = |source| OpenError::Bucket {
         bucket: bucket.to_string(),
@@ -229,7 +232,8 @@ fn open_store_backend(
         "mem" => Ok(Arc::new(Backend::memory())),
         "s3" => Ok(Arc::new(
             Backend::s3(&s3_config(bucket, access_key, secret_key, session_token)?)
-                .map_err(bucket_error)?,
+                .map_err(bucket_error)?
+                .with_storage_class(class),
         )),
         "wasb" | "azure" => {
             let cfg = azure_config(
@@ -237,7 +241,11 @@ fn open_store_backend(
                 access_key.unwrap_or_default(),
                 secret_key.unwrap_or_default(),
             )?;
-            Ok(Arc::new(Backend::azure(&cfg).map_err(bucket_error)?))
+            Ok(Arc::new(
+                Backend::azure(&cfg)
+                    .map_err(bucket_error)?
+                    .with_storage_class(class),
+            ))
         }
         other => Err(OpenError::UnknownStorage(other.to_owned())),
     }
@@ -261,6 +269,7 @@ pub fn open_routed(
             spec.access_key.as_deref(),
             spec.secret_key.clone(),
             None,
+            spec.storage_class.clone(),
         )?;
         members.push(Member::new(spec.id, &spec.name, backend));
     }

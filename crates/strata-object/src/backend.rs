@@ -88,9 +88,29 @@ pub struct Backend {
     ordered_list: bool,
     /// A local store's directory and its files not yet made durable.
     local: Option<LocalSync>,
+    /// The storage class objects are put with (S3 `x-amz-storage-class`), if any.
+    storage_class: Option<String>,
 }
 
 impl Backend {
+    /// This store putting objects with storage class `class` (S3: `STANDARD_IA`,
+    /// `GLACIER_IR`, ...; Azure: an access tier): docs/PLACEMENT.md.
+    pub fn with_storage_class(self, class: Option<String>) -> Backend {
+        Backend {
+            storage_class: class.filter(|c| !c.is_empty()),
+            ..self
+        }
+    }
+
+    /// What every put carries: the storage class, when one is set.
+    fn attributes(&self) -> object_store::Attributes {
+        let mut attributes = object_store::Attributes::new();
+        if let Some(class) = &self.storage_class {
+            attributes.insert(object_store::Attribute::StorageClass, class.clone().into());
+        }
+        attributes
+    }
+
     /// A local directory as a store; the directory must exist.
     pub fn local(dir: &FsPath) -> Result<Backend> {
         if !dir.is_dir() {
@@ -106,6 +126,7 @@ impl Backend {
             describe: format!("file://{}", dir.display()),
             ordered_list: false,
             local: Some(LocalSync::new(dir)),
+            storage_class: None,
         })
     }
 
@@ -116,6 +137,7 @@ impl Backend {
             describe: "mem://".into(),
             ordered_list: true,
             local: None,
+            storage_class: None,
         }
     }
 
@@ -156,6 +178,7 @@ impl Backend {
             describe: format!("s3://{}@{place}", cfg.bucket),
             ordered_list: true,
             local: None,
+            storage_class: None,
         })
     }
 }
@@ -191,6 +214,7 @@ impl Backend {
             describe: format!("wasb://{}@{place}", cfg.container),
             ordered_list: true,
             local: None,
+            storage_class: None,
         })
     }
 }
@@ -337,8 +361,12 @@ impl ObjectStore for Backend {
             return Ok(());
         }
         let payload: PutPayload = parts.into_iter().collect();
+        let opts = object_store::PutOptions {
+            attributes: self.attributes(),
+            ..object_store::PutOptions::default()
+        };
         self.inner
-            .put(&location, payload)
+            .put_opts(&location, payload, opts)
             .await
             .map_err(|e| map_err(key, e))?;
         self.written(key);
@@ -464,7 +492,15 @@ impl BackendUpload<'_> {
             self.wait_one().await?;
         }
         if self.multipart.is_none() {
-            let started = self.backend.inner.put_multipart(&self.location).await;
+            let opts = object_store::PutMultipartOptions {
+                attributes: self.backend.attributes(),
+                ..object_store::PutMultipartOptions::default()
+            };
+            let started = self
+                .backend
+                .inner
+                .put_multipart_opts(&self.location, opts)
+                .await;
             self.multipart = Some(started.map_err(|e| map_err(&self.key, e))?);
         }
         let payload: PutPayload = std::mem::take(&mut self.pending).into_iter().collect();

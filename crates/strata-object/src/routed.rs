@@ -19,6 +19,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+use strata_types::metrics::{Exposition, Kind};
+
 use crate::upload::Upload;
 use crate::{ObjectError, ObjectInfo, ObjectStore, Result};
 
@@ -158,6 +160,32 @@ impl Routed {
 
     pub fn members(&self) -> &[Member] {
         &self.members
+    }
+
+    /// The routing counters and which stores are passed over now, for Prometheus.
+    pub fn render_metrics(&self, e: &mut Exposition) {
+        let helps = [
+            "Reads answered by a store other than the first one tried.",
+            "Requests that passed over a store marked down.",
+            "Store failures that marked a store down for a while.",
+            "Blocks written to fewer stores than their placement named.",
+            "Blocks written to store 0 because no store their placement named took them.",
+        ];
+        for ((name, value), help) in self.stats.snapshot().into_iter().zip(helps) {
+            e.single(&format!("strata_store_{name}"), Kind::Counter, help, value);
+        }
+        e.family(
+            "strata_store_down",
+            Kind::Gauge,
+            "1 while a store is passed over after failing, else 0.",
+        );
+        for m in &self.members {
+            e.sample(
+                "strata_store_down",
+                &[("store", m.name.as_str())],
+                u64::from(m.is_down()),
+            );
+        }
     }
 
     fn home(&self) -> &Member {

@@ -396,44 +396,34 @@ impl Gateway {
             .map_err(|e| fs_error(e, name))
     }
 
-    /// Rename the key's file into the store under the id its own record names (read
-    /// after the move, so a file another writer put there meanwhile keeps its own id).
+    /// Rename the key's file into the store under the id its record names, in one rename
+    /// that happens only if the key still names the file whose id was read (a writer that
+    /// replaced it meanwhile makes the move start again with the new file). One rename:
+    /// a crash leaves the version either current or stored under its id, never hidden.
     async fn move_to_store(&self, parent: Ino, name: &str, store: Ino) -> S3Result<()> {
-        let pending = format!("{PENDING}{}", uuid::Uuid::new_v4().simple());
-        match self
-            .vfs
-            .rename(
-                &self.server_ctx,
-                parent,
-                name.as_bytes(),
-                store,
-                pending.as_bytes(),
-                0,
-            )
-            .await
-        {
-            Ok(()) => {}
-            Err(Errno::ENOENT) => return Ok(()),
-            Err(e) => return Err(fs_error(e, name)),
+        for _ in 0..ATTEMPTS {
+            let Some(cur) = self.current_version(parent, name).await? else {
+                return Ok(());
+            };
+            match self
+                .vfs
+                .rename_moving(
+                    &self.server_ctx,
+                    (parent, name.as_bytes()),
+                    (store, cur.id.as_bytes()),
+                    cur.ino,
+                )
+                .await
+            {
+                Ok(()) | Err(Errno::ENOENT) => return Ok(()),
+                Err(Errno::ESTALE) => {}
+                Err(e) => return Err(fs_error(e, name)),
+            }
         }
-        let moved = self
-            .vfs
-            .lookup(&self.server_ctx, store, pending.as_bytes())
-            .await
-            .map_err(|e| fs_error(e, "version store"))?;
-        let record = self.load_record(moved.ino, &moved.attr).await;
-        let id = shown_id(record.as_ref().and_then(|r| r.version_id.as_deref()));
-        self.vfs
-            .rename(
-                &self.server_ctx,
-                store,
-                pending.as_bytes(),
-                store,
-                id.as_bytes(),
-                0,
-            )
-            .await
-            .map_err(|e| fs_error(e, "version store"))
+        Err(S3Error::with_message(
+            S3ErrorCode::SlowDown,
+            format!("{name} is being written by others; try again"),
+        ))
     }
 
     /// A delete marker named `id` (`None`: `null`, replacing a stored null version).

@@ -154,8 +154,12 @@ pub struct Vfs {
     /// sync to its metadata sync: a commit whose blocks the store sync did not cover can
     /// never be made durable by the metadata sync that follows it.
     durability: tokio::sync::RwLock<()>,
-    /// Where new slices go on a volume with several stores (set once, at start).
-    placements: std::sync::OnceLock<Arc<placement::Placements>>,
+    /// Where new slices go on a volume with several stores, and the stores (set once, at
+    /// start).
+    placements: std::sync::OnceLock<(
+        Arc<placement::Placements>,
+        Arc<strata_object::routed::Routed>,
+    )>,
     /// The staging area of `--writeback`, if on.
     writeback: Mutex<Option<Arc<strata_object::writeback::Writeback>>>,
 }
@@ -210,15 +214,19 @@ impl Vfs {
 
     /// On a volume with several stores: where new slices go (docs/PLACEMENT.md). False if
     /// set already.
-    pub fn set_placements(&self, placements: Arc<placement::Placements>) -> bool {
-        self.placements.set(placements).is_ok()
+    pub fn set_placements(
+        &self,
+        placements: Arc<placement::Placements>,
+        stores: Arc<strata_object::routed::Routed>,
+    ) -> bool {
+        self.placements.set((placements, stores)).is_ok()
     }
 
     /// A new slice id for data of file `ino`, its placement recorded first when a tier
     /// policy sends the file's new data to other stores than the volume's own.
     pub(crate) async fn new_slice_for(&self, ino: Ino) -> Result<u64> {
         let id = self.meta.new_slice_id().await.map_err(errno::from_meta)?;
-        if let Some(p) = self.placements.get() {
+        if let Some((p, _)) = self.placements.get() {
             p.place_new_slice(ino, id).await.map_err(errno::from_meta)?;
         }
         Ok(id)
@@ -429,15 +437,41 @@ impl Vfs {
     pub async fn rename_replacing(
         &self,
         ctx: &Ctx,
-        (parent, name): (Ino, &[u8]),
-        (newparent, newname): (Ino, &[u8]),
+        from: (Ino, &[u8]),
+        to: (Ino, &[u8]),
         expected: Ino,
     ) -> Result<()> {
-        self.writable()?;
         let flags = RenameFlags {
             replacing: Some(expected),
             ..RenameFlags::default()
         };
+        self.rename_with(ctx, from, to, flags).await
+    }
+
+    /// Rename `name` to `newname` (replacing what is there) only if `name` is still the
+    /// inode `expected` (decided in the rename's transaction); `ESTALE` otherwise.
+    pub async fn rename_moving(
+        &self,
+        ctx: &Ctx,
+        from: (Ino, &[u8]),
+        to: (Ino, &[u8]),
+        expected: Ino,
+    ) -> Result<()> {
+        let flags = RenameFlags {
+            moving: Some(expected),
+            ..RenameFlags::default()
+        };
+        self.rename_with(ctx, from, to, flags).await
+    }
+
+    async fn rename_with(
+        &self,
+        ctx: &Ctx,
+        (parent, name): (Ino, &[u8]),
+        (newparent, newname): (Ino, &[u8]),
+        flags: RenameFlags,
+    ) -> Result<()> {
+        self.writable()?;
         self.meta
             .rename(ctx, parent, name, newparent, newname, flags)
             .await

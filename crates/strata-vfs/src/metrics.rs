@@ -107,6 +107,9 @@ impl Vfs {
         if let Some(group) = self.chunks.group() {
             group.render_metrics(&mut e);
         }
+        if let Some((_, stores)) = self.placements.get() {
+            stores.render_metrics(&mut e);
+        }
         render_process(&mut e);
         e.finish()
     }

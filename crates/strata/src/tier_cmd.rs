@@ -87,6 +87,9 @@ struct MoveArgs {
     /// Only count what would move
     #[arg(long)]
     dry_run: bool,
+    /// Files moved at once
+    #[arg(short = 'p', long, default_value_t = 8)]
+    threads: usize,
 }
 
 pub fn run_tier(a: TierArgs) -> Result<()> {
@@ -311,6 +314,7 @@ async fn run_mover(m: MoveArgs) -> Result<()> {
             strata_meta::now_ns(),
         ),
         dry_run: m.dry_run,
+        threads: m.threads,
     };
     loop {
         let progress = Arc::new(Progress::default());

@@ -107,8 +107,8 @@ impl AdminVolume {
         let data = self.data(keys, retries)?;
         let chunks = ChunkStore::new(data, Arc::new(NoCache::default()), chunk_opts);
         let vfs = Arc::new(Vfs::new(self.meta.clone(), chunks, VfsOptions::default()));
-        if let Some((placements, _)) = &self.stores {
-            vfs.set_placements(placements.clone());
+        if let Some((placements, stores)) = &self.stores {
+            vfs.set_placements(placements.clone(), stores.clone());
         }
         Ok(vfs)
     }

@@ -3,7 +3,8 @@
 //! proxy (`backup`). A tree written hot is moved cold by `tier move` while readers read
 //! it continuously (no error, every byte verified), after which the hot store holds none
 //! of it; a tree placed in the S3 store with a copy at home reads entirely and takes new
-//! writes while the S3 store is stopped; fsck and gc are clean across the stores.
+//! writes while the S3 store is slowed and then stopped (counted down on the metrics
+//! endpoint); fsck and gc are clean across the stores.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code
 
 mod common;
@@ -122,7 +123,7 @@ fn three_stores() -> Setup {
         "--store-secret-key",
         TEST_SECRET_KEY,
         "--store-class",
-        "STANDARD_IA",
+        "REDUCED_REDUNDANCY",
     ]);
     let listed = strata_ok(&["tier", "list", &vol.meta_url]);
     assert!(
@@ -214,9 +215,26 @@ fn a_tree_moves_cold_under_readers_and_copies_survive_a_stopped_store() {
         status.contains(&format!("default      {FILES} slices")),
         "{status}"
     );
+    // Slowed: reads go to the S3 store first and still verify.
+    s.proxy.set(Fault::Delay(Duration::from_millis(2)));
+    let slowed = s.vol.mount_with("slowed", &["--cache-size", "0"]);
+    verify_tree(&slowed.path, "crit").unwrap();
+    drop(slowed);
+    // Stopped: every file reads from the copy, the store is counted down.
     s.proxy.set(Fault::Refuse);
     let fresh = s.vol.mount_with("stopped", &["--cache-size", "0"]);
     verify_tree(&fresh.path, "crit").unwrap();
+    let (code, metrics) = curl(&[&metrics_url(&fresh.log())]);
+    assert_eq!(code, 200);
+    assert!(
+        metrics.contains("strata_store_down{store=\"backup\"} 1"),
+        "{metrics}"
+    );
+    let fallbacks = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("strata_store_fallback_reads "))
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    assert!(fallbacks.is_some_and(|n| n > 0), "{metrics}");
     std::fs::write(fresh.path.join("crit/new"), b"written while backup is down").unwrap();
     drop(fresh);
     let again = s.vol.mount_with("again", &["--cache-size", "0"]);

@@ -15,6 +15,7 @@ pub mod kv;
 pub mod lifecycle;
 pub mod lost_answers;
 pub mod namespace;
+pub mod placement;
 pub mod posix;
 pub mod protection;
 pub mod remove;
@@ -232,6 +233,9 @@ macro_rules! meta_conformance_tests {
             dump_binary::binary_dumps_round_trip, dump_binary::damaged_binary_dumps_are_refused,
             dump_binary::binary_dumps_leave_out_what_only_sessions_keep,
             dump_binary::leftovers_of_an_interrupted_load_are_erased_on_request,
+            placement::placement_records_switch_atomically_and_go_with_their_slice,
+            placement::tier_policies_and_mover_leases,
+            placement::placements_survive_binary_dumps_and_reformatting,
             special::tmpfiles_live_until_closed_or_linked,
             special::rename_whiteout_leaves_a_char_device,
             special::open_directories_outlive_their_removal,

@@ -490,7 +490,25 @@ pub async fn rename_exchange_and_noreplace<S: TestStore>() {
         meta.lookup(&root, Ino::ROOT, b"w").await.unwrap().ino,
         w2.ino
     );
-    meta.unlink(&root, Ino::ROOT, b"w").await.unwrap();
+    // Moving only a given inode: a compare-and-swap on the source.
+    let moving = |ino| RenameFlags {
+        moving: Some(ino),
+        ..RenameFlags::default()
+    };
+    for (source, wrong) in [(&b"w"[..], w.ino), (&b"none"[..], w2.ino)] {
+        let refused = meta
+            .rename(&root, Ino::ROOT, source, a.ino, b"moved", moving(wrong))
+            .await;
+        assert_eq!(errno_of(refused), Errno::ESTALE);
+    }
+    meta.rename(&root, Ino::ROOT, b"w", a.ino, b"moved", moving(w2.ino))
+        .await
+        .unwrap();
+    assert_eq!(
+        meta.lookup(&root, a.ino, b"moved").await.unwrap().ino,
+        w2.ino
+    );
+    meta.unlink(&root, a.ino, b"moved").await.unwrap();
     // Exchange a file with a file in another directory.
     meta.rename(&root, Ino::ROOT, b"x", a.ino, b"y", exchange)
         .await

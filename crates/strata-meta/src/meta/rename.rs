@@ -25,6 +25,9 @@ pub struct RenameFlags {
     /// Replace only this inode: if the destination is missing or another inode, fail with
     /// `ESTALE` (a compare-and-swap for the S3 gateway's `If-Match`; no kernel flag).
     pub replacing: Option<Ino>,
+    /// Move only this inode: if the source entry is missing or another inode, fail with
+    /// `ESTALE` (the S3 gateway moving a key's current version into its version store).
+    pub moving: Option<Ino>,
 }
 
 impl RenameFlags {
@@ -43,6 +46,7 @@ impl RenameFlags {
             exchange: bits & Self::EXCHANGE != 0,
             whiteout: bits & Self::WHITEOUT != 0,
             replacing: None,
+            moving: None,
         };
         if flags.exchange && (flags.noreplace || flags.whiteout) {
             return posix(Errno::EINVAL);
@@ -160,7 +164,13 @@ impl Meta {
         if in_trash(&dst_dir) && !in_trash(&src_dir) {
             return posix(Errno::EPERM);
         }
-        let Some((src_kind, src_ino)) = get_entry(tx, parent, name).await? else {
+        let src_entry = get_entry(tx, parent, name).await?;
+        if let Some(expected) = flags.moving
+            && src_entry.map(|(_, ino)| ino) != Some(expected)
+        {
+            return posix(Errno::ESTALE);
+        }
+        let Some((src_kind, src_ino)) = src_entry else {
             return posix(Errno::ENOENT);
         };
         if src_ino == Ino::TRASH {

@@ -117,6 +117,18 @@ async fn reads_fall_back_to_other_stores_and_skip_a_failing_one() {
         "a down store is not asked first"
     );
     assert!(set.routed.stats().skipped_down.load(Ordering::Relaxed) >= 1);
+    let mut e = Exposition::new();
+    set.routed.render_metrics(&mut e);
+    let text = e.finish();
+    assert!(text.contains("strata_store_fallback_reads 2"), "{text}");
+    assert!(
+        text.contains("strata_store_down{store=\"cold\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("strata_store_down{store=\"default\"} 0"),
+        "{text}"
+    );
     // Missing everywhere: NotFound; missing where up but a store failed: its error.
     set.faults[1].set(FaultPlan::default());
     let none = set

@@ -9,7 +9,9 @@
 //! reader that looked the slice up before the switch still finds it.
 
 use std::collections::HashSet;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures::StreamExt;
 use std::time::{Duration, Instant};
 
 use strata_chunk::{block_key, block_sizes};
@@ -40,6 +42,8 @@ pub struct MoveOptions {
     pub holder: u64,
     /// Only report what would move.
     pub dry_run: bool,
+    /// Files moved at once.
+    pub threads: usize,
 }
 
 /// What `tier move` found and did.
@@ -78,7 +82,7 @@ pub async fn move_data(
     let mut report = MoveReport::default();
     let policies = meta.tier_policies().await?;
     let with_policy: HashSet<Ino> = policies.iter().map(|(ino, _)| *ino).collect();
-    let mut pacer = Pacer::new(opts.bandwidth);
+    let pacer = Pacer::new(opts.bandwidth);
     progress.stage("moving", 0);
     for (dir, policy) in &policies {
         let until = strata_meta::now_ns() + nanos(LEASE);
@@ -95,7 +99,7 @@ pub async fn move_data(
             target: policy.placement(),
             progress,
         };
-        let moved = mover.run(*dir, &with_policy, &mut report, &mut pacer).await;
+        let moved = mover.run(*dir, &with_policy, &mut report, &pacer).await;
         meta.release_mover_lease(*dir, opts.holder).await?;
         moved?;
     }
@@ -106,11 +110,11 @@ fn nanos(d: Duration) -> Nanos {
     Nanos::try_from(d.as_nanos()).unwrap_or(Nanos::MAX)
 }
 
-/// Holds copies to a rate.
+/// Holds copies to a rate (shared by the concurrent copies of one run).
 struct Pacer {
     bandwidth: u64,
     started: Instant,
-    bytes: u64,
+    bytes: AtomicU64,
 }
 
 impl Pacer {
@@ -118,20 +122,38 @@ impl Pacer {
         Pacer {
             bandwidth,
             started: Instant::now(),
-            bytes: 0,
+            bytes: AtomicU64::new(0),
         }
     }
 
-    async fn account(&mut self, bytes: u64) {
-        self.bytes += bytes;
+    async fn account(&self, bytes: u64) {
+        let total = self.bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
         if self.bandwidth == 0 {
             return;
         }
-        let due = Duration::from_secs_f64(self.bytes as f64 / self.bandwidth as f64);
+        let due = Duration::from_secs_f64(total as f64 / self.bandwidth as f64);
         if let Some(wait) = due.checked_sub(self.started.elapsed()) {
             // Rate limiting, not synchronization: the copy waits its turn.
             tokio::time::sleep(wait).await;
         }
+    }
+}
+
+impl MoveReport {
+    /// Add what another part of the run did.
+    fn merge(&mut self, o: &MoveReport) {
+        self.policies += o.policies;
+        self.policies_busy += o.policies_busy;
+        self.files += o.files;
+        self.files_too_new += o.files_too_new;
+        self.slices += o.slices;
+        self.slices_in_place += o.slices_in_place;
+        self.slices_moved += o.slices_moved;
+        self.blocks_copied += o.blocks_copied;
+        self.bytes_copied += o.bytes_copied;
+        self.slices_raced += o.slices_raced;
+        self.blocks_released += o.blocks_released;
+        self.moves_finished += o.moves_finished;
     }
 }
 
@@ -152,7 +174,7 @@ impl DirMover<'_> {
         dir: Ino,
         with_policy: &HashSet<Ino>,
         report: &mut MoveReport,
-        pacer: &mut Pacer,
+        pacer: &Pacer,
     ) -> Result<()> {
         let mut dirs = vec![dir];
         let mut lease_renewed = Instant::now();
@@ -160,6 +182,7 @@ impl DirMover<'_> {
             strata_meta::now_ns() - nanos(Duration::from_secs(self.policy.after_secs));
         while let Some(d) = dirs.pop() {
             let mut after: Option<Vec<u8>> = None;
+            let mut files: Vec<(Ino, u64)> = Vec::new();
             loop {
                 let page = self.meta.readdir(d, after.as_deref(), PAGE, true).await?;
                 let Some(last) = page.last() else { break };
@@ -176,11 +199,22 @@ impl DirMover<'_> {
                                 report.files_too_new += 1;
                                 continue;
                             }
-                            self.move_file(entry.ino, attr.length, report, pacer)
-                                .await?;
+                            files.push((entry.ino, attr.length));
                         }
                         _ => {}
                     }
+                }
+                let moved: Vec<Result<MoveReport>> = futures::stream::iter(files.drain(..))
+                    .map(|(ino, length)| async move {
+                        let mut part = MoveReport::default();
+                        self.move_file(ino, length, &mut part, pacer).await?;
+                        Ok(part)
+                    })
+                    .buffer_unordered(self.opts.threads.max(1))
+                    .collect()
+                    .await;
+                for part in moved {
+                    report.merge(&part?);
                 }
                 if lease_renewed.elapsed() > LEASE / 3 {
                     let until = strata_meta::now_ns() + nanos(LEASE);
@@ -199,7 +233,7 @@ impl DirMover<'_> {
         ino: Ino,
         length: u64,
         report: &mut MoveReport,
-        pacer: &mut Pacer,
+        pacer: &Pacer,
     ) -> Result<()> {
         let chunks = u32::try_from(length.div_ceil(CHUNK_SIZE)).unwrap_or(u32::MAX);
         let mut seen: HashSet<u64> = HashSet::new();
@@ -224,7 +258,7 @@ impl DirMover<'_> {
         &self,
         (id, size): SliceRef,
         report: &mut MoveReport,
-        pacer: &mut Pacer,
+        pacer: &Pacer,
     ) -> Result<()> {
         report.slices += 1;
         let record = self
@@ -271,7 +305,7 @@ impl DirMover<'_> {
         size: u32,
         record: Option<&Placement>,
         now: &Placement,
-        pacer: &mut Pacer,
+        pacer: &Pacer,
         report: &mut MoveReport,
     ) -> Result<Option<Placement>> {
         for (index, len) in block_sizes(size, self.opts.block_size) {
@@ -282,6 +316,13 @@ impl DirMover<'_> {
             report.bytes_copied += bytes;
             self.progress.bytes.fetch_add(bytes, Ordering::Relaxed);
             pacer.account(bytes).await;
+        }
+        // The copies must survive a crash before the record points at them (and before
+        // the old ones may go): a local store's puts are durable only once synced.
+        for &t in &self.target.stores {
+            if let Some(m) = self.stores.member(t) {
+                m.store.sync().await?;
+            }
         }
         let mut leaving: Vec<u8> = Vec::new();
         for &s in now.stores.iter().chain(&now.leaving) {
