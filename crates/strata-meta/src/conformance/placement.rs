@@ -1,7 +1,7 @@
 //! Conformance cases of placement (docs/PLACEMENT.md): placement records switch only
 //! from what the switcher read, list in id order and go with their slice's deletion;
 //! tier policies are kept per directory; a mover's lease excludes other movers until it
-//! ends or is released; binary dumps carry records and policies, and a volume with
+//! ends or is released; dumps (binary and JSON) carry records and policies, and a volume with
 //! stores keeps them (and its version) when formatted again.
 
 use strata_types::Ino;

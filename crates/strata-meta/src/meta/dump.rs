@@ -157,6 +157,25 @@ pub enum DumpLine {
         size: u32,
         refs: i64,
     },
+    /// Where a slice is on a volume with several stores (the `P` record; absent = store
+    /// 0 only).
+    Placement {
+        id: u64,
+        stores: Vec<u8>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        leaving: Vec<u8>,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        leave_after: i64,
+    },
+    /// A directory's tier policy (the `G` record; whole-volume dumps only).
+    TierPolicy {
+        ino: u64,
+        store: u8,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        copies: Vec<u8>,
+        #[serde(default, skip_serializing_if = "is_zero_u64")]
+        after_secs: u64,
+    },
     /// Last line: what came before, so a cut-off dump is detected.
     End {
         nodes: u64,
@@ -179,6 +198,14 @@ pub struct DumpStats {
     pub nodes: u64,
     pub entries: u64,
     pub slice_refs: u64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 fn write_line(out: &mut (dyn Write + Send), line: &DumpLine) -> Result<()> {
@@ -224,6 +251,7 @@ impl Meta {
         // All of them, also for a --subdir dump: a count can only be too high there (safe:
         // the slice is freed late, by gc), never too low.
         stats.slice_refs = self.dump_slice_refs(out).await?;
+        self.dump_placements(out, opts.subdir.is_none()).await?;
         write_line(
             out,
             &DumpLine::End {
@@ -366,6 +394,38 @@ impl Meta {
             let default = self.acls.record(tx, core.default_acl).await?;
             node.xattrs
                 .push((Raw::of(XATTR_DEFAULT), Raw::of(&default.to_xattr())));
+        }
+        Ok(())
+    }
+
+    /// Every placement record, and (for a whole-volume dump, whose inode numbers stay)
+    /// every tier policy.
+    async fn dump_placements(&self, out: &mut (dyn Write + Send), policies: bool) -> Result<()> {
+        let mut after = 0;
+        loop {
+            let page = self.list_placements(after, PAGE).await?;
+            let Some(&(last, _)) = page.last() else { break };
+            after = last;
+            for (id, p) in page {
+                let line = DumpLine::Placement {
+                    id,
+                    stores: p.stores,
+                    leaving: p.leaving,
+                    leave_after: p.leave_after,
+                };
+                write_line(out, &line)?;
+            }
+        }
+        if policies {
+            for (ino, p) in self.tier_policies().await? {
+                let line = DumpLine::TierPolicy {
+                    ino: ino.0,
+                    store: p.store,
+                    copies: p.copies,
+                    after_secs: p.after_secs,
+                };
+                write_line(out, &line)?;
+            }
         }
         Ok(())
     }

@@ -266,6 +266,35 @@ impl Loader {
                     .push((keys::slice_ref(id, size), codec::encode_slots(&[refs])));
                 self.stats.slice_refs += 1;
             }
+            DumpLine::Placement {
+                id,
+                stores,
+                leaving,
+                leave_after,
+            } => {
+                let p = super::Placement {
+                    stores,
+                    leaving,
+                    leave_after,
+                };
+                if p.stores.is_empty() {
+                    return Err(bad(number, "a placement names no store"));
+                }
+                self.batch.push((keys::placement(id), p.encode()));
+            }
+            DumpLine::TierPolicy {
+                ino,
+                store,
+                copies,
+                after_secs,
+            } => {
+                let p = super::TierPolicy {
+                    store,
+                    copies,
+                    after_secs,
+                };
+                self.batch.push((keys::tier_policy(Ino(ino)), p.encode()));
+            }
             DumpLine::End { nodes, entries } => {
                 if (nodes, entries) != (self.stats.nodes, self.stats.entries) {
                     return Err(bad(number, "counts do not match the lines before it"));
