@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use parking_lot::Mutex;
 
 use strata_types::metrics::{Exposition, Kind};
@@ -48,6 +50,10 @@ pub struct RouteStats {
     pub partial_writes: AtomicU64,
     /// Blocks written to store 0 because no store their placement named took them.
     pub fallback_writes: AtomicU64,
+    /// Reads that asked a second store because the first was slow to answer.
+    pub hedged_reads: AtomicU64,
+    /// Writes that left a store out because it was still busy after the others were done.
+    pub slow_writes: AtomicU64,
 }
 
 impl RouteStats {
@@ -64,6 +70,8 @@ impl RouteStats {
             ("store_failures", get(&self.store_failures)),
             ("partial_writes", get(&self.partial_writes)),
             ("fallback_writes", get(&self.fallback_writes)),
+            ("hedged_reads", get(&self.hedged_reads)),
+            ("slow_writes", get(&self.slow_writes)),
         ]
     }
 }
@@ -105,8 +113,15 @@ pub struct Routed {
     members: Vec<Member>,
     lookup: Arc<dyn PlacementLookup>,
     down_for: Duration,
+    hedge_after: Duration,
+    write_patience: Duration,
     stats: Arc<RouteStats>,
 }
+
+/// How long a read waits for a store before also asking the next one.
+pub const HEDGE_AFTER: Duration = Duration::from_secs(2);
+/// How long a write waits for the other stores once one has the block.
+pub const WRITE_PATIENCE: Duration = Duration::from_secs(5);
 
 impl fmt::Debug for Routed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -145,8 +160,19 @@ impl Routed {
             members,
             lookup,
             down_for,
+            hedge_after: HEDGE_AFTER,
+            write_patience: WRITE_PATIENCE,
             stats: Arc::new(RouteStats::default()),
         })
+    }
+
+    /// This set with other waits for slow stores (tests).
+    pub fn with_patience(self, hedge_after: Duration, write_patience: Duration) -> Routed {
+        Routed {
+            hedge_after,
+            write_patience,
+            ..self
+        }
     }
 
     pub fn stats(&self) -> &Arc<RouteStats> {
@@ -170,6 +196,8 @@ impl Routed {
             "Store failures that marked a store down for a while.",
             "Blocks written to fewer stores than their placement named.",
             "Blocks written to store 0 because no store their placement named took them.",
+            "Reads that also asked the next store because the first was slow to answer.",
+            "Writes that left out a store still busy after the others had the block.",
         ];
         for ((name, value), help) in self.stats.snapshot().into_iter().zip(helps) {
             e.single(&format!("strata_store_{name}"), Kind::Counter, help, value);
@@ -229,17 +257,43 @@ impl Routed {
         Ok(up.into_iter().chain(down).collect())
     }
 
-    /// Ask each store of `key`'s read order in turn until one has it.
+    /// Ask each store of `key`'s read order in turn until one has it. A store that has
+    /// not answered after [`HEDGE_AFTER`] gets company: the next store is asked too, and
+    /// the first answer wins (a slow store delays a read by that much at most).
     async fn first_answer<'s, T, F>(&'s self, key: &str, ask: F) -> Result<T>
     where
         F: Fn(&'s Member) -> futures::future::BoxFuture<'s, Result<T>>,
     {
-        let order = self.read_order(key).await?;
+        let mut order = self.read_order(key).await?.into_iter().enumerate();
+        let mut asking = FuturesUnordered::new();
+        let ask_next = |order: &mut dyn Iterator<Item = (usize, &'s Member)>,
+                        asking: &mut FuturesUnordered<_>| {
+            if let Some((tried, m)) = order.next() {
+                let answer = ask(m);
+                asking.push(async move { (tried, m, answer.await) });
+            }
+        };
+        ask_next(&mut order, &mut asking);
         // A store that failed may hold the object: its error, not NotFound, is the answer
         // when no store has it, so the caller tries again rather than call it missing.
         let mut failure: Option<ObjectError> = None;
-        for (tried, m) in order.into_iter().enumerate() {
-            match ask(m).await {
+        loop {
+            let answered = match order.len() {
+                // Nobody left to ask besides those asked: wait for them.
+                0 => asking.next().await,
+                _ => match tokio::time::timeout(self.hedge_after, asking.next()).await {
+                    Ok(answered) => answered,
+                    Err(_) => {
+                        RouteStats::bump(&self.stats.hedged_reads);
+                        ask_next(&mut order, &mut asking);
+                        continue;
+                    }
+                },
+            };
+            let Some((tried, m, answer)) = answered else {
+                break;
+            };
+            match answer {
                 Ok(v) => {
                     if tried > 0 {
                         RouteStats::bump(&self.stats.fallback_reads);
@@ -254,26 +308,47 @@ impl Routed {
                     failure.get_or_insert(e);
                 }
             }
+            if asking.is_empty() {
+                ask_next(&mut order, &mut asking);
+            }
         }
         Err(failure.unwrap_or_else(|| ObjectError::NotFound(key.to_string())))
     }
 
     /// Put `data` to each of `targets` at once; the ids that took it, and the last error.
+    /// Once one store has it, the others get [`WRITE_PATIENCE`] more: a store still busy
+    /// then is left out (and passed over for a while), so a slow copy never stalls a write.
     async fn put_each(
         &self,
         key: &str,
         data: &Bytes,
         targets: &[&Member],
     ) -> (Vec<u8>, Option<ObjectError>) {
-        let puts = targets.iter().map(|m| async move {
-            let r = m.store.put(key, data.clone()).await;
-            (*m, r)
-        });
+        let mut puts: FuturesUnordered<_> = targets
+            .iter()
+            .map(|m| async move { (*m, m.store.put(key, data.clone()).await) })
+            .collect();
         let mut took = Vec::new();
+        let mut answered = Vec::new();
         let mut last = None;
-        for (m, r) in futures::future::join_all(puts).await {
+        let mut until: Option<tokio::time::Instant> = None;
+        loop {
+            let next = match until {
+                None => puts.next().await,
+                Some(t) => match tokio::time::timeout_at(t, puts.next()).await {
+                    Ok(next) => next,
+                    Err(_) => break,
+                },
+            };
+            let Some((m, r)) = next else {
+                return (took, last);
+            };
+            answered.push(m.id);
             match r {
-                Ok(()) => took.push(m.id),
+                Ok(()) => {
+                    took.push(m.id);
+                    until.get_or_insert_with(|| tokio::time::Instant::now() + self.write_patience);
+                }
                 Err(e) => {
                     if store_failed(&e) {
                         self.mark_down(m, &e);
@@ -281,6 +356,11 @@ impl Routed {
                     last = Some(e);
                 }
             }
+        }
+        // Stores that did not answer in time: the block is not theirs.
+        for m in targets.iter().filter(|m| !answered.contains(&m.id)) {
+            RouteStats::bump(&self.stats.slow_writes);
+            self.mark_down(m, &ObjectError::Timeout(self.write_patience));
         }
         (took, last)
     }

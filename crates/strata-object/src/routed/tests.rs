@@ -187,3 +187,44 @@ async fn slice_ids_come_from_block_names_only() {
     assert_eq!(slice_of("vol/meta/dump-1"), None);
     assert_eq!(slice_of("vol/chunks/0/0/notablock"), None);
 }
+
+#[tokio::test]
+async fn a_slow_store_delays_reads_and_writes_only_so_long() {
+    let set = three_stores();
+    let routed = set
+        .routed
+        .with_patience(Duration::from_millis(100), Duration::from_millis(100));
+    // The record says cold first, with a copy at home; cold answers after 5 s.
+    set.table.stores.lock().insert(7, vec![1, 0]);
+    set.faults[1].set(FaultPlan {
+        delay: Duration::from_secs(5),
+        ..FaultPlan::default()
+    });
+    let started = std::time::Instant::now();
+    routed.put(KEY, Bytes::from_static(b"hello")).await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        set.table.stores.lock().get(&7),
+        Some(&vec![0]),
+        "cold left out"
+    );
+    assert_eq!(routed.stats().slow_writes.load(Ordering::Relaxed), 1);
+    // A read that asks cold first gets its answer from home after the hedge delay.
+    let mut routed = routed;
+    for m in &mut routed.members {
+        *m.down_until.lock() = None;
+    }
+    set.table.stores.lock().insert(7, vec![1, 0]);
+    let started = std::time::Instant::now();
+    assert_eq!(&routed.get(KEY, None).await.unwrap()[..], b"hello");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(routed.stats().hedged_reads.load(Ordering::Relaxed), 1);
+}
