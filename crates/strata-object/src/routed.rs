@@ -61,17 +61,45 @@ impl RouteStats {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The counters, as `(name, value)` pairs.
-    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+    /// The counters, as `(name, help, value)`.
+    pub fn snapshot(&self) -> Vec<(&'static str, &'static str, u64)> {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         vec![
-            ("fallback_reads", get(&self.fallback_reads)),
-            ("skipped_down", get(&self.skipped_down)),
-            ("store_failures", get(&self.store_failures)),
-            ("partial_writes", get(&self.partial_writes)),
-            ("fallback_writes", get(&self.fallback_writes)),
-            ("hedged_reads", get(&self.hedged_reads)),
-            ("slow_writes", get(&self.slow_writes)),
+            (
+                "fallback_reads",
+                "Reads answered by a store other than the first one tried.",
+                get(&self.fallback_reads),
+            ),
+            (
+                "skipped_down",
+                "Requests that passed over a store marked down.",
+                get(&self.skipped_down),
+            ),
+            (
+                "store_failures",
+                "Store failures that marked a store down for a while.",
+                get(&self.store_failures),
+            ),
+            (
+                "partial_writes",
+                "Blocks written to fewer stores than their placement named.",
+                get(&self.partial_writes),
+            ),
+            (
+                "fallback_writes",
+                "Blocks written to store 0 because no store their placement named took them.",
+                get(&self.fallback_writes),
+            ),
+            (
+                "hedged_reads",
+                "Reads that also asked the next store because the first was slow to answer.",
+                get(&self.hedged_reads),
+            ),
+            (
+                "slow_writes",
+                "Writes that left out a store still busy after the others had the block.",
+                get(&self.slow_writes),
+            ),
         ]
     }
 }
@@ -139,9 +167,13 @@ fn store_failed(e: &ObjectError) -> bool {
     )
 }
 
-/// The slice id in a block object's key (`…chunks/…/{id}_{index}_{len}`).
+/// The slice id in a block object's key (`[prefix/]chunks/…/{id}_{index}_{len}`): after
+/// a whole `chunks` segment, so a volume named e.g. `datachunks` has no blocks elsewhere.
 pub fn slice_of(key: &str) -> Option<u64> {
-    let at = key.find("chunks/")?;
+    let at = match key.strip_prefix("chunks/") {
+        Some(_) => 0,
+        None => key.find("/chunks/")? + 1,
+    };
     crate::parse_block_name(&key[at..]).map(|(id, _, _)| id)
 }
 
@@ -167,7 +199,8 @@ impl Routed {
     }
 
     /// This set with other waits for slow stores (tests).
-    pub fn with_patience(self, hedge_after: Duration, write_patience: Duration) -> Routed {
+    #[cfg(test)]
+    pub(crate) fn with_patience(self, hedge_after: Duration, write_patience: Duration) -> Routed {
         Routed {
             hedge_after,
             write_patience,
@@ -190,16 +223,7 @@ impl Routed {
 
     /// The routing counters and which stores are passed over now, for Prometheus.
     pub fn render_metrics(&self, e: &mut Exposition) {
-        let helps = [
-            "Reads answered by a store other than the first one tried.",
-            "Requests that passed over a store marked down.",
-            "Store failures that marked a store down for a while.",
-            "Blocks written to fewer stores than their placement named.",
-            "Blocks written to store 0 because no store their placement named took them.",
-            "Reads that also asked the next store because the first was slow to answer.",
-            "Writes that left out a store still busy after the others had the block.",
-        ];
-        for ((name, value), help) in self.stats.snapshot().into_iter().zip(helps) {
+        for (name, help, value) in self.stats.snapshot() {
             e.single(&format!("strata_store_{name}"), Kind::Counter, help, value);
         }
         e.family(
@@ -395,9 +419,19 @@ impl Routed {
                 ObjectError::Other(format!("no store of slice {id} is up to take {key}"))
             }));
         }
-        if took != wanted {
+        // `took` is in completion order; the record keeps the placement's (read) order.
+        let within = took.iter().all(|t| wanted.contains(t));
+        if !within || took.len() < wanted.len() {
+            let kept: Vec<u8> = match within {
+                true => wanted
+                    .iter()
+                    .copied()
+                    .filter(|w| took.contains(w))
+                    .collect(),
+                false => took,
+            };
             RouteStats::bump(&self.stats.partial_writes);
-            self.lookup.written_to(id, &took).await?;
+            self.lookup.written_to(id, &kept).await?;
         }
         Ok(())
     }

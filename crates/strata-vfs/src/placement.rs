@@ -35,6 +35,9 @@ pub struct Placements {
     meta: Arc<Meta>,
     cache: Mutex<HashMap<u64, (Vec<u8>, Instant)>>,
     policies: Mutex<Option<(Instant, PolicyTable)>>,
+    /// The write policy found for a file lately (a file takes many slices; the walk up
+    /// its directories is made once per [`POLICY_TTL`]).
+    resolved: Mutex<HashMap<Ino, (Option<TierPolicy>, Instant)>>,
 }
 
 fn meta_failed(e: MetaError) -> ObjectError {
@@ -54,6 +57,7 @@ impl Placements {
             meta,
             cache: Mutex::new(HashMap::new()),
             policies: Mutex::new(None),
+            resolved: Mutex::new(HashMap::new()),
         }
     }
 
@@ -90,6 +94,26 @@ impl Placements {
         if table.is_empty() {
             return Ok(None);
         }
+        if let Some((policy, at)) = self.resolved.lock().get(&ino)
+            && at.elapsed() < POLICY_TTL
+        {
+            return Ok(policy.clone());
+        }
+        let policy = self.walk_up(ino, &table).await?;
+        let mut resolved = self.resolved.lock();
+        if resolved.len() >= PLACEMENT_CACHE {
+            resolved.clear();
+        }
+        resolved.insert(ino, (policy.clone(), Instant::now()));
+        Ok(policy)
+    }
+
+    /// The nearest policy without `after` of `ino` or a directory above it.
+    async fn walk_up(
+        &self,
+        ino: Ino,
+        table: &BTreeMap<Ino, TierPolicy>,
+    ) -> Result<Option<TierPolicy>, MetaError> {
         let mut at = ino;
         for _ in 0..MAX_DEPTH {
             if let Some(p) = table.get(&at)

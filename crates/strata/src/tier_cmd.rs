@@ -323,10 +323,13 @@ async fn run_mover(m: MoveArgs) -> Result<()> {
         let report = move_data(&volume.meta, &stores, &opts, &progress).await;
         drop(view);
         let report = report.context("moving data")?;
-        print_report(&report, started.elapsed(), m.dry_run);
+        let printed = print_report(&report, started.elapsed(), m.dry_run);
         let Some(every) = m.every else {
-            return Ok(());
+            return printed;
         };
+        if let Err(e) = printed {
+            tracing::warn!("{e}");
+        }
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
             _ = crate::http_front::wait_for_signal() => return Ok(()),
@@ -334,12 +337,13 @@ async fn run_mover(m: MoveArgs) -> Result<()> {
     }
 }
 
-fn print_report(r: &MoveReport, took: Duration, dry_run: bool) {
-    let secs = took.as_secs_f64().max(1e-3);
-    let rate = r.bytes_copied as f64 / secs / f64::from(1u32 << 20);
+fn print_report(r: &MoveReport, took: Duration, dry_run: bool) -> Result<()> {
+    let millis = u64::try_from(took.as_millis()).unwrap_or(u64::MAX).max(1);
+    let per_second = r.bytes_copied.saturating_mul(1000) / millis;
     let verb = if dry_run { "would move" } else { "moved" };
     println!(
-        "{} policies ({} busy elsewhere), {} files ({} too new), {} slices: {} in place, {verb} {}, {} raced",
+        "{} policies ({} busy elsewhere), {} files ({} too new), {} slices: {} in place, \
+         {verb} {}, {} raced, {} failed",
         r.policies,
         r.policies_busy,
         r.files,
@@ -347,15 +351,24 @@ fn print_report(r: &MoveReport, took: Duration, dry_run: bool) {
         r.slices,
         r.slices_in_place,
         r.slices_moved,
-        r.slices_raced
+        r.slices_raced,
+        r.slices_failed
     );
     println!(
-        "copied {} blocks, {} bytes ({}) in {:.2}s ({rate:.1} MiB/s); released {} blocks, {} moves finished",
+        "copied {} blocks, {} bytes ({}) in {:.2}s ({}/s); released {} blocks, {} moves finished",
         r.blocks_copied,
         r.bytes_copied,
         HumanBytes(r.bytes_copied),
-        secs,
+        took.as_secs_f64(),
+        HumanBytes(per_second),
         r.blocks_released,
         r.moves_finished
     );
+    if r.slices_failed > 0 {
+        bail!(
+            "{} slices could not be moved now (see the log); run again",
+            r.slices_failed
+        );
+    }
+    Ok(())
 }

@@ -228,3 +228,22 @@ async fn a_slow_store_delays_reads_and_writes_only_so_long() {
     );
     assert_eq!(routed.stats().hedged_reads.load(Ordering::Relaxed), 1);
 }
+
+#[tokio::test]
+async fn a_write_every_store_took_keeps_its_record_whatever_order_they_answered_in() {
+    let set = three_stores();
+    set.table.stores.lock().insert(7, vec![2, 0]);
+    // Store 2 answers last: the record must still read it first.
+    set.faults[2].set(FaultPlan {
+        delay: Duration::from_millis(50),
+        ..FaultPlan::default()
+    });
+    set.routed
+        .put(KEY, Bytes::from_static(b"hello"))
+        .await
+        .unwrap();
+    assert_eq!(set.table.stores.lock().get(&7), Some(&vec![2, 0]));
+    assert_eq!(set.routed.stats().partial_writes.load(Ordering::Relaxed), 0);
+    assert_eq!(slice_of("datachunks/meta/12_3_4"), None);
+    assert_eq!(slice_of("datachunks/chunks/0/0/12_3_4"), Some(12));
+}
