@@ -315,6 +315,7 @@ async fn run_mover(m: MoveArgs) -> Result<()> {
         ),
         dry_run: m.dry_run,
         threads: m.threads,
+        wait_for_busy: m.every.is_none(),
     };
     loop {
         let progress = Arc::new(Progress::default());
@@ -364,6 +365,12 @@ fn print_report(r: &MoveReport, took: Duration, dry_run: bool) -> Result<()> {
         r.blocks_released,
         r.moves_finished
     );
+    if r.policies_busy > 0 {
+        println!(
+            "{} policy directories are being moved by another mover: left to it",
+            r.policies_busy
+        );
+    }
     if r.slices_failed > 0 {
         bail!(
             "{} slices could not be moved now (see the log); run again",

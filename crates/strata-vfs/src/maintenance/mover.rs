@@ -25,7 +25,9 @@ use super::{Progress, Result};
 /// Entries read per directory page.
 const PAGE: usize = 1000;
 /// How long a mover's lease on a directory lasts without renewal.
-const LEASE: Duration = Duration::from_secs(60);
+const LEASE: Duration = Duration::from_secs(30);
+/// How often a directory another mover holds is asked for again.
+const BUSY_POLL: Duration = Duration::from_secs(1);
 
 /// What `tier move` does.
 #[derive(Clone, Debug)]
@@ -44,6 +46,9 @@ pub struct MoveOptions {
     pub dry_run: bool,
     /// Files moved at once.
     pub threads: usize,
+    /// Wait (up to one lease) for directories another mover holds, rather than leave
+    /// them to the next run (one-shot runs: the holder may have died).
+    pub wait_for_busy: bool,
 }
 
 /// What `tier move` found and did.
@@ -86,26 +91,88 @@ pub async fn move_data(
     let with_policy: HashSet<Ino> = policies.iter().map(|(ino, _)| *ino).collect();
     let pacer = Pacer::new(opts.bandwidth);
     progress.stage("moving", 0);
-    for (dir, policy) in &policies {
-        let until = strata_meta::now_ns() + nanos(LEASE);
-        if !meta.take_mover_lease(*dir, opts.holder, until).await? {
-            report.policies_busy += 1;
-            continue;
-        }
-        report.policies += 1;
-        let mover = DirMover {
+    let mut busy = Vec::new();
+    for entry in &policies {
+        if !move_policy(
             meta,
             stores,
             opts,
-            policy,
-            target: policy.placement(),
-            progress,
-        };
-        let moved = mover.run(*dir, &with_policy, &mut report, &pacer).await;
-        meta.release_mover_lease(*dir, opts.holder).await?;
-        moved?;
+            entry,
+            (&with_policy, &pacer, progress),
+            &mut report,
+        )
+        .await?
+        {
+            busy.push(entry);
+        }
     }
+    // Directories another mover holds: with `wait_for_busy`, taken over once its lease
+    // ends (a mover that died lets go within one lease), or counted busy after that.
+    let waited_since = Instant::now();
+    while !busy.is_empty() && opts.wait_for_busy && waited_since.elapsed() <= LEASE {
+        progress.stage("waiting for another mover's lease", 0);
+        // Polling a lease in the engine, not synchronization with this process.
+        tokio::time::sleep(BUSY_POLL).await;
+        let mut still = Vec::new();
+        for entry in busy {
+            if !move_policy(
+                meta,
+                stores,
+                opts,
+                entry,
+                (&with_policy, &pacer, progress),
+                &mut report,
+            )
+            .await?
+            {
+                still.push(entry);
+            }
+        }
+        busy = still;
+    }
+    report.policies_busy = u64::try_from(busy.len()).unwrap_or(u64::MAX);
     Ok(report)
+}
+
+/// Move one policy's directory under a lease; false if another mover holds it.
+async fn move_policy(
+    meta: &Meta,
+    stores: &Routed,
+    opts: &MoveOptions,
+    (dir, policy): &(Ino, TierPolicy),
+    (with_policy, pacer, progress): (&HashSet<Ino>, &Pacer, &Progress),
+    report: &mut MoveReport,
+) -> Result<bool> {
+    let until = strata_meta::now_ns() + nanos(LEASE);
+    if !meta.take_mover_lease(*dir, opts.holder, until).await? {
+        return Ok(false);
+    }
+    report.policies += 1;
+    let mover = DirMover {
+        meta,
+        stores,
+        opts,
+        policy,
+        target: policy.placement(),
+        progress,
+    };
+    // The lease is renewed on a timer while the walk runs (a lease lost anyway only
+    // costs work twice: every switch is a compare-and-swap).
+    let renew = async {
+        loop {
+            tokio::time::sleep(LEASE / 3).await;
+            let until = strata_meta::now_ns() + nanos(LEASE);
+            if let Err(e) = meta.take_mover_lease(*dir, opts.holder, until).await {
+                tracing::warn!("renewing the mover's lease: {e}");
+            }
+        }
+    };
+    let moved = tokio::select! {
+        moved = mover.run(*dir, with_policy, report, pacer) => moved,
+        never = renew => never,
+    };
+    meta.release_mover_lease(*dir, opts.holder).await?;
+    moved.map(|()| true)
 }
 
 fn nanos(d: Duration) -> Nanos {
@@ -181,7 +248,6 @@ impl DirMover<'_> {
         pacer: &Pacer,
     ) -> Result<()> {
         let mut dirs = vec![dir];
-        let mut lease_renewed = Instant::now();
         let too_new_after =
             strata_meta::now_ns() - nanos(Duration::from_secs(self.policy.after_secs));
         while let Some(d) = dirs.pop() {
@@ -219,13 +285,6 @@ impl DirMover<'_> {
                     .await;
                 for part in moved {
                     report.merge(&part?);
-                }
-                if lease_renewed.elapsed() > LEASE / 3 {
-                    let until = strata_meta::now_ns() + nanos(LEASE);
-                    self.meta
-                        .take_mover_lease(dir, self.opts.holder, until)
-                        .await?;
-                    lease_renewed = Instant::now();
                 }
             }
         }
