@@ -91,46 +91,28 @@ pub async fn move_data(
     let with_policy: HashSet<Ino> = policies.iter().map(|(ino, _)| *ino).collect();
     let pacer = Pacer::new(opts.bandwidth);
     progress.stage("moving", 0);
-    let mut busy = Vec::new();
-    for entry in &policies {
-        if !move_policy(
-            meta,
-            stores,
-            opts,
-            entry,
-            (&with_policy, &pacer, progress),
-            &mut report,
-        )
-        .await?
-        {
-            busy.push(entry);
+    // Directories another mover holds: with `wait_for_busy`, asked for again until its
+    // lease ends (a mover that died lets go within one lease), then counted busy.
+    let mut pending: Vec<&(Ino, TierPolicy)> = policies.iter().collect();
+    let mut waiting_since: Option<Instant> = None;
+    loop {
+        let mut busy = Vec::new();
+        for entry in pending {
+            let shared = (&with_policy, &pacer, progress);
+            if !move_policy(meta, stores, opts, entry, shared, &mut report).await? {
+                busy.push(entry);
+            }
         }
-    }
-    // Directories another mover holds: with `wait_for_busy`, taken over once its lease
-    // ends (a mover that died lets go within one lease), or counted busy after that.
-    let waited_since = Instant::now();
-    while !busy.is_empty() && opts.wait_for_busy && waited_since.elapsed() <= LEASE {
+        pending = busy;
+        let waited = waiting_since.get_or_insert_with(Instant::now).elapsed();
+        if pending.is_empty() || !opts.wait_for_busy || waited > LEASE {
+            break;
+        }
         progress.stage("waiting for another mover's lease", 0);
         // Polling a lease in the engine, not synchronization with this process.
         tokio::time::sleep(BUSY_POLL).await;
-        let mut still = Vec::new();
-        for entry in busy {
-            if !move_policy(
-                meta,
-                stores,
-                opts,
-                entry,
-                (&with_policy, &pacer, progress),
-                &mut report,
-            )
-            .await?
-            {
-                still.push(entry);
-            }
-        }
-        busy = still;
     }
-    report.policies_busy = u64::try_from(busy.len()).unwrap_or(u64::MAX);
+    report.policies_busy = u64::try_from(pending.len()).unwrap_or(u64::MAX);
     Ok(report)
 }
 
